@@ -1,0 +1,140 @@
+// Backend: the compute interface every device implements (CPU now, CUDA next).
+//
+// Model code allocates through a Backend and calls its ops on TensorViews; it never touches
+// activation memory from the host, so the same model code runs on any device. Ops are enqueued in
+// call order (the CPU backend simply runs them); results are visible to the host after
+// synchronize() or a copy_to_host(). Shapes in the comments below are [rows, cols] with the last
+// dimension contiguous unless said otherwise; "act" is activation_dtype().
+//
+// Batch invariance: every op computes a row (token) the same way whatever else shares the call, so
+// a token's results are bit-identical in a prefill, a decode step, a (k+1)-token verification or a
+// mixed batch. An implementation may offer faster non-invariant paths only behind an explicit
+// opt-in (BackendOptions::batch_invariant = false).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/tensor.h"
+
+namespace baton {
+
+class Backend;
+
+// Memory owned by a backend; returned to it on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* owner, void* data, std::size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  // A contiguous view of the buffer's start with this dtype and shape (must fit).
+  TensorView view(DType dtype, std::initializer_list<std::int64_t> shape) const;
+
+ private:
+  void release();
+
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct BackendOptions {
+  int num_threads = 0;          // CPU: 0 = one per available core
+  bool batch_invariant = true;  // false allows faster kernels whose rows depend on the batch
+  std::string cpu_isa = "auto";  // CPU: auto, portable, avx2, avx512 (for tests and comparisons)
+};
+
+// Inputs of one attention call over a varlen batch of sequences (all I32, in device memory).
+struct AttentionBatch {
+  TensorView positions;     // [tokens] absolute position of each new token
+  TensorView token_seq;     // [tokens] index of each token's sequence
+  TensorView block_tables;  // [num_seqs, max_blocks_per_seq] physical KV block ids
+  std::int64_t num_tokens = 0;
+  std::int64_t max_context_len = 0;  // longest (position + 1) in the batch
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string describe() const = 0;  // e.g. "cpu (avx512, 2 threads, batch-invariant)"
+  virtual DType activation_dtype() const = 0;
+
+  // ---- memory --------------------------------------------------------------------------------
+  virtual absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+  // True when host memory (e.g. a memory-mapped checkpoint) can be used as weights in place.
+  virtual bool reads_host_memory() const = 0;
+  virtual void synchronize() = 0;
+
+  // ---- ops -----------------------------------------------------------------------------------
+  // out[t, :] = table[token_ids[t], :] widened to act. table: [vocab, hidden] F32/BF16/F16;
+  // token_ids: [tokens] I32; out: [tokens, hidden] act.
+  virtual void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) = 0;
+
+  // out = x * rsqrt(mean(x^2, last dim) + eps) * weight. x, out: [rows, dim] or [rows, heads, dim]
+  // (strided rows allowed, may alias); weight: [dim] F32.
+  virtual void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) = 0;
+
+  // out = x @ weight^T (+ bias). x: [rows, k] act; weight: [n, k] F32/BF16/F16; bias: [n] F32 or
+  // empty; out: [rows, n] act.
+  virtual void linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
+                      const TensorView& out) = 0;
+
+  // cos_sin[t, i] = cos(positions[t] * inv_freq[i]), cos_sin[t, half + i] = sin(...), i < half.
+  // positions: [tokens] I32; inv_freq: [half] F32; cos_sin: [tokens, 2 * half] F32.
+  virtual void rope_cos_sin(const TensorView& positions, const TensorView& inv_freq,
+                            const TensorView& cos_sin) = 0;
+
+  // Rotary embedding in place, "rotate half" convention: for i < half,
+  // (x[i], x[i + half]) <- (x[i] cos - x[i + half] sin, x[i + half] cos + x[i] sin).
+  // x: [tokens, heads, head_dim] (strided), cos_sin: [tokens, head_dim].
+  virtual void apply_rope(const TensorView& x, const TensorView& cos_sin) = 0;
+
+  // out[t, i] = silu(gate_up[t, i]) * gate_up[t, inter + i]. gate_up: [tokens, 2 * inter];
+  // out: [tokens, inter].
+  virtual void silu_mul(const TensorView& gate_up, const TensorView& out) = 0;
+
+  // out = a + b elementwise; [rows, cols], may alias.
+  virtual void add(const TensorView& a, const TensorView& b, const TensorView& out) = 0;
+
+  // out[i, :] = src[indices[i], :]. src: [tokens, cols]; indices: [n] I32; out: [n, cols].
+  virtual void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) = 0;
+
+  // out = src for two views of the same shape (strided rows allowed).
+  virtual void copy(const TensorView& src, const TensorView& out) = 0;
+
+  // Stores each new token's key and value into its slot (block * block_size + offset); a negative
+  // slot skips the token. k, v: [tokens, kv_heads, head_dim] (strided rows allowed);
+  // slot_mapping: [tokens] I32; kv_cache: one layer, [num_blocks, 2, block_size, kv_heads, head_dim].
+  virtual void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
+                        const TensorView& kv_cache) = 0;
+
+  // Causal attention of each new token over its sequence's cached keys/values (written by
+  // write_kv first), GQA, optional sliding window (0 = none). q: [tokens, heads, head_dim]
+  // (strided rows allowed); out: [tokens, heads, head_dim].
+  virtual void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
+                               float scale, int sliding_window, const TensorView& out) = 0;
+
+ protected:
+  friend class DeviceBuffer;
+  virtual void free(void* data, std::size_t bytes) = 0;
+};
+
+// The CPU backend with these options (kernels/cpu/cpu_backend.h has the class).
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options);
+
+}  // namespace baton

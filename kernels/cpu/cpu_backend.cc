@@ -1,0 +1,190 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/rows.h"
+
+namespace baton::cpu {
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+
+// Rows per thread below which a row-wise op runs on the calling thread alone.
+constexpr std::int64_t kMinRowsPerThread = 4;
+
+void check_f32(const TensorView& v, const char* what) {
+  BATON_CHECK(v.dtype == DType::kF32, what, " must be F32: ", v.describe());
+}
+
+}  // namespace
+
+const KernelTable& kernel_table_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512: return avx512_kernel_table();
+    case CpuIsa::kAvx2: return avx2_kernel_table();
+    case CpuIsa::kPortable: break;
+  }
+  return portable_kernel_table();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options) {
+  BATON_ASSIGN_OR_RETURN(auto backend, CpuBackend::create(options));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::create(const BackendOptions& options) {
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(str_cat("num_threads must be >= 0 (got ", options.num_threads, ")"));
+  }
+  const CpuFeatures features = CpuFeatures::detect();
+  BATON_ASSIGN_OR_RETURN(const CpuIsa isa, resolve_isa(options.cpu_isa, features));
+  blas_init_single_threaded();
+  return std::unique_ptr<CpuBackend>(new CpuBackend(options, isa, features));
+}
+
+CpuBackend::CpuBackend(const BackendOptions& options, CpuIsa isa, const CpuFeatures& features)
+    : options_(options), isa_(isa), features_(features), kernels_(&kernel_table_for(isa)),
+      pool_(options.num_threads) {}
+
+std::string CpuBackend::describe() const {
+  return str_cat("cpu (", kernels_->name, " kernels, ", pool_.size(), " threads, ",
+                      options_.batch_invariant ? "batch-invariant" : "NOT batch-invariant",
+                      "; cpu has ", features_.describe(), ")");
+}
+
+absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
+  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes"));
+  }
+  return DeviceBuffer(this, p, bytes);
+}
+
+void CpuBackend::free(void* data, std::size_t /*bytes*/) { std::free(data); }
+
+void CpuBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
+                        const TensorView& out) {
+  check_f32(x, "linear input");
+  check_f32(out, "linear output");
+  BATON_CHECK(x.ndim == 2 && weight.ndim == 2 && out.ndim == 2, "linear expects 2-D views: x ",
+              x.describe(), ", w ", weight.describe(), ", out ", out.describe());
+  BATON_CHECK(weight.dim(1) == x.dim(1) && out.dim(0) == x.dim(0) && out.dim(1) == weight.dim(0),
+              "linear shapes: x ", x.describe(), ", w ", weight.describe(), ", out ", out.describe());
+  BATON_CHECK(x.stride(1) == 1 && weight.stride(1) == 1 && out.stride(1) == 1,
+              "linear needs contiguous rows");
+  BATON_CHECK(weight.dtype == DType::kF32 || weight.dtype == DType::kBF16 || weight.dtype == DType::kF16,
+              "linear weight dtype: ", weight.describe());
+  if (!bias.empty()) {
+    check_f32(bias, "linear bias");
+    BATON_CHECK(bias.numel() == weight.dim(0), "bias ", bias.describe(), " for weight ", weight.describe());
+  }
+  GemmArgs a;
+  a.x = x.ptr<const float>();
+  a.ldx = x.stride(0);
+  a.w = weight.data;
+  a.w_dtype = weight.dtype;
+  a.ldw = weight.stride(0);
+  a.bias = bias.empty() ? nullptr : bias.ptr<const float>();
+  a.y = out.ptr<float>();
+  a.ldy = out.stride(0);
+  a.rows = x.dim(0);
+  a.k = x.dim(1);
+  const std::int64_t n = weight.dim(0);
+  if (a.rows == 0 || n == 0) return;
+  // Threads split output columns, so each thread streams its own slice of the weights once.
+  constexpr std::int64_t kMinColsPerThread = 16;
+  if (!options_.batch_invariant && weight.dtype == DType::kF32 && a.rows >= 16) {
+    pool_.parallel_for(n, kMinColsPerThread, 16, [&](std::int64_t b, std::int64_t e) { blas_gemm_f32(a, b, e); });
+    return;
+  }
+  const KernelTable& k = *kernels_;
+  pool_.parallel_for(n, kMinColsPerThread, 16, [&](std::int64_t b, std::int64_t e) { k.gemm(a, b, e); });
+}
+
+void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) {
+  check_f32(x, "rms_norm input");
+  check_f32(out, "rms_norm output");
+  check_f32(weight, "rms_norm weight");
+  const Rows<const float> xr(x);
+  const Rows<float> outr(out);
+  BATON_CHECK(xr.count() == outr.count() && xr.cols() == outr.cols() && weight.numel() == xr.cols(),
+              "rms_norm shapes: x ", x.describe(), ", w ", weight.describe(), ", out ", out.describe());
+  const float* w = weight.ptr<const float>();
+  const KernelTable& k = *kernels_;
+  pool_.parallel_for(xr.count(), kMinRowsPerThread, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) k.rms_norm_row(xr.row(r), w, eps, outr.row(r), xr.cols());
+  });
+}
+
+void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
+  check_f32(gate_up, "silu_mul input");
+  check_f32(out, "silu_mul output");
+  const Rows<const float> in(gate_up);
+  const Rows<float> o(out);
+  BATON_CHECK(in.count() == o.count() && in.cols() == 2 * o.cols(), "silu_mul shapes: ",
+              gate_up.describe(), " -> ", out.describe());
+  const std::int64_t inter = o.cols();
+  const KernelTable& k = *kernels_;
+  pool_.parallel_for(in.count(), 1, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) k.silu_mul_row(in.row(r), in.row(r) + inter, o.row(r), inter);
+  });
+}
+
+void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
+                                 float scale, int sliding_window, const TensorView& out) {
+  check_f32(q, "attention q");
+  check_f32(out, "attention output");
+  BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
+              "kv cache layer must be contiguous F32 [blocks, 2, block_size, kv_heads, head_dim]: ",
+              kv_cache.describe());
+  BATON_CHECK(q.ndim == 3 && out.ndim == 3 && q.stride(2) == 1 && q.stride(1) == q.dim(2) &&
+                  out.stride(2) == 1 && out.stride(1) == out.dim(2),
+              "attention q/out must be [tokens, heads, head_dim] with contiguous heads: ", q.describe(),
+              ", ", out.describe());
+  const auto num_heads = static_cast<std::int32_t>(q.dim(1));
+  const auto num_kv_heads = static_cast<std::int32_t>(kv_cache.dim(3));
+  const auto head_dim = static_cast<std::int32_t>(kv_cache.dim(4));
+  BATON_CHECK(q.dim(2) == head_dim && num_heads % num_kv_heads == 0 && out.dim(1) == num_heads &&
+                  q.dim(0) == batch.num_tokens && out.dim(0) == batch.num_tokens,
+              "attention shapes: q ", q.describe(), ", cache ", kv_cache.describe(), ", out ", out.describe());
+  AttentionArgs a;
+  a.q = q.ptr<const float>();
+  a.q_stride = q.stride(0);
+  a.kv_cache = kv_cache.ptr<const float>();
+  a.positions = batch.positions.ptr<const std::int32_t>();
+  a.token_seq = batch.token_seq.ptr<const std::int32_t>();
+  a.block_tables = batch.block_tables.ptr<const std::int32_t>();
+  a.block_table_stride = batch.block_tables.stride(0);
+  a.out = out.ptr<float>();
+  a.out_stride = out.stride(0);
+  a.num_heads = num_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.head_dim = head_dim;
+  a.block_size = static_cast<std::int32_t>(kv_cache.dim(2));
+  a.sliding_window = sliding_window;
+  a.scale = scale;
+  const std::int64_t scratch_floats =
+      attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
+  const KernelTable& k = *kernels_;
+  pool_.parallel_for(batch.num_tokens * num_kv_heads, 1, 1, [&](std::int64_t b, std::int64_t e) {
+    // Per-thread scratch that only grows: no allocation once the longest context has been seen.
+    thread_local std::vector<float> scratch;
+    if (static_cast<std::int64_t>(scratch.size()) < scratch_floats) scratch.resize(static_cast<std::size_t>(scratch_floats));
+    k.attention(a, b, e, scratch.data());
+  });
+}
+
+}  // namespace baton::cpu

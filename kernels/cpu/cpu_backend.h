@@ -1,0 +1,73 @@
+// CpuBackend: the Backend on the host CPU. f32 activations; weights in F32, BF16 or F16 read in
+// place; work split over the one ThreadPool; kernels from the best ISA tier the CPU supports.
+//
+// With batch_invariant (the default) every op uses the V16 kernels whose per-row reduction order is
+// fixed. batch_invariant = false lets F32 GEMMs with many rows go through OpenBLAS (faster
+// prefill, but a row's bits then depend on the batch: never use it with speculative decoding's
+// token-identical guarantee in mind).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace baton::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> create(const BackendOptions& options);
+
+  Device device() const override { return Device{DeviceType::kCpu, 0}; }
+  std::string describe() const override;
+  DType activation_dtype() const override { return DType::kF32; }
+
+  absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
+  bool reads_host_memory() const override { return true; }
+  void synchronize() override {}
+
+  void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override;
+  void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) override;
+  void linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
+              const TensorView& out) override;
+  void rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) override;
+  void apply_rope(const TensorView& x, const TensorView& cos_sin) override;
+  void silu_mul(const TensorView& gate_up, const TensorView& out) override;
+  void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
+  void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) override;
+  void copy(const TensorView& src, const TensorView& out) override;
+  void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
+                const TensorView& kv_cache) override;
+  void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
+                       float scale, int sliding_window, const TensorView& out) override;
+
+  ThreadPool& pool() { return pool_; }
+  const KernelTable& kernels() const { return *kernels_; }
+  CpuIsa isa() const { return isa_; }
+
+ protected:
+  void free(void* data, std::size_t bytes) override;
+
+ private:
+  CpuBackend(const BackendOptions& options, CpuIsa isa, const CpuFeatures& features);
+
+  BackendOptions options_;
+  CpuIsa isa_;
+  CpuFeatures features_;
+  const KernelTable* kernels_;
+  ThreadPool pool_;
+};
+
+const KernelTable& kernel_table_for(CpuIsa isa);
+
+// OpenBLAS sgemm for output columns [n_begin, n_end) of an F32 GEMM (the non-invariant opt-in).
+void blas_gemm_f32(const GemmArgs& a, std::int64_t n_begin, std::int64_t n_end);
+void blas_init_single_threaded();
+
+}  // namespace baton::cpu

@@ -1,0 +1,63 @@
+// V16 on AVX-512: one zmm register. See simd16_portable.h for the contract every tier implements.
+// Include only from a translation unit compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+struct V16 {
+  __m512 v;
+};
+
+constexpr int kGemmMaxRows = 4;  // MR: rows of x per GEMM tile
+constexpr int kGemmMaxCols = 4;  // NR: rows of W (output columns) per GEMM tile
+
+inline __mmask16 tail_mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+inline V16 vzero() { return {_mm512_setzero_ps()}; }
+inline V16 vset1(float a) { return {_mm512_set1_ps(a)}; }
+inline V16 vload(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline V16 vload_n(const float* p, int n) { return {_mm512_maskz_loadu_ps(tail_mask(n), p)}; }
+inline V16 vload_bf16(const std::uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline V16 vload_bf16_n(const std::uint16_t* p, int n) {
+  const __m256i h = _mm256_maskz_loadu_epi16(tail_mask(n), p);
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline V16 vload_f16(const std::uint16_t* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+inline V16 vload_f16_n(const std::uint16_t* p, int n) {
+  return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p))};
+}
+inline void vstore(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
+inline void vstore_n(float* p, V16 a, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), a.v); }
+
+inline V16 vfma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline V16 vsub(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline V16 vdiv(V16 a, V16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline V16 vmax(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline V16 vmin(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline V16 vround(V16 a) {
+  return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
+// 2^n for integer-valued n in [-126, 127].
+inline V16 vpow2i(V16 n) {
+  const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(e, 23))};
+}
+
+// The fixed reduction tree: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
+inline float vreduce_add(V16 a) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x1));
+  return _mm_cvtss_f32(s1);
+}
+inline float vreduce_max(V16 a) { return _mm512_reduce_max_ps(a.v); }

