@@ -29,11 +29,6 @@ const KernelTable& kernel_table_for(CpuIsa isa) {
   return portable_kernel_table();
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options) {
-  BATON_ASSIGN_OR_RETURN(auto backend, CpuBackend::create(options));
-  return std::unique_ptr<Backend>(std::move(backend));
-}
-
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::create(const BackendOptions& options) {
   if (options.num_threads < 0) {
     return absl::InvalidArgumentError(str_cat("num_threads must be >= 0 (got ", options.num_threads, ")"));
@@ -188,3 +183,12 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
 }
 
 }  // namespace baton::cpu
+
+namespace baton {
+
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options) {
+  BATON_ASSIGN_OR_RETURN(auto backend, cpu::CpuBackend::create(options));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace baton

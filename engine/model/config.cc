@@ -1,0 +1,303 @@
+#include "engine/model/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+
+absl::Status field_error(const std::string& where, const std::string& key, const std::string& what) {
+  return absl::InvalidArgumentError(str_cat(where, ": `", key, "` ", what));
+}
+
+// A positive integer field; `fallback` when absent (nullopt: required).
+absl::StatusOr<std::int32_t> get_positive_int(const json& j, const std::string& where, const std::string& key,
+                                              std::optional<std::int32_t> fallback = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return field_error(where, key, "is missing");
+  }
+  if (!it->is_number_integer() || it->get<std::int64_t>() <= 0 || it->get<std::int64_t>() > INT32_MAX) {
+    return field_error(where, key, str_cat("must be a positive integer, got ", it->dump()));
+  }
+  return static_cast<std::int32_t>(it->get<std::int64_t>());
+}
+
+absl::StatusOr<double> get_number(const json& j, const std::string& where, const std::string& key, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return field_error(where, key, str_cat("must be a number, got ", it->dump()));
+  return it->get<double>();
+}
+
+absl::StatusOr<bool> get_bool(const json& j, const std::string& where, const std::string& key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return field_error(where, key, str_cat("must be true or false, got ", it->dump()));
+  return it->get<bool>();
+}
+
+// An int or a list of ints (eos_token_id is either in Hugging Face files).
+absl::Status append_token_ids(const json& j, const std::string& where, const std::string& key,
+                              std::vector<std::int32_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  auto add = [&](const json& v) -> absl::Status {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+      return field_error(where, key, str_cat("must hold non-negative token ids, got ", it->dump()));
+    }
+    const auto id = static_cast<std::int32_t>(v.get<std::int64_t>());
+    if (std::find(out->begin(), out->end(), id) == out->end()) out->push_back(id);
+    return absl::OkStatus();
+  };
+  if (it->is_array()) {
+    for (const json& v : *it) BATON_RETURN_IF_ERROR(add(v));
+    return absl::OkStatus();
+  }
+  return add(*it);
+}
+
+absl::StatusOr<RopeScaling> parse_rope_scaling(const json& config, const std::string& where) {
+  RopeScaling rs;
+  auto it = config.find("rope_scaling");
+  if (it == config.end() || it->is_null()) return rs;
+  if (!it->is_object()) return field_error(where, "rope_scaling", "must be an object or null");
+  const json& r = *it;
+  std::string type;
+  if (auto t = r.find("rope_type"); t != r.end() && t->is_string()) {
+    type = t->get<std::string>();
+  } else if (auto t2 = r.find("type"); t2 != r.end() && t2->is_string()) {
+    type = t2->get<std::string>();  // the legacy key
+  } else {
+    return field_error(where, "rope_scaling", "has no `rope_type` (or legacy `type`)");
+  }
+  const std::string w = where + " rope_scaling";
+  if (type == "default") return rs;
+  BATON_ASSIGN_OR_RETURN(rs.factor, get_number(r, w, "factor", 1.0));
+  if (rs.factor <= 0) return field_error(w, "factor", "must be positive");
+  if (type == "linear") {
+    rs.type = RopeScaling::Type::kLinear;
+    return rs;
+  }
+  if (type == "llama3") {
+    rs.type = RopeScaling::Type::kLlama3;
+    BATON_ASSIGN_OR_RETURN(rs.low_freq_factor, get_number(r, w, "low_freq_factor", 1.0));
+    BATON_ASSIGN_OR_RETURN(rs.high_freq_factor, get_number(r, w, "high_freq_factor", 4.0));
+    BATON_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                           get_number(r, w, "original_max_position_embeddings", 8192));
+    if (rs.high_freq_factor <= rs.low_freq_factor) {
+      return field_error(w, "high_freq_factor", "must be greater than low_freq_factor");
+    }
+    return rs;
+  }
+  return field_error(where, "rope_scaling",
+                     str_cat("has rope_type \"", type, "\", which Baton does not support (supported: default, linear, llama3)"));
+}
+
+absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const std::string& where) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    auto it = config.find(key);
+    if (it == config.end() || it->is_null()) continue;
+    const std::string s = it->is_string() ? it->get<std::string>() : "";
+    if (s == "float32") return std::optional<DType>(DType::kF32);
+    if (s == "bfloat16") return std::optional<DType>(DType::kBF16);
+    if (s == "float16") return std::optional<DType>(DType::kF16);
+    return field_error(where, key, str_cat("is ", it->dump(), "; supported: float32, bfloat16, float16"));
+  }
+  return std::optional<DType>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open"));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(str_cat(path, ": read error"));
+  return ss.str();
+}
+
+absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(model_dir) / "config.json").string();
+  if (!fs::is_directory(model_dir)) {
+    return absl::NotFoundError(str_cat(model_dir, ": not a directory (expected a Hugging Face model directory)"));
+  }
+  BATON_ASSIGN_OR_RETURN(const std::string text, read_text_file(config_path));
+  const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) return absl::InvalidArgumentError(str_cat(config_path, ": not valid JSON"));
+  const std::string gen_path = (fs::path(model_dir) / "generation_config.json").string();
+  json gen;
+  bool have_gen = false;
+  if (fs::exists(gen_path)) {
+    BATON_ASSIGN_OR_RETURN(const std::string gen_text, read_text_file(gen_path));
+    gen = json::parse(gen_text, nullptr, false);
+    if (gen.is_discarded() || !gen.is_object()) {
+      return absl::InvalidArgumentError(str_cat(gen_path, ": not a valid JSON object"));
+    }
+    have_gen = true;
+  }
+  if (have_gen) {
+    // Check generation_config.json's token ids here so an error names that file.
+    std::vector<std::int32_t> ignored;
+    BATON_RETURN_IF_ERROR(append_token_ids(gen, gen_path, "eos_token_id", &ignored));
+    BATON_RETURN_IF_ERROR(append_token_ids(gen, gen_path, "bos_token_id", &ignored));
+  }
+  return parse(config, have_gen ? &gen : nullptr, config_path);
+}
+
+absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* gen, const std::string& where) {
+  if (!config.is_object()) return absl::InvalidArgumentError(str_cat(where, ": expected a JSON object"));
+  ModelConfig c;
+  auto arch = config.find("architectures");
+  if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
+    return field_error(where, "architectures", "must be a non-empty list of names, e.g. [\"LlamaForCausalLM\"]");
+  }
+  c.architecture_name = (*arch)[0].get<std::string>();
+  if (c.architecture_name == "LlamaForCausalLM") {
+    c.architecture = Architecture::kLlama;
+  } else if (c.architecture_name == "MistralForCausalLM") {
+    c.architecture = Architecture::kMistral;
+  } else if (c.architecture_name == "Qwen2ForCausalLM") {
+    c.architecture = Architecture::kQwen2;
+  } else if (c.architecture_name == "Qwen3ForCausalLM") {
+    c.architecture = Architecture::kQwen3;
+  } else {
+    return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
+                                            "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
+                                            "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+  }
+  if (config.contains("quantization_config")) {
+    return field_error(where, "quantization_config", "is present: quantized checkpoints are not supported");
+  }
+  BATON_ASSIGN_OR_RETURN(c.hidden_size, get_positive_int(config, where, "hidden_size"));
+  BATON_ASSIGN_OR_RETURN(c.intermediate_size, get_positive_int(config, where, "intermediate_size"));
+  BATON_ASSIGN_OR_RETURN(c.num_layers, get_positive_int(config, where, "num_hidden_layers"));
+  BATON_ASSIGN_OR_RETURN(c.num_heads, get_positive_int(config, where, "num_attention_heads"));
+  BATON_ASSIGN_OR_RETURN(c.num_kv_heads, get_positive_int(config, where, "num_key_value_heads", c.num_heads));
+  BATON_ASSIGN_OR_RETURN(c.vocab_size, get_positive_int(config, where, "vocab_size"));
+  BATON_ASSIGN_OR_RETURN(c.max_position_embeddings, get_positive_int(config, where, "max_position_embeddings", 2048));
+  // Qwen3's own default head_dim is 128; the others derive it from hidden_size.
+  const bool head_dim_given = config.contains("head_dim") && !config["head_dim"].is_null();
+  if (head_dim_given || c.architecture == Architecture::kQwen3) {
+    BATON_ASSIGN_OR_RETURN(c.head_dim, get_positive_int(config, where, "head_dim", 128));
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      return field_error(where, "num_attention_heads",
+                         str_cat("(", c.num_heads, ") must divide hidden_size (", c.hidden_size, ") when head_dim is absent"));
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) return field_error(where, "head_dim", str_cat("must be even for RoPE, got ", c.head_dim));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return field_error(where, "num_key_value_heads",
+                       str_cat("(", c.num_kv_heads, ") must divide num_attention_heads (", c.num_heads, ")"));
+  }
+  BATON_ASSIGN_OR_RETURN(const double eps, get_number(config, where, "rms_norm_eps", 1e-6));
+  if (!(eps > 0)) return field_error(where, "rms_norm_eps", "must be positive");
+  c.rms_norm_eps = static_cast<float>(eps);
+  BATON_ASSIGN_OR_RETURN(c.rope_theta, get_number(config, where, "rope_theta", 10000.0));
+  if (!(c.rope_theta > 0)) return field_error(where, "rope_theta", "must be positive");
+  BATON_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(config, where));
+  if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"] != 1.0) {
+    return field_error(where, "partial_rotary_factor", "other than 1.0 is not supported");
+  }
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu") return field_error(where, "hidden_act", str_cat("is \"", act, "\"; only \"silu\" is supported"));
+  BATON_ASSIGN_OR_RETURN(const bool mlp_bias, get_bool(config, where, "mlp_bias", false));
+  if (mlp_bias) return field_error(where, "mlp_bias", "true is not supported");
+  BATON_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool(config, where, "tie_word_embeddings", false));
+  BATON_ASSIGN_OR_RETURN(const bool attention_bias, get_bool(config, where, "attention_bias", false));
+  switch (c.architecture) {
+    case Architecture::kLlama:
+    case Architecture::kQwen3:
+      c.qkv_bias = attention_bias;
+      c.o_bias = attention_bias;
+      break;
+    case Architecture::kQwen2:
+      c.qkv_bias = true;
+      break;
+    case Architecture::kMistral:
+      break;
+  }
+  c.qk_norm = c.architecture == Architecture::kQwen3;
+
+  // Sliding window, per layer.
+  c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+  if (c.architecture == Architecture::kMistral) {
+    auto it = config.find("sliding_window");
+    if (it == config.end()) {
+      c.sliding_window.assign(c.sliding_window.size(), 4096);  // MistralConfig's default
+    } else if (!it->is_null()) {
+      BATON_ASSIGN_OR_RETURN(const std::int32_t w, get_positive_int(config, where, "sliding_window"));
+      c.sliding_window.assign(c.sliding_window.size(), w);
+    }
+  } else if (c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3) {
+    if (auto lt = config.find("layer_types"); lt != config.end() && lt->is_array()) {
+      if (static_cast<std::int32_t>(lt->size()) != c.num_layers) {
+        return field_error(where, "layer_types", str_cat("has ", lt->size(), " entries for ", c.num_layers, " layers"));
+      }
+      std::int32_t w = 0;
+      for (std::size_t i = 0; i < lt->size(); ++i) {
+        const std::string t = (*lt)[i].is_string() ? (*lt)[i].get<std::string>() : "";
+        if (t == "sliding_attention") {
+          if (w == 0) {
+            BATON_ASSIGN_OR_RETURN(w, get_positive_int(config, where, "sliding_window"));
+          }
+          c.sliding_window[i] = w;
+        } else if (t != "full_attention") {
+          return field_error(where, "layer_types", str_cat("entry ", i, " is ", (*lt)[i].dump()));
+        }
+      }
+    } else {
+      BATON_ASSIGN_OR_RETURN(const bool use_sw, get_bool(config, where, "use_sliding_window", false));
+      if (use_sw) {
+        BATON_ASSIGN_OR_RETURN(const std::int32_t w, get_positive_int(config, where, "sliding_window", 4096));
+        BATON_ASSIGN_OR_RETURN(const std::int32_t first, get_positive_int(config, where, "max_window_layers", 28));
+        for (std::int32_t i = first; i < c.num_layers; ++i) c.sliding_window[static_cast<std::size_t>(i)] = w;
+      }
+    }
+  }
+
+  BATON_ASSIGN_OR_RETURN(c.torch_dtype, parse_torch_dtype(config, where));
+  std::vector<std::int32_t> bos;
+  BATON_RETURN_IF_ERROR(append_token_ids(config, where, "bos_token_id", &bos));
+  BATON_RETURN_IF_ERROR(append_token_ids(config, where, "eos_token_id", &c.eos_token_ids));
+  if (gen != nullptr) {
+    // generation_config.json is what generation uses; its ids come first.
+    std::vector<std::int32_t> gen_eos, gen_bos;
+    BATON_RETURN_IF_ERROR(append_token_ids(*gen, where, "eos_token_id", &gen_eos));
+    BATON_RETURN_IF_ERROR(append_token_ids(*gen, where, "bos_token_id", &gen_bos));
+    for (std::int32_t id : c.eos_token_ids) {
+      if (std::find(gen_eos.begin(), gen_eos.end(), id) == gen_eos.end()) gen_eos.push_back(id);
+    }
+    c.eos_token_ids = gen_eos;
+    if (!gen_bos.empty()) bos = gen_bos;
+  }
+  if (!bos.empty()) c.bos_token_id = bos.front();
+  for (std::int32_t id : c.eos_token_ids) {
+    if (id >= c.vocab_size) {
+      return field_error(where, "eos_token_id", str_cat("holds ", id, ", outside the vocabulary of ", c.vocab_size));
+    }
+  }
+  return c;
+}
+
+std::int64_t ModelConfig::num_parameters() const {
+  const std::int64_t h = hidden_size;
+  const std::int64_t attn = h * (q_size() + 2LL * kv_size()) + static_cast<std::int64_t>(q_size()) * h;
+  const std::int64_t mlp = 3LL * h * intermediate_size;
+  const std::int64_t per_layer = attn + mlp + 2 * h;
+  const std::int64_t embed = static_cast<std::int64_t>(vocab_size) * h;
+  return per_layer * num_layers + embed * (tie_word_embeddings ? 1 : 2) + h;
+}
+
+}  // namespace baton

@@ -1,0 +1,70 @@
+// ModelConfig: what Baton needs from a Hugging Face model directory's config.json and
+// generation_config.json, validated, with Hugging Face's defaults for absent keys.
+//
+// Supported: LlamaForCausalLM (Llama 2, 3, 3.1 with llama3 rope scaling), MistralForCausalLM
+// (sliding window), Qwen2ForCausalLM (q/k/v bias, optional per-layer sliding window),
+// Qwen3ForCausalLM (per-head q/k RMSNorm). Anything else, or a feature of these we do not
+// implement (quantization, other rope scalings, non-SiLU activations, MLP bias), is an error that
+// names the file and key — never a silently different model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/dtype.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace baton {
+
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture_name;  // as in config.json, e.g. "LlamaForCausalLM"
+  Architecture architecture = Architecture::kLlama;
+  std::int32_t hidden_size = 0;
+  std::int32_t intermediate_size = 0;
+  std::int32_t num_layers = 0;
+  std::int32_t num_heads = 0;
+  std::int32_t num_kv_heads = 0;
+  std::int32_t head_dim = 0;
+  std::int32_t vocab_size = 0;
+  std::int32_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // q/k/v projections have biases (Qwen2 always; attention_bias elsewhere)
+  bool o_bias = false;    // o_proj has a bias (attention_bias on Llama/Qwen3)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
+  std::vector<std::int32_t> sliding_window;  // per layer; 0 = full attention
+  std::optional<DType> torch_dtype;
+  std::optional<std::int32_t> bos_token_id;
+  std::vector<std::int32_t> eos_token_ids;  // config.json and generation_config.json together
+
+  // Reads dir/config.json and, when present, dir/generation_config.json.
+  static absl::StatusOr<ModelConfig> load(const std::string& model_dir);
+  // `where` prefixes error messages (normally the file path).
+  static absl::StatusOr<ModelConfig> parse(const nlohmann::json& config, const nlohmann::json* generation_config,
+                                           const std::string& where);
+
+  std::int32_t q_size() const { return num_heads * head_dim; }
+  std::int32_t kv_size() const { return num_kv_heads * head_dim; }
+  std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
+};
+
+// Reads a whole small text file (config files); errors name the path.
+absl::StatusOr<std::string> read_text_file(const std::string& path);
+
+}  // namespace baton

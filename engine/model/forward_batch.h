@@ -1,0 +1,52 @@
+// ForwardBatch: one forward pass's input — a batch of sequences, each adding q_len >= 1 new tokens
+// at known positions over its block table. Prefill (a prompt or a chunk of one), decode (one
+// token) and speculative verification (k + 1 tokens) are all the same thing here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/kv/block_pool.h"
+#include "kernels/tensor.h"
+
+namespace baton {
+
+struct ForwardSequence {
+  std::span<const std::int32_t> tokens;          // the new tokens
+  std::int32_t start_position = 0;               // position of tokens[0]; earlier KV is cached
+  std::span<const BlockId> block_table;          // covers positions [0, start_position + tokens.size())
+  std::span<const std::int32_t> logits_indices;  // which new tokens (0-based) get logits
+};
+
+struct ForwardBatch {
+  std::vector<ForwardSequence> sequences;
+  // Hidden states to return for every new token: the input of these decoder layers (the residual
+  // stream entering layer i; EAGLE-3's aux states), and optionally the final norm's output.
+  std::vector<std::int32_t> capture_layer_inputs;
+  bool capture_final_hidden = false;
+
+  std::int64_t num_tokens() const;
+  std::int64_t num_logits() const;
+};
+
+// Views into the model's workspace on the backend's device; valid until the next forward().
+struct ForwardOutput {
+  TensorView logits;                    // [num_logits, vocab] F32, rows in (sequence, logits_indices) order
+  std::vector<TensorView> layer_inputs;  // one per capture_layer_inputs entry: [num_tokens, hidden]
+  TensorView final_hidden;               // [num_tokens, hidden] when capture_final_hidden
+};
+
+inline std::int64_t ForwardBatch::num_tokens() const {
+  std::int64_t n = 0;
+  for (const auto& s : sequences) n += static_cast<std::int64_t>(s.tokens.size());
+  return n;
+}
+
+inline std::int64_t ForwardBatch::num_logits() const {
+  std::int64_t n = 0;
+  for (const auto& s : sequences) n += static_cast<std::int64_t>(s.logits_indices.size());
+  return n;
+}
+
+}  // namespace baton

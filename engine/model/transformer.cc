@@ -1,0 +1,247 @@
+#include "engine/model/transformer.h"
+
+#include <cmath>
+
+#include "common/status.h"
+#include "engine/model/rope.h"
+
+namespace baton {
+
+Transformer::Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights,
+                         const TransformerOptions& options)
+    : backend_(backend), config_(config), weights_(std::move(weights)), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const ModelConfig& config,
+                                                                 ModelWeights weights, const TransformerOptions& options) {
+  TransformerOptions o = options;
+  if (o.max_model_len <= 0) o.max_model_len = config.max_position_embeddings;
+  if (o.max_num_logits <= 0) o.max_num_logits = std::min(o.max_num_tokens, o.max_num_seqs * 9);
+  if (o.max_num_tokens <= 0 || o.max_num_seqs <= 0 || o.block_size <= 0 || o.max_num_logits <= 0) {
+    return absl::InvalidArgumentError(str_cat("transformer options: max_num_tokens (", o.max_num_tokens,
+                                              "), max_num_seqs (", o.max_num_seqs, "), block_size (", o.block_size,
+                                              ") and max_num_logits must be positive"));
+  }
+  std::unique_ptr<Transformer> t(new Transformer(backend, config, std::move(weights), o));
+  t->max_blocks_per_seq_ = (o.max_model_len + o.block_size - 1) / o.block_size;
+  BATON_RETURN_IF_ERROR(t->allocate_workspace());
+  return t;
+}
+
+KvCacheLayout Transformer::kv_layout() const {
+  KvCacheLayout l;
+  l.num_layers = config_.num_layers;
+  l.num_kv_heads = config_.num_kv_heads;
+  l.head_dim = config_.head_dim;
+  l.block_size = options_.block_size;
+  l.dtype = backend_.activation_dtype();
+  return l;
+}
+
+absl::Status Transformer::allocate_workspace() {
+  const std::int64_t t = options_.max_num_tokens;
+  const std::int64_t h = config_.hidden_size;
+  const std::size_t f32 = sizeof(float), i32 = sizeof(std::int32_t);
+  auto alloc = [&](DeviceBuffer* out, std::size_t bytes) -> absl::Status {
+    BATON_ASSIGN_OR_RETURN(*out, backend_.allocate(bytes));
+    return absl::OkStatus();
+  };
+  const std::vector<float> inv_freq = rope_inv_freq(config_);
+  BATON_RETURN_IF_ERROR(alloc(&inv_freq_, inv_freq.size() * f32));
+  backend_.copy_to_device(inv_freq_.data(), inv_freq.data(), inv_freq.size() * f32);
+  const auto tu = static_cast<std::size_t>(t);
+  BATON_RETURN_IF_ERROR(alloc(&tokens_, tu * i32));
+  BATON_RETURN_IF_ERROR(alloc(&positions_, tu * i32));
+  BATON_RETURN_IF_ERROR(alloc(&token_seq_, tu * i32));
+  BATON_RETURN_IF_ERROR(alloc(&slots_, tu * i32));
+  BATON_RETURN_IF_ERROR(alloc(&block_tables_, static_cast<std::size_t>(options_.max_num_seqs) *
+                                                  static_cast<std::size_t>(max_blocks_per_seq_) * i32));
+  BATON_RETURN_IF_ERROR(alloc(&logits_rows_, static_cast<std::size_t>(options_.max_num_logits) * i32));
+  BATON_RETURN_IF_ERROR(alloc(&residual_, tu * static_cast<std::size_t>(h) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&hidden_, tu * static_cast<std::size_t>(h) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&qkv_, tu * static_cast<std::size_t>(config_.q_size() + 2 * config_.kv_size()) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&attn_, tu * static_cast<std::size_t>(config_.q_size()) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&gate_up_, tu * 2 * static_cast<std::size_t>(config_.intermediate_size) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&act_, tu * static_cast<std::size_t>(config_.intermediate_size) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&cos_sin_, tu * static_cast<std::size_t>(config_.head_dim) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&selected_, static_cast<std::size_t>(options_.max_num_logits) * static_cast<std::size_t>(h) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&logits_, static_cast<std::size_t>(options_.max_num_logits) *
+                                            static_cast<std::size_t>(config_.vocab_size) * f32));
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::plan(const ForwardBatch& batch, const KvCache& kv_cache) {
+  const std::int64_t num_tokens = batch.num_tokens();
+  const std::int64_t num_logits = batch.num_logits();
+  num_seqs_ = static_cast<std::int64_t>(batch.sequences.size());
+  if (num_tokens == 0) return absl::InvalidArgumentError("forward batch has no tokens");
+  if (num_tokens > options_.max_num_tokens || num_seqs_ > options_.max_num_seqs || num_logits > options_.max_num_logits) {
+    return absl::InvalidArgumentError(str_cat("forward batch of ", num_tokens, " tokens, ", num_seqs_, " sequences, ",
+                                              num_logits, " logits exceeds the limits (", options_.max_num_tokens, ", ",
+                                              options_.max_num_seqs, ", ", options_.max_num_logits, ")"));
+  }
+  const std::int32_t bs = options_.block_size;
+  h_tokens_.clear();
+  h_positions_.clear();
+  h_token_seq_.clear();
+  h_slots_.clear();
+  h_logits_rows_.clear();
+  h_block_tables_.assign(static_cast<std::size_t>(num_seqs_ * max_blocks_per_seq_), -1);
+  max_context_len_ = 0;
+  for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
+    const ForwardSequence& seq = batch.sequences[s];
+    const auto q_len = static_cast<std::int64_t>(seq.tokens.size());
+    const std::int64_t end = seq.start_position + q_len;
+    if (q_len == 0 || seq.start_position < 0) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": needs at least one new token at a position >= 0"));
+    }
+    if (end > options_.max_model_len) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": ", end, " tokens exceed max_model_len ", options_.max_model_len));
+    }
+    if (static_cast<std::int64_t>(seq.block_table.size()) * bs < end) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": block table of ", seq.block_table.size(),
+                                                " blocks cannot hold ", end, " positions"));
+    }
+    for (std::size_t b = 0; b < seq.block_table.size() && b < static_cast<std::size_t>(max_blocks_per_seq_); ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= kv_cache.num_blocks()) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": block id ", seq.block_table[b], " outside the cache"));
+      }
+      h_block_tables_[s * static_cast<std::size_t>(max_blocks_per_seq_) + b] = seq.block_table[b];
+    }
+    const auto base = static_cast<std::int32_t>(h_tokens_.size());
+    for (std::int64_t i = 0; i < q_len; ++i) {
+      const std::int32_t tok = seq.tokens[static_cast<std::size_t>(i)];
+      if (tok < 0 || tok >= config_.vocab_size) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": token id ", tok, " outside the vocabulary [0, ",
+                                                  config_.vocab_size, ")"));
+      }
+      const auto pos = static_cast<std::int32_t>(seq.start_position + i);
+      h_tokens_.push_back(tok);
+      h_positions_.push_back(pos);
+      h_token_seq_.push_back(static_cast<std::int32_t>(s));
+      h_slots_.push_back(seq.block_table[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
+    }
+    for (std::int32_t idx : seq.logits_indices) {
+      if (idx < 0 || idx >= q_len) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": logits index ", idx, " outside its ", q_len, " new tokens"));
+      }
+      h_logits_rows_.push_back(base + idx);
+    }
+    max_context_len_ = std::max(max_context_len_, end);
+  }
+  auto upload = [&](DeviceBuffer& dst, const std::vector<std::int32_t>& src) {
+    backend_.copy_to_device(dst.data(), src.data(), src.size() * sizeof(std::int32_t));
+  };
+  upload(tokens_, h_tokens_);
+  upload(positions_, h_positions_);
+  upload(token_seq_, h_token_seq_);
+  upload(slots_, h_slots_);
+  upload(block_tables_, h_block_tables_);
+  upload(logits_rows_, h_logits_rows_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorView> Transformer::capture_buffer(std::size_t index, std::int64_t tokens) {
+  const std::size_t bytes = static_cast<std::size_t>(options_.max_num_tokens) *
+                            static_cast<std::size_t>(config_.hidden_size) * sizeof(float);
+  while (captures_.size() <= index) {
+    BATON_ASSIGN_OR_RETURN(DeviceBuffer b, backend_.allocate(bytes));
+    captures_.push_back(std::move(b));
+  }
+  return captures_[index].view(DType::kF32, {tokens, config_.hidden_size});
+}
+
+void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache) {
+  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(i)];
+  const ModelConfig& c = config_;
+  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size();
+  const TensorView residual = residual_.view(DType::kF32, {t, h});
+  const TensorView hidden = hidden_.view(DType::kF32, {t, h});
+  const TensorView qkv = qkv_.view(DType::kF32, {t, q + 2 * kv});
+  const TensorView q_heads = qkv.slice_last(0, q).split_last(c.num_heads);
+  const TensorView k_heads = qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
+  const TensorView v_heads = qkv.slice_last(q + kv, q + 2 * kv).split_last(c.num_kv_heads);
+  const TensorView attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
+  const TensorView cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
+  const TensorView layer_cache = kv_cache.layer(i);
+
+  backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, hidden);
+  backend_.linear(hidden, w.qkv, w.qkv_bias, qkv);
+  if (c.qk_norm) {
+    backend_.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
+    backend_.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
+  }
+  backend_.apply_rope(q_heads, cos_sin);
+  backend_.apply_rope(k_heads, cos_sin);
+  backend_.write_kv(k_heads, v_heads, slots_.view(DType::kI32, {t}), layer_cache);
+
+  AttentionBatch ab;
+  ab.positions = positions_.view(DType::kI32, {t});
+  ab.token_seq = token_seq_.view(DType::kI32, {t});
+  ab.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
+  ab.num_tokens = t;
+  ab.max_context_len = max_context_len_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  backend_.paged_attention(q_heads, layer_cache, ab, scale, c.sliding_window[static_cast<std::size_t>(i)], attn);
+
+  backend_.linear(attn.reshape({t, q}), w.o_proj, w.o_bias, hidden);
+  backend_.add(residual, hidden, residual);
+  backend_.rms_norm(residual, w.post_norm, c.rms_norm_eps, hidden);
+  const TensorView gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
+  const TensorView act = act_.view(DType::kF32, {t, c.intermediate_size});
+  backend_.linear(hidden, w.gate_up, TensorView{}, gate_up);
+  backend_.silu_mul(gate_up, act);
+  backend_.linear(act, w.down, TensorView{}, hidden);
+  backend_.add(residual, hidden, residual);
+}
+
+absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, KvCache& kv_cache) {
+  if (kv_cache.layout().num_layers != config_.num_layers || kv_cache.layout().block_size != options_.block_size) {
+    return absl::InvalidArgumentError(str_cat("KV cache layout ", kv_cache.layout().describe(),
+                                              " does not fit this model (", kv_layout().describe(), ")"));
+  }
+  BATON_RETURN_IF_ERROR(plan(batch, kv_cache));
+  const std::int64_t t = static_cast<std::int64_t>(h_tokens_.size());
+  const std::int64_t n_logits = static_cast<std::int64_t>(h_logits_rows_.size());
+  const std::int64_t h = config_.hidden_size;
+  ForwardOutput out;
+  for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
+    const std::int32_t layer = batch.capture_layer_inputs[c];
+    if (layer < 0 || layer >= config_.num_layers) {
+      return absl::InvalidArgumentError(str_cat("capture of layer ", layer, " outside [0, ", config_.num_layers, ")"));
+    }
+    BATON_ASSIGN_OR_RETURN(TensorView v, capture_buffer(c, t));
+    out.layer_inputs.push_back(v);
+  }
+
+  const TensorView residual = residual_.view(DType::kF32, {t, h});
+  backend_.embedding(weights_.embed, tokens_.view(DType::kI32, {t}), residual);
+  backend_.rope_cos_sin(positions_.view(DType::kI32, {t}),
+                        inv_freq_.view(DType::kF32, {config_.head_dim / 2}),
+                        cos_sin_.view(DType::kF32, {t, config_.head_dim}));
+  for (std::int32_t i = 0; i < config_.num_layers; ++i) {
+    for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
+      if (batch.capture_layer_inputs[c] == i) backend_.copy(residual, out.layer_inputs[c]);
+    }
+    layer_forward(i, t, kv_cache);
+  }
+
+  const TensorView rows = logits_rows_.view(DType::kI32, {n_logits});
+  const TensorView selected = selected_.view(DType::kF32, {n_logits, h});
+  if (batch.capture_final_hidden) {
+    if (!final_hidden_.data()) {
+      BATON_ASSIGN_OR_RETURN(final_hidden_, backend_.allocate(static_cast<std::size_t>(options_.max_num_tokens) *
+                                                              static_cast<std::size_t>(h) * sizeof(float)));
+    }
+    out.final_hidden = final_hidden_.view(DType::kF32, {t, h});
+    backend_.rms_norm(residual, weights_.final_norm, config_.rms_norm_eps, out.final_hidden);
+    if (n_logits > 0) backend_.gather_rows(out.final_hidden, rows, selected);
+  } else if (n_logits > 0) {
+    backend_.gather_rows(residual, rows, selected);
+    backend_.rms_norm(selected, weights_.final_norm, config_.rms_norm_eps, selected);
+  }
+  out.logits = logits_.view(DType::kF32, {n_logits, config_.vocab_size});
+  if (n_logits > 0) backend_.linear(selected, weights_.lm_head, TensorView{}, out.logits);
+  return out;
+}
+
+}  // namespace baton

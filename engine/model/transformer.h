@@ -1,0 +1,71 @@
+// Transformer: the decoder-only forward pass (Llama, Mistral, Qwen2, Qwen3 — their differences are
+// flags in ModelConfig) over a varlen batch and a paged KV cache, on any Backend.
+//
+// forward() writes the new tokens' keys/values into their KV slots, then returns logits for the
+// requested positions (and optionally hidden states). Buffers are allocated once, at create(), for
+// the largest batch the options allow; forward() itself allocates nothing on the device and never
+// reads activations on the host. Every op is batch-invariant, so a token's logits are
+// bit-identical however it is batched.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/config.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/weights.h"
+#include "kernels/backend.h"
+
+namespace baton {
+
+struct TransformerOptions {
+  std::int32_t max_num_tokens = 2048;  // new tokens per forward (the scheduler's token budget)
+  std::int32_t max_num_seqs = 64;      // sequences per forward
+  std::int32_t max_num_logits = 0;     // rows of logits per forward; 0: max_num_seqs * 9, capped by max_num_tokens
+  std::int32_t max_model_len = 0;      // longest sequence; 0: the config's max_position_embeddings
+  std::int32_t block_size = 16;
+};
+
+class Transformer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Transformer>> create(Backend& backend, const ModelConfig& config,
+                                                             ModelWeights weights, const TransformerOptions& options);
+
+  // InvalidArgument when the batch breaks the options' limits or its own consistency (a block table
+  // too short for its positions, a logits index outside its tokens, a token outside the vocabulary).
+  absl::StatusOr<ForwardOutput> forward(const ForwardBatch& batch, KvCache& kv_cache);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const TransformerOptions& options() const { return options_; }
+  Backend& backend() { return backend_; }
+  // The KV layout this model needs (the cache dtype is the backend's activation dtype).
+  KvCacheLayout kv_layout() const;
+
+ private:
+  Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);
+  absl::Status allocate_workspace();
+  absl::Status plan(const ForwardBatch& batch, const KvCache& kv_cache);
+  absl::StatusOr<TensorView> capture_buffer(std::size_t index, std::int64_t tokens);
+  void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache);
+
+  Backend& backend_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  TransformerOptions options_;
+  std::int32_t max_blocks_per_seq_ = 0;
+
+  // Host-side plan of the current batch (reused; grows only).
+  std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
+  std::int64_t num_seqs_ = 0, max_context_len_ = 0;
+
+  // Device workspace.
+  DeviceBuffer inv_freq_, tokens_, positions_, token_seq_, slots_, block_tables_, logits_rows_;
+  DeviceBuffer residual_, hidden_, qkv_, attn_, gate_up_, act_, cos_sin_, selected_, logits_;
+  std::vector<DeviceBuffer> captures_;
+  DeviceBuffer final_hidden_;
+};
+
+}  // namespace baton

@@ -1,0 +1,66 @@
+// ModelWeights: the parameters of a decoder-only model as device TensorViews, loaded from a
+// Checkpoint by the architecture's Hugging Face tensor names, with every shape and dtype checked.
+//
+// Layout choices made at load (the forward pass relies on them):
+//  - q/k/v projections are fused into one [q + 2 kv, hidden] matrix (and biases into one vector),
+//    gate/up into one [2 * intermediate, hidden] matrix, so each is one GEMM per layer;
+//  - norm weights and biases are F32;
+//  - other matrices keep their stored dtype (F32/BF16/F16) unless a dtype override is given, and
+//    are read in place from the memory-mapped file when the backend can read host memory.
+// A tensor that is missing, misshaped or of a non-float dtype is an error naming the file, the
+// tensor, and the expected and found shape/dtype.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/config.h"
+#include "engine/model/safetensors.h"
+#include "kernels/backend.h"
+
+namespace baton {
+
+struct LayerWeights {
+  TensorView input_norm;     // [hidden] F32
+  TensorView qkv;            // [q_size + 2 kv_size, hidden]
+  TensorView qkv_bias;       // [q_size + 2 kv_size] F32, or empty
+  TensorView q_norm;         // [head_dim] F32, or empty (Qwen3)
+  TensorView k_norm;         // [head_dim] F32, or empty
+  TensorView o_proj;         // [hidden, q_size]
+  TensorView o_bias;         // [hidden] F32, or empty
+  TensorView post_norm;      // [hidden] F32
+  TensorView gate_up;        // [2 intermediate, hidden]
+  TensorView down;           // [hidden, intermediate]
+};
+
+struct WeightLoadOptions {
+  std::optional<DType> dtype;  // convert matrices and embeddings to this dtype (nullopt: as stored)
+};
+
+class ModelWeights {
+ public:
+  static absl::StatusOr<ModelWeights> load(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint,
+                                           Backend& backend, const WeightLoadOptions& options = {});
+
+  TensorView embed;       // [vocab, hidden]
+  TensorView final_norm;  // [hidden] F32
+  TensorView lm_head;     // [vocab, hidden] (the embedding itself when tied)
+  std::vector<LayerWeights> layers;
+
+  // Bytes a decode step reads from weight matrices (every layer's matrices and the lm_head; the
+  // embedding row lookup is negligible): the numerator of the memory-bandwidth floor.
+  std::int64_t bytes_per_decode_step() const;
+  // The dtype of the big matrices ("mixed" when they differ).
+  std::string matrix_dtype() const;
+
+ private:
+  std::shared_ptr<const Checkpoint> checkpoint_;  // keeps in-place views valid
+  std::vector<DeviceBuffer> owned_;
+};
+
+// Names of tensors a loader knowingly ignores (e.g. precomputed rotary tables).
+bool is_ignorable_tensor(const std::string& name);
+
+}  // namespace baton

@@ -1,0 +1,109 @@
+// Turning one row of logits into a token: logits processing (penalties, temperature, top-k,
+// top-p, min-p), seeded draws, and logprobs. Host code on f32 rows; one call per request row.
+//
+// The processing order is the one REFERENCE.md §2 fixes for speculative decoding, so the
+// rejection sampler can reuse target_probs() as p: penalties (seeing prompt + output so far),
+// temperature, top-k, top-p, min-p, softmax in fp32.
+//
+// Must not: allocate per call once warmed up (scratch is reused), keep per-request state (the
+// caller owns the RequestRng), or depend on anything but the row, the params, the history and the
+// request's own generator (so seeded requests are batch-independent).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/sample/sampling_params.h"
+
+namespace baton {
+
+// A request's own random stream. Seeded requests use their seed; others get one from the engine.
+class RequestRng {
+ public:
+  explicit RequestRng(std::uint64_t seed) : gen_(seed) {}
+  // Uniform in (0, 1], drawn in double precision.
+  double uniform();
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// What the penalties look at: the prompt and the tokens generated so far (for verification,
+// including the drafts accepted earlier in the same step).
+struct TokenHistory {
+  std::span<const std::int32_t> prompt;
+  std::span<const std::int32_t> output;
+};
+
+struct TokenLogprob {
+  std::int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  std::int32_t token = 0;
+  float logprob = 0.0f;              // of `token` under the raw (unprocessed) logits' log_softmax
+  std::vector<TokenLogprob> top;     // top `logprobs` tokens of the raw log_softmax, best first
+};
+
+// Semantics (vLLM's, in REFERENCE.md §2's order):
+//   repetition_penalty  for each distinct token in prompt or output: logit > 0 ? logit / r : logit * r;
+//   frequency, presence for each distinct output token with count c: logit -= f * c, then -= p;
+//   min_tokens          stop ids and EOS ids (unless ignore_eos) get -inf while output < min_tokens
+//                       (skipped if it would mask every token);
+//   greedy              argmax of the above, lowest id on ties; no randomness is drawn;
+//   temperature         logit / T;
+//   top-k               keeps every token whose logit is >= the k-th largest (ties at the k-th value
+//                       are all kept, as vLLM does);
+//   top-p               over the top-k set sorted by probability descending (lower id first on
+//                       ties), keeps the shortest prefix whose mass is >= top_p (at least one token);
+//   min-p               drops tokens with prob < min_p * max prob;
+//   softmax             over the kept set, in fp32 (sums accumulated in double).
+// Not thread-safe (scratch); use one Sampler per thread.
+class Sampler {
+ public:
+  // Applies the processing above and draws from target_probs() with `rng` (greedy: the argmax,
+  // without touching `rng`). `logits` has vocab entries (finite or -inf, no NaN) and is not
+  // modified. Token ids in `history` must be in [0, vocab); EOS ids outside it are ignored.
+  // When params.logprobs >= 0 the result carries raw logprobs (see raw_logprobs); otherwise
+  // `logprob` is 0 and `top` empty. Allocates nothing once warmed up for this vocab size, except
+  // `top` when logprobs > 0.
+  SampleResult sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                      std::span<const std::int32_t> eos_token_ids, RequestRng& rng);
+
+  // The processed target distribution p (sums to 1; zeros outside the kept set) for sampled
+  // requests; for greedy requests a one-hot at the argmax. Writes vocab entries into probs.
+  // sample() draws exactly from this: for the same generator state, sample() returns
+  // draw(target_probs(...)).
+  void target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                    std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
+
+  // A draw from a distribution over the vocabulary by inverse CDF with u = rng.uniform(): the
+  // first token whose cumulative probability (summed in double, in id order) reaches u. If
+  // rounding leaves the total below u, the last token with nonzero probability. Tokens with
+  // probability 0 are never returned; at least one must be positive.
+  static std::int32_t draw(std::span<const float> probs, RequestRng& rng);
+
+  // vLLM's raw logprobs: log_softmax of the unprocessed logits (max-subtracted, log-sum-exp in
+  // double) for `token` and the `top_n` best tokens (best first, lower id first on ties). For
+  // tokens emitted without sample(), e.g. accepted drafts.
+  static SampleResult raw_logprobs(std::span<const float> logits, std::int32_t token, std::int32_t top_n);
+
+ private:
+  // work_ = processed logits up to (not including) temperature; returns false if none is finite.
+  bool load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                   std::span<const std::int32_t> eos_token_ids, bool mask_stops);
+  void process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+               std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
+  // Shrinks index_[0, n) (finite tokens) to its top-p prefix; returns the new n.
+  std::size_t apply_top_p(float max_logit, float top_p, std::size_t n);
+
+  std::vector<float> work_;            // [vocab] processed logits
+  std::vector<float> probs_;           // [vocab] sample()'s target distribution
+  std::vector<std::int32_t> index_;    // [vocab] candidate token ids
+  std::vector<std::int32_t> counts_;   // [vocab] all zero between calls
+};
+
+}  // namespace baton

@@ -1,0 +1,40 @@
+// SamplingParams: what a request asks of the sampler, with the same meaning as vLLM's
+// SamplingParams / the OpenAI API. Validation names the offending field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace baton {
+
+struct SamplingParams {
+  static constexpr std::int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+
+  // Values <= 1e-5 mean greedy (argmax after penalties).
+  float temperature = 1.0f;
+  std::int32_t top_k = 0;       // 0 or -1: off; >= vocab: off
+  float top_p = 1.0f;           // (0, 1]; 1: off
+  float min_p = 0.0f;           // [0, 1]; 0: off
+  float repetition_penalty = 1.0f;  // > 0; 1: off. Applies to tokens in prompt and output.
+  float presence_penalty = 0.0f;    // [-2, 2]; applies to tokens in the output only
+  float frequency_penalty = 0.0f;   // [-2, 2]; applies to tokens in the output only
+  std::optional<std::uint64_t> seed;  // same seed, same tokens, whatever else is in the batch
+  std::int32_t max_tokens = 16;     // >= 1
+  std::int32_t min_tokens = 0;      // EOS, stop ids and stop strings are suppressed until this many are out
+  std::vector<std::int32_t> stop_token_ids;
+  std::vector<std::string> stop;    // stop strings (need a detokenizer)
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  std::int32_t logprobs = -1;       // -1: none; n in [0, 20]: sampled token's logprob plus the top n
+
+  bool greedy() const { return temperature <= 1e-5f; }
+  // InvalidArgument naming the first offending field, its value and the allowed range.
+  // vocab_size bounds stop_token_ids.
+  absl::Status validate(std::int32_t vocab_size) const;
+};
+
+}  // namespace baton

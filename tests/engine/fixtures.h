@@ -1,0 +1,57 @@
+// Access to the fixture models the test run generates (tools/fixtures/make_fixtures.py, run by
+// the ctest fixture `model_fixtures`) and their reference outputs from tools/reference/.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/config.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::testing {
+
+inline std::string fixtures_dir() {
+  const char* dir = std::getenv("BATON_FIXTURES_DIR");
+  return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(BATON_FIXTURES_DIR);
+}
+
+inline std::string fixture_path(const std::string& name) { return fixtures_dir() + "/" + name; }
+
+// The fixture set, known at compile time so parameterized tests can be listed before the fixtures
+// exist; a test checks it against the generated manifest.json.
+inline const std::vector<std::string>& fixture_names() {
+  static const std::vector<std::string> names = {"llama-f32",  "llama3-bf16",   "mistral-f16",          "qwen2-f32",
+                                                 "qwen3-bf16", "qwen2-swa-f32", "llama-bias-linear-f32"};
+  return names;
+}
+
+inline std::vector<std::string> manifest_fixture_names() {
+  auto text = read_text_file(fixtures_dir() + "/manifest.json");
+  BATON_CHECK(text.ok(), text.status().ToString());
+  return nlohmann::json::parse(*text)["fixtures"].get<std::vector<std::string>>();
+}
+
+struct Reference {
+  std::vector<std::int32_t> prompt;
+  std::vector<std::vector<double>> logits;  // [prompt positions][vocab]
+  std::vector<std::int32_t> greedy;
+  std::vector<std::int32_t> eos;
+  int max_new_tokens = 0;
+};
+
+inline Reference load_reference(const std::string& name) {
+  auto text = read_text_file(fixture_path(name) + "/reference.json");
+  BATON_CHECK(text.ok(), text.status().ToString());
+  const auto j = nlohmann::json::parse(*text);
+  Reference r;
+  r.prompt = j["prompt_token_ids"].get<std::vector<std::int32_t>>();
+  r.logits = j["logits"].get<std::vector<std::vector<double>>>();
+  r.greedy = j["greedy_token_ids"].get<std::vector<std::int32_t>>();
+  r.eos = j["eos_token_ids"].get<std::vector<std::int32_t>>();
+  r.max_new_tokens = j["max_new_tokens"].get<int>();
+  return r;
+}
+
+}  // namespace baton::testing
