@@ -167,6 +167,8 @@ bool is_alphanumeric(char32_t cp) {
   return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || (U_GET_GC_MASK(c) & U_GC_N_MASK) != 0;
 }
 
+bool is_numeric(char32_t cp) { return (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_N_MASK) != 0; }
+
 bool is_punctuation(char32_t cp) { return (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_P_MASK) != 0; }
 
 namespace {

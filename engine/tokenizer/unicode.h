@@ -43,6 +43,7 @@ bool is_whitespace(char32_t cp);
 bool is_word_char(char32_t cp);
 bool is_alphanumeric(char32_t cp);  // Rust char::is_alphanumeric: Alphabetic or Numeric
 bool is_punctuation(char32_t cp);   // general category P*
+bool is_numeric(char32_t cp);       // Rust char::is_numeric: general category N*
 
 enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };
 // Normalizes valid UTF-8 `in` into `out`. ASCII input is returned unchanged without calling ICU.
