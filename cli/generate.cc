@@ -1,0 +1,216 @@
+#include "cli/generate.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "cli/args.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "engine/engine.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::cli {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
+    {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
+    {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
+    {"max-tokens", "N", "tokens to generate at most (default 64)"},
+    {"temperature", "T", "0 = greedy (default 0)"},
+    {"top-k", "K", "keep the K most likely tokens (0 = off)"},
+    {"top-p", "P", "nucleus sampling threshold (1 = off)"},
+    {"min-p", "P", "drop tokens below P x the top probability (0 = off)"},
+    {"repetition-penalty", "R", "HF-style repetition penalty (1 = off)"},
+    {"presence-penalty", "X", "OpenAI-style presence penalty (0 = off)"},
+    {"frequency-penalty", "X", "OpenAI-style frequency penalty (0 = off)"},
+    {"seed", "S", "seed of this request's sampling"},
+    {"ignore-eos", "", "keep generating after EOS"},
+    {"logprobs", "N", "report the sampled token's logprob and the top N (with --json)"},
+    {"output", "FORMAT", "text or token-ids (default: text when a tokenizer exists)"},
+    {"json", "", "print one JSON object on stdout"},
+    {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
+    {"threads", "N", "CPU threads (default: all cores)"},
+    {"cpu-isa", "ISA", "auto, portable, avx2, avx512 (default auto)"},
+    {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
+    {"kv-cache-memory", "GIB", "KV cache size in GiB (default 1)"},
+    {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
+    {"log-level", "LEVEL", "trace, debug, info, warn, error (default warn)"},
+    {"help", "", "show this help"},
+};
+
+constexpr const char* kSynopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [flags]";
+
+absl::StatusOr<std::vector<std::int32_t>> parse_ids(const std::string& s) {
+  std::vector<std::int32_t> ids;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    const std::size_t comma = std::min(s.find(',', pos), s.size());
+    const std::string item = s.substr(pos, comma - pos);
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v)) {
+      return absl::InvalidArgumentError(str_cat("--prompt-tokens: '", item, "' is not a token id"));
+    }
+    ids.push_back(v);
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+absl::Status apply_float(const ParsedFlags& f, const std::string& name, float* out) {
+  BATON_ASSIGN_OR_RETURN(auto v, f.get_double(name));
+  if (v) *out = static_cast<float>(*v);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SamplingParams> sampling_from_flags(const ParsedFlags& f) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 64;
+  BATON_RETURN_IF_ERROR(apply_float(f, "temperature", &p.temperature));
+  BATON_RETURN_IF_ERROR(apply_float(f, "top-p", &p.top_p));
+  BATON_RETURN_IF_ERROR(apply_float(f, "min-p", &p.min_p));
+  BATON_RETURN_IF_ERROR(apply_float(f, "repetition-penalty", &p.repetition_penalty));
+  BATON_RETURN_IF_ERROR(apply_float(f, "presence-penalty", &p.presence_penalty));
+  BATON_RETURN_IF_ERROR(apply_float(f, "frequency-penalty", &p.frequency_penalty));
+  BATON_ASSIGN_OR_RETURN(auto top_k, f.get_int("top-k"));
+  if (top_k) p.top_k = static_cast<std::int32_t>(*top_k);
+  BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-tokens"));
+  if (max_tokens) p.max_tokens = static_cast<std::int32_t>(*max_tokens);
+  BATON_ASSIGN_OR_RETURN(auto seed, f.get_int("seed"));
+  if (seed) p.seed = static_cast<std::uint64_t>(*seed);
+  BATON_ASSIGN_OR_RETURN(auto logprobs, f.get_int("logprobs"));
+  if (logprobs) p.logprobs = static_cast<std::int32_t>(*logprobs);
+  p.ignore_eos = f.has("ignore-eos");
+  return p;
+}
+
+absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f) {
+  EngineConfig c;
+  c.model_dir = *f.get("model");
+  if (auto d = f.get("dtype"); d && *d != "auto") {
+    if (*d == "float32") c.dtype = DType::kF32;
+    else if (*d == "bfloat16") c.dtype = DType::kBF16;
+    else if (*d == "float16") c.dtype = DType::kF16;
+    else return absl::InvalidArgumentError(str_cat("--dtype must be auto, float32, bfloat16 or float16, got '", *d, "'"));
+  }
+  BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
+  if (threads) c.backend.num_threads = static_cast<int>(*threads);
+  if (auto isa = f.get("cpu-isa")) c.backend.cpu_isa = *isa;
+  c.backend.batch_invariant = !f.has("no-batch-invariant");
+  BATON_ASSIGN_OR_RETURN(auto gib, f.get_double("kv-cache-memory"));
+  if (gib) {
+    if (!(*gib > 0)) return absl::InvalidArgumentError("--kv-cache-memory must be positive");
+    c.kv_cache_bytes = static_cast<std::int64_t>(*gib * (1LL << 30));
+  }
+  BATON_ASSIGN_OR_RETURN(auto max_len, f.get_int("max-model-len"));
+  if (max_len) c.max_model_len = static_cast<std::int32_t>(*max_len);
+  return c;
+}
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "baton generate: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int generate_main(int argc, char** argv) {
+  auto flags = parse_flags(kFlags, argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "baton generate: %s\n\n%s", std::string(flags.status().message()).c_str(),
+                 usage("generate", kSynopsis, kFlags).c_str());
+    return 2;
+  }
+  const ParsedFlags& f = *flags;
+  if (f.has("help")) {
+    std::printf("%s", usage("generate", kSynopsis, kFlags).c_str());
+    return 0;
+  }
+  if (!f.has("model") || f.has("prompt") == f.has("prompt-tokens")) {
+    std::fprintf(stderr, "baton generate: give --model and exactly one of --prompt / --prompt-tokens\n\n%s",
+                 usage("generate", kSynopsis, kFlags).c_str());
+    return 2;
+  }
+  if (auto s = init_logging(f.get("log-level").value_or("warn")); !s.ok()) return fail(s);
+  auto sampling = sampling_from_flags(f);
+  if (!sampling.ok()) return fail(sampling.status());
+  auto config = engine_config_from_flags(f);
+  if (!config.ok()) return fail(config.status());
+  const std::string output_format = f.get("output").value_or("token-ids");
+  if (output_format != "text" && output_format != "token-ids") {
+    return fail(absl::InvalidArgumentError("--output must be text or token-ids"));
+  }
+  if (f.has("prompt") || output_format == "text") {
+    return fail(absl::UnimplementedError(str_cat("text prompts and text output need tokenizer support, which ",
+                                                 "this build does not have yet; use --prompt-tokens and --output token-ids")));
+  }
+  auto prompt = parse_ids(*f.get("prompt-tokens"));
+  if (!prompt.ok()) return fail(prompt.status());
+
+  auto engine = Engine::create(*config);
+  if (!engine.ok()) return fail(engine.status());
+  const std::size_t prompt_len = prompt->size();
+  if (auto s = (*engine)->add_request("generate-0", std::move(*prompt), *sampling); !s.ok()) return fail(s);
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Clock::time_point first_token{};
+  std::vector<std::int32_t> ids;
+  std::vector<TokenOutput> tokens;
+  FinishReason reason = FinishReason::kNone;
+  std::int32_t cached = 0;
+  while ((*engine)->has_unfinished()) {
+    auto outs = (*engine)->step();
+    if (!outs.ok()) return fail(outs.status());
+    for (RequestOutput& o : *outs) {
+      for (TokenOutput& t : o.new_tokens) {
+        if (ids.empty()) first_token = Clock::now();
+        ids.push_back(t.token);
+        tokens.push_back(std::move(t));
+      }
+      if (o.finished) reason = o.finish_reason;
+      cached = o.num_cached_prompt_tokens;
+    }
+  }
+  const auto end = Clock::now();
+  const double ttft = std::chrono::duration<double>(first_token - start).count();
+  const double decode_s = std::chrono::duration<double>(end - first_token).count();
+  const double prefill_tps = ttft > 0 ? static_cast<double>(prompt_len) / ttft : 0.0;
+  const double decode_tps = ids.size() > 1 && decode_s > 0 ? static_cast<double>(ids.size() - 1) / decode_s : 0.0;
+
+  if (f.has("json")) {
+    nlohmann::json j;
+    j["model"] = config->model_dir;
+    j["prompt_tokens"] = prompt_len;
+    j["cached_prompt_tokens"] = cached;
+    j["generated_tokens"] = ids.size();
+    j["token_ids"] = ids;
+    j["finish_reason"] = finish_reason_name(reason);
+    j["prefill_tokens_per_s"] = prefill_tps;
+    j["decode_tokens_per_s"] = decode_tps;
+    j["time_to_first_token_s"] = ttft;
+    j["total_s"] = std::chrono::duration<double>(end - start).count();
+    j["backend"] = (*engine)->describe();
+    if (sampling->logprobs >= 0) {
+      nlohmann::json lp = nlohmann::json::array();
+      for (const TokenOutput& t : tokens) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const TokenLogprob& x : t.top_logprobs) top.push_back({{"token_id", x.token}, {"logprob", x.logprob}});
+        lp.push_back({{"token_id", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
+      }
+      j["logprobs"] = lp;
+    }
+    std::cout << j.dump() << std::endl;
+  } else {
+    for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+    std::cout << std::endl;
+  }
+  std::fprintf(stderr, "prompt: %zu tokens, prefill %.1f tokens/s | generated: %zu tokens, decode %.1f tokens/s | finish: %s\n",
+               prompt_len, prefill_tps, ids.size(), decode_tps, finish_reason_name(reason));
+  return 0;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,31 @@
+// `baton`: the command-line entry. Dispatches to one subcommand per file in cli/.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/generate.h"
+
+namespace {
+
+void print_help() {
+  std::printf(
+      "baton: LLM serving with prefill/decode disaggregation and lossless speculative decoding\n\n"
+      "usage: baton <command> [flags]\n\n"
+      "commands:\n"
+      "  generate   run one prompt through a model in this process and print the result and speed\n\n"
+      "Run `baton <command> --help` for a command's flags.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_help();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "baton: unknown command '%s'\n\n", command.c_str());
+  print_help();
+  return 2;
+}
