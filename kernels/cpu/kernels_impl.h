@@ -43,7 +43,12 @@ void gemm_tile(const float* x, std::int64_t ldx, const typename WeightLoad<W>::T
   std::int64_t kk = 0;
   for (; kk + 16 <= k; kk += 16) {
     V16 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = WeightLoad<W>::full(w + j * ldw + kk);
+    for (int j = 0; j < NR; ++j) {
+      // The next panel of weight rows starts NR rows below: fetch it while this one computes
+      // (decode reads each weight once, so hiding memory latency is the whole game).
+      __builtin_prefetch(w + (j + NR) * ldw + kk);
+      wv[j] = WeightLoad<W>::full(w + j * ldw + kk);
+    }
     for (int i = 0; i < MR; ++i) {
       const V16 xv = vload(x + i * ldx + kk);
       for (int j = 0; j < NR; ++j) acc[i][j] = vfma(xv, wv[j], acc[i][j]);

@@ -1,0 +1,76 @@
+#include "bench/memory_bandwidth.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace baton::bench {
+namespace {
+
+// Sums a slice with independent accumulators so the loop is bound by loads, not by add latency.
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, std::size_t n) {
+  __m512 acc[8];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    for (int j = 0; j < 8; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(p + i + 16 * j));
+  }
+  for (int j = 1; j < 8; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  float s = _mm512_reduce_add_ps(acc[0]);
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n) {
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(p + i + 8 * j));
+  }
+  for (int j = 1; j < 8; ++j) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, acc[0]);
+  float s = 0;
+  for (float x : t) s += x;
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+float sum_slice(const float* p, std::size_t n) {
+  if (__builtin_cpu_supports("avx512f")) return sum_avx512(p, n);
+  if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+  float s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+}  // namespace
+
+BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions) {
+  const std::size_t n = buffer_bytes / sizeof(float);
+  std::vector<float> buffer(n);
+  // Touch every page from the threads that will read it (first-touch placement).
+  pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) buffer[static_cast<std::size_t>(i)] = static_cast<float>(i & 7);
+  });
+  std::vector<double> rates;
+  std::atomic<float> sink{0};
+  for (int r = 0; r < repetitions + 1; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
+      sink.store(sum_slice(buffer.data() + b, static_cast<std::size_t>(e - b)), std::memory_order_relaxed);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(static_cast<double>(buffer_bytes) / s);  // the first pass warms up
+  }
+  std::sort(rates.begin(), rates.end());
+  return {rates[rates.size() / 2], rates.back(), buffer_bytes};
+}
+
+}  // namespace baton::bench

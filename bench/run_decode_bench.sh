@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Decode (batch 1, 8, 32) and prefill speed of a ~110M-parameter random Llama (dim 768, 12 layers,
+# 12 heads, vocab 32000, tied embeddings) in F32 and BF16, each as a fraction of this machine's
+# memory-bandwidth floor. The models are generated here (not committed) into $BATON_BENCH_DIR.
+# Prints one JSON object per line. Usage: bench/run_decode_bench.sh [BUILD_DIR] [extra decode_bench flags]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/release}
+shift || true
+models=${BATON_BENCH_DIR:-$build/bench-models}
+mkdir -p "$models"
+for dtype in float32 bfloat16; do
+  dir="$models/llama-110m-$dtype"
+  if [ ! -f "$dir/config.json" ]; then
+    /usr/bin/python3 "$root/tools/fixtures/make_random_model.py" --out "$dir" --dtype "$dtype" >&2
+  fi
+  "$build/bench/decode_bench" --model "$dir" "$@"
+done
