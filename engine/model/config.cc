@@ -1,10 +1,9 @@
 #include "engine/model/config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/status.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace baton {
@@ -115,15 +114,6 @@ absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(str_cat(path, ": read error"));
-  return ss.str();
-}
 
 absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
   namespace fs = std::filesystem;

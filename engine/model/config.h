@@ -64,7 +64,4 @@ struct ModelConfig {
   std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
 };
 
-// Reads a whole small text file (config files); errors name the path.
-absl::StatusOr<std::string> read_text_file(const std::string& path);
-
 }  // namespace baton

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "common/status.h"
-#include "engine/model/config.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace baton {

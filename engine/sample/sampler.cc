@@ -16,14 +16,38 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Top-p prefilter: tokens are bucketed by how far (in nats, after temperature) their logit lies
 // below the max. Every token of a nearer bucket outranks every token of a farther one, so the
 // kept prefix is whole buckets plus a sorted prefix of one boundary bucket; only that bucket is
-// sorted. The last bucket takes everything farther away.
-constexpr int kTopPBuckets = 64;
-constexpr float kTopPBucketsPerNat = 2.0f;
+// sorted (the kept set of a full sort, up to the order of double additions). The last bucket takes everything
+// farther away than ~32 nats.
+constexpr int kTopPBuckets = 1024;
+constexpr float kTopPBucketsPerNat = 32.0f;
 constexpr float kTopPMaxGap = (kTopPBuckets - 1) / kTopPBucketsPerNat;
+
+// Top-k at or below this uses a one-pass heap; above it, nth_element.
+constexpr std::size_t kTopKHeapMax = 1024;
+
+using TopPMass = std::array<double, kTopPBuckets>;
 
 int top_p_bucket(float max_logit, float logit) {
   const float gap = max_logit - logit;  // >= 0
   return gap >= kTopPMaxGap ? kTopPBuckets - 1 : static_cast<int>(gap * kTopPBucketsPerNat);
+}
+
+// The bucket where the top-p prefix ends, the mass of the nearer buckets, and top_p * total.
+struct TopPCut {
+  int bucket = 0;
+  double before = 0.0;
+  double target = 0.0;
+};
+
+TopPCut find_top_p_cut(const TopPMass& mass, double z, float top_p) {
+  TopPCut cut;
+  cut.target = static_cast<double>(top_p) * z;
+  for (int b = 0; b < kTopPBuckets; ++b) {
+    cut.bucket = b;
+    if (cut.before + mass[static_cast<std::size_t>(b)] >= cut.target) break;
+    if (b + 1 < kTopPBuckets) cut.before += mass[static_cast<std::size_t>(b)];
+  }
+  return cut;
 }
 
 std::size_t checked_token(std::int32_t token, std::size_t vocab) {
@@ -39,7 +63,7 @@ double RequestRng::uniform() {
   return static_cast<double>((gen_() >> 11) + 1) * 0x1.0p-53;
 }
 
-bool Sampler::load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+void Sampler::load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                           std::span<const std::int32_t> eos_token_ids, bool mask_stops) {
   const std::size_t vocab = logits.size();
   work_.assign(logits.begin(), logits.end());
@@ -83,139 +107,199 @@ bool Sampler::load_logits(std::span<const float> logits, const SamplingParams& p
       }
     }
   }
-
-  bool any_finite = false;
-  for (float x : work_) {
-    BATON_CHECK(!std::isnan(x), "NaN in the logits row");
-    any_finite |= x > kNegInf;
-  }
-  return any_finite;
 }
 
-void Sampler::process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                      std::span<const std::int32_t> eos_token_ids, std::span<float> probs) {
+std::size_t Sampler::argmax() const {
+  std::size_t best = 0;
+  bool any_nan = false;
+  for (std::size_t i = 0; i < work_.size(); ++i) {
+    if (work_[i] > work_[best]) best = i;
+    any_nan |= std::isnan(work_[i]);
+  }
+  BATON_CHECK(!any_nan, "NaN in the logits row (vocab ", work_.size(), ")");
+  return best;
+}
+
+float Sampler::scale_and_max(float temperature) {
+  float max_logit = kNegInf;
+  bool any_nan = false;
+  for (float& x : work_) {
+    x /= temperature;
+    max_logit = x > max_logit ? x : max_logit;
+    any_nan |= std::isnan(x);
+  }
+  BATON_CHECK(!any_nan, "NaN in the logits row (vocab ", work_.size(), ")");
+  return max_logit;
+}
+
+// Selects the k-th largest of work_ (0 < k < vocab), using `scratch` ([vocab]) as workspace.
+float Sampler::kth_largest(std::size_t k, std::span<float> scratch) const {
+  if (k <= kTopKHeapMax) {
+    // A min-heap of the k largest so far: one pass, and few pushes on a shuffled vocabulary.
+    const auto heap = scratch.begin();
+    std::copy(work_.begin(), work_.begin() + static_cast<std::ptrdiff_t>(k), heap);
+    const auto heap_end = heap + static_cast<std::ptrdiff_t>(k);
+    std::make_heap(heap, heap_end, std::greater<float>());
+    for (std::size_t i = k; i < work_.size(); ++i) {
+      if (work_[i] > *heap) {
+        std::pop_heap(heap, heap_end, std::greater<float>());
+        *(heap_end - 1) = work_[i];
+        std::push_heap(heap, heap_end, std::greater<float>());
+      }
+    }
+    return *heap;
+  }
+  std::copy(work_.begin(), work_.end(), scratch.begin());
+  const auto kth = scratch.begin() + static_cast<std::ptrdiff_t>(k - 1);
+  std::nth_element(scratch.begin(), kth, scratch.end(), std::greater<float>());
+  return *kth;
+}
+
+std::int32_t Sampler::process(std::span<const float> logits, const SamplingParams& params,
+                              const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                              std::span<float> probs) {
   const std::size_t vocab = logits.size();
   BATON_CHECK(vocab > 0, "empty logits row");
   BATON_CHECK(probs.size() == vocab, "probs has ", probs.size(), " entries for a vocabulary of ", vocab);
-  if (!load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/true)) {
-    // min_tokens masked every token (stop_token_ids covering the vocabulary): the request cannot
-    // be honoured, so ignore min_tokens rather than sample from nothing.
-    BATON_CHECK(load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/false),
-                "logits row has no finite entry (vocab ", vocab, ")");
-  }
-
-  std::fill(probs.begin(), probs.end(), 0.0f);
+  // If min_tokens masked every token (stop_token_ids covering the vocabulary), the request cannot
+  // be honoured: min_tokens is ignored rather than sampling from nothing.
+  load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/true);
   if (params.greedy()) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < vocab; ++i) {
-      if (work_[i] > work_[best]) best = i;
+    std::size_t best = argmax();
+    if (work_[best] == kNegInf) {
+      load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/false);
+      best = argmax();
     }
+    BATON_CHECK(work_[best] > kNegInf, "logits row has no finite entry (vocab ", vocab, ")");
+    std::fill(probs.begin(), probs.end(), 0.0f);
     probs[best] = 1.0f;
-    return;
+    return static_cast<std::int32_t>(best);
   }
 
-  const float temperature = params.temperature;
-  float max_logit = kNegInf;
-  for (float& x : work_) {
-    x /= temperature;
-    max_logit = std::max(max_logit, x);
+  float max_logit = scale_and_max(params.temperature);
+  if (max_logit == kNegInf) {
+    load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/false);
+    max_logit = scale_and_max(params.temperature);
   }
-  BATON_CHECK(std::isfinite(max_logit), "logits row max is ", max_logit, " after temperature ", temperature);
+  BATON_CHECK(std::isfinite(max_logit), "logits row max is ", max_logit, " after temperature ",
+              params.temperature, " (vocab ", vocab, ")");
 
-  const bool top_k_on = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab;
-  const bool top_p_on = params.top_p < 1.0f;
-  const float min_p = params.min_p;
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
+    // A short list: probs holds e = exp(logit - max) (fp32) on the top-k set, 0 elsewhere, and
+    // index_[0, n) lists the tokens with e > 0.
+    const float threshold = kth_largest(static_cast<std::size_t>(params.top_k), probs);
+    index_.resize(vocab);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < vocab; ++i) {
+      const float e = work_[i] >= threshold ? std::exp(work_[i] - max_logit) : 0.0f;
+      probs[i] = e;
+      if (e > 0.0f) index_[n++] = static_cast<std::int32_t>(i);
+    }
+    if (params.top_p < 1.0f) n = listed_top_p(max_logit, params.top_p, probs, n);
+    double z = 0.0;
+    for (std::size_t j = 0; j < n; ++j) {
+      float& e = probs[static_cast<std::size_t>(index_[j])];
+      if (e < params.min_p) e = 0.0f;
+      z += e;
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      float& e = probs[static_cast<std::size_t>(index_[j])];
+      e = static_cast<float>(e / z);
+    }
+    return -1;
+  }
 
-  if (!top_k_on && !top_p_on) {
-    // Every finite token is a candidate: no index list, one dense pass.
+  if (params.top_p >= 1.0f) {  // only min-p: one pass, then normalization
     double z = 0.0;
     for (std::size_t i = 0; i < vocab; ++i) {
       const float e = std::exp(work_[i] - max_logit);
-      if (e > 0.0f && e >= min_p) {
-        probs[i] = e;
-        z += e;
-      }
+      probs[i] = e * static_cast<float>(e >= params.min_p);
+      z += probs[i];
     }
-    for (float& p : probs) p = static_cast<float>(p / z);
-    return;
+    for (float& e : probs) e = static_cast<float>(e / z);
+    return -1;
   }
-
-  index_.resize(vocab);
-  std::size_t n = 0;
-  if (top_k_on) {
-    // The k-th largest value, found by selection in probs (used as scratch; cleared below).
-    std::copy(work_.begin(), work_.end(), probs.begin());
-    const auto kth = probs.begin() + (params.top_k - 1);
-    std::nth_element(probs.begin(), kth, probs.end(), std::greater<float>());
-    const float threshold = *kth;
-    std::fill(probs.begin(), probs.end(), 0.0f);
-    for (std::size_t i = 0; i < vocab; ++i) {
-      if (work_[i] >= threshold && work_[i] > kNegInf) index_[n++] = static_cast<std::int32_t>(i);
-    }
-  } else {
-    for (std::size_t i = 0; i < vocab; ++i) {
-      if (work_[i] > kNegInf) index_[n++] = static_cast<std::int32_t>(i);
-    }
+  // Top-p keeps a prefix of the order (logit descending, id ascending): everything up to and
+  // including `last_kept`. Then min-p and normalization, branch-free (kept or not is a coin flip
+  // per token) and with four independent sums so the adds do not wait on each other.
+  const TokenOrder last_kept = dense_top_p(max_logit, params.top_p, probs);
+  const auto keep = [&](std::size_t i) -> double {
+    const float l = work_[i];
+    const bool kept = (l > last_kept.logit) | ((l == last_kept.logit) & (static_cast<std::int32_t>(i) <= last_kept.id));
+    const float e = probs[i] * static_cast<float>(kept & (probs[i] >= params.min_p));  // e is finite
+    probs[i] = e;
+    return e;
+  };
+  double z0 = 0.0, z1 = 0.0, z2 = 0.0, z3 = 0.0;
+  std::size_t i = 0;
+  for (; i + 4 <= vocab; i += 4) {
+    z0 += keep(i);
+    z1 += keep(i + 1);
+    z2 += keep(i + 2);
+    z3 += keep(i + 3);
   }
-  if (top_p_on) n = apply_top_p(max_logit, params.top_p, n);
-
-  double z = 0.0;
-  std::size_t kept = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    const auto i = static_cast<std::size_t>(index_[j]);
-    const float e = std::exp(work_[i] - max_logit);
-    if (e > 0.0f && e >= min_p) {
-      probs[i] = e;
-      z += e;
-      index_[kept++] = index_[j];
-    }
-  }
-  for (std::size_t j = 0; j < kept; ++j) {
-    const auto i = static_cast<std::size_t>(index_[j]);
-    probs[i] = static_cast<float>(probs[i] / z);
-  }
+  for (; i < vocab; ++i) z0 += keep(i);
+  const double z = (z0 + z1) + (z2 + z3);
+  for (float& e : probs) e = static_cast<float>(e / z);
+  return -1;
 }
 
-std::size_t Sampler::apply_top_p(float max_logit, float top_p, std::size_t n) {
-  std::array<double, kTopPBuckets> mass{};
+Sampler::TokenOrder Sampler::dense_top_p(float max_logit, float top_p, std::span<float> e) {
+  const std::size_t vocab = e.size();
+  TopPMass mass{};
   double z = 0.0;
-  for (std::size_t j = 0; j < n; ++j) {
-    const float l = work_[static_cast<std::size_t>(index_[j])];
-    const float e = std::exp(l - max_logit);
-    mass[static_cast<std::size_t>(top_p_bucket(max_logit, l))] += e;
-    z += e;
+  for (std::size_t i = 0; i < vocab; ++i) {
+    const float x = std::exp(work_[i] - max_logit);
+    e[i] = x;
+    mass[static_cast<std::size_t>(top_p_bucket(max_logit, work_[i]))] += x;
+    z += x;
   }
-  const double target = static_cast<double>(top_p) * z;
-  int boundary = kTopPBuckets - 1;
-  double before = 0.0;  // mass of the buckets nearer than `boundary`
-  for (int b = 0; b < kTopPBuckets; ++b) {
-    if (before + mass[static_cast<std::size_t>(b)] >= target) {
-      boundary = b;
-      break;
-    }
-    before += mass[static_cast<std::size_t>(b)];
+  const TopPCut cut = find_top_p_cut(mass, z, top_p);
+  index_.resize(vocab);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < vocab; ++i) {
+    if ((top_p_bucket(max_logit, work_[i]) == cut.bucket) & (e[i] > 0.0f)) index_[n++] = static_cast<std::int32_t>(i);
   }
-
   const auto first = index_.begin();
-  const auto bucket_of = [&](std::int32_t t) { return top_p_bucket(max_logit, work_[static_cast<std::size_t>(t)]); };
-  const auto mid = std::partition(first, first + static_cast<std::ptrdiff_t>(n),
-                                  [&](std::int32_t t) { return bucket_of(t) < boundary; });
-  const auto last = std::partition(mid, first + static_cast<std::ptrdiff_t>(n),
-                                   [&](std::int32_t t) { return bucket_of(t) == boundary; });
-  std::sort(mid, last, [&](std::int32_t a, std::int32_t b) {
+  const auto end = cut_boundary_bucket(first, first + static_cast<std::ptrdiff_t>(n), cut.before, cut.target, e);
+  BATON_CHECK(end != first, "top-p boundary bucket ", cut.bucket, " is empty");
+  const auto last = static_cast<std::size_t>(*(end - 1));
+  return TokenOrder{work_[last], static_cast<std::int32_t>(last)};
+}
+
+std::vector<std::int32_t>::iterator Sampler::cut_boundary_bucket(std::vector<std::int32_t>::iterator first,
+                                                                 std::vector<std::int32_t>::iterator last,
+                                                                 double mass_before, double target,
+                                                                 std::span<const float> e) const {
+  std::sort(first, last, [&](std::int32_t a, std::int32_t b) {
     const float la = work_[static_cast<std::size_t>(a)], lb = work_[static_cast<std::size_t>(b)];
     return la > lb || (la == lb && a < b);
   });
-  // If rounding keeps the sum just short of the target, the whole boundary bucket stays.
-  auto end = last;
-  double cum = before;
-  for (auto it = mid; it != last; ++it) {
-    cum += std::exp(work_[static_cast<std::size_t>(*it)] - max_logit);
-    if (cum >= target) {
-      end = it + 1;
-      break;
-    }
+  // If rounding keeps the sum just short of the target, the whole bucket stays.
+  double cum = mass_before;
+  for (auto it = first; it != last; ++it) {
+    cum += e[static_cast<std::size_t>(*it)];
+    if (cum >= target) return it + 1;
   }
+  return last;
+}
+
+std::size_t Sampler::listed_top_p(float max_logit, float top_p, std::span<float> e, std::size_t n) {
+  const auto first = index_.begin();
+  const auto last = first + static_cast<std::ptrdiff_t>(n);
+  TopPMass mass{};
+  double z = 0.0;
+  for (auto it = first; it != last; ++it) {
+    const auto i = static_cast<std::size_t>(*it);
+    mass[static_cast<std::size_t>(top_p_bucket(max_logit, work_[i]))] += e[i];
+    z += e[i];
+  }
+  const TopPCut cut = find_top_p_cut(mass, z, top_p);
+  const auto bucket_of = [&](std::int32_t t) { return top_p_bucket(max_logit, work_[static_cast<std::size_t>(t)]); };
+  const auto mid = std::partition(first, last, [&](std::int32_t t) { return bucket_of(t) < cut.bucket; });
+  const auto far = std::partition(mid, last, [&](std::int32_t t) { return bucket_of(t) == cut.bucket; });
+  const auto end = cut_boundary_bucket(mid, far, cut.before, cut.target, e);
+  for (auto it = end; it != last; ++it) e[static_cast<std::size_t>(*it)] = 0.0f;
   return static_cast<std::size_t>(end - first);
 }
 
@@ -227,13 +311,8 @@ void Sampler::target_probs(std::span<const float> logits, const SamplingParams& 
 SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                              std::span<const std::int32_t> eos_token_ids, RequestRng& rng) {
   probs_.resize(logits.size());
-  process(logits, params, history, eos_token_ids, probs_);
-  std::int32_t token = 0;
-  if (params.greedy()) {
-    token = static_cast<std::int32_t>(std::find(probs_.begin(), probs_.end(), 1.0f) - probs_.begin());
-  } else {
-    token = draw(probs_, rng);
-  }
+  const std::int32_t argmax = process(logits, params, history, eos_token_ids, probs_);
+  const std::int32_t token = argmax >= 0 ? argmax : draw(probs_, rng);
   if (params.logprobs < 0) {
     SampleResult result;
     result.token = token;
@@ -244,17 +323,18 @@ SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams
 
 std::int32_t Sampler::draw(std::span<const float> probs, RequestRng& rng) {
   const double u = rng.uniform();
+  // cum first reaches u (> 0) at a token whose probability raised it, so zeros need no branch
+  // (after top-p, zero or not is a coin flip per token).
   double cum = 0.0;
-  std::size_t last_positive = probs.size();
   for (std::size_t i = 0; i < probs.size(); ++i) {
-    if (!(probs[i] > 0.0f)) continue;
     cum += probs[i];
-    last_positive = i;
     if (u <= cum) return static_cast<std::int32_t>(i);
   }
-  BATON_CHECK(last_positive < probs.size(), "draw from a distribution of ", probs.size(),
-              " entries with no positive probability");
-  return static_cast<std::int32_t>(last_positive);
+  for (std::size_t i = probs.size(); i-- > 0;) {
+    if (probs[i] > 0.0f) return static_cast<std::int32_t>(i);
+  }
+  BATON_CHECK(false, "draw from a distribution of ", probs.size(), " entries with no positive probability");
+  return 0;
 }
 
 SampleResult Sampler::raw_logprobs(std::span<const float> logits, std::int32_t token, std::int32_t top_n) {

@@ -83,7 +83,7 @@ class Sampler {
   // A draw from a distribution over the vocabulary by inverse CDF with u = rng.uniform(): the
   // first token whose cumulative probability (summed in double, in id order) reaches u. If
   // rounding leaves the total below u, the last token with nonzero probability. Tokens with
-  // probability 0 are never returned; at least one must be positive.
+  // probability 0 are never returned. probs must be >= 0 (no NaN), at least one positive.
   static std::int32_t draw(std::span<const float> probs, RequestRng& rng);
 
   // vLLM's raw logprobs: log_softmax of the unprocessed logits (max-subtracted, log-sum-exp in
@@ -92,13 +92,29 @@ class Sampler {
   static SampleResult raw_logprobs(std::span<const float> logits, std::int32_t token, std::int32_t top_n);
 
  private:
-  // work_ = processed logits up to (not including) temperature; returns false if none is finite.
-  bool load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+  // work_ = the logits after penalties and (if mask_stops) the min_tokens mask.
+  void load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                    std::span<const std::int32_t> eos_token_ids, bool mask_stops);
-  void process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-               std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
-  // Shrinks index_[0, n) (finite tokens) to its top-p prefix; returns the new n.
-  std::size_t apply_top_p(float max_logit, float top_p, std::size_t n);
+  std::size_t argmax() const;                   // of work_, lowest id on ties; checks for NaN
+  float scale_and_max(float temperature);       // work_ /= temperature; returns the max
+  float kth_largest(std::size_t k, std::span<float> scratch) const;
+  // Writes the target distribution into probs; returns the argmax for greedy requests, else -1.
+  std::int32_t process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                       std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
+  // A position in the order (logit descending, id ascending) that top-p cuts.
+  struct TokenOrder {
+    float logit;
+    std::int32_t id;
+  };
+  // Top-p over every token: writes e = exp(logit - max) ([vocab]) and returns the last kept token.
+  // Top-p over the list index_[0, n) (e already written): moves the kept tokens to index_[0,
+  // returned) and zeros e of the others. Both sort only one boundary bucket (see sampler.cc).
+  TokenOrder dense_top_p(float max_logit, float top_p, std::span<float> e);
+  std::size_t listed_top_p(float max_logit, float top_p, std::span<float> e, std::size_t n);
+  std::vector<std::int32_t>::iterator cut_boundary_bucket(std::vector<std::int32_t>::iterator first,
+                                                          std::vector<std::int32_t>::iterator last,
+                                                          double mass_before, double target,
+                                                          std::span<const float> e) const;
 
   std::vector<float> work_;            // [vocab] processed logits
   std::vector<float> probs_;           // [vocab] sample()'s target distribution

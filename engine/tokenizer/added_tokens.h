@@ -14,7 +14,8 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "absl/container/flat_hash_map.h"#include <vector>
+#include "absl/container/flat_hash_map.h"
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/vocab_map.h"

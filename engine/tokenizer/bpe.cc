@@ -126,7 +126,7 @@ const std::string* BpeModel::id_to_token(std::int32_t id) const {
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<std::int32_t>& symbols) const {
   const bool plain = continuing_subword_prefix_.empty() && end_of_word_suffix_.empty();
-  std::optional<std::int32_t> pending_unk;  // an unk waiting to be emitted (maybe fused further)
+  std::int32_t pending_unk = -1;  // an unk waiting to be emitted (maybe fused further), or -1
   std::string decorated;
   std::size_t pos = 0;
   while (pos < word.size()) {
@@ -145,9 +145,9 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<std::int32_t>&
       id = lookup(piece);
     }
     if (id >= 0) {
-      if (pending_unk) {
-        symbols.push_back(*pending_unk);
-        pending_unk.reset();
+      if (pending_unk >= 0) {
+        symbols.push_back(pending_unk);
+        pending_unk = -1;
       }
       symbols.push_back(id);
       continue;
@@ -162,11 +162,11 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<std::int32_t>&
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
+      if (pending_unk >= 0 && !fuse_unk_) symbols.push_back(pending_unk);
       pending_unk = *unk_id_;
     }
   }
-  if (pending_unk) symbols.push_back(*pending_unk);
+  if (pending_unk >= 0) symbols.push_back(pending_unk);
 }
 
 void BpeModel::merge(std::vector<std::int32_t>& symbols) const {

@@ -195,7 +195,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
     for (const auto& p : in.pieces()) {
       std::string_view piece = in.view(p);
       if (add_prefix_space_ && piece.front() != ' ') {
-        prefixed.assign(" ").append(piece);
+        prefixed.clear();
+        prefixed.push_back(' ');
+        prefixed.append(piece);
         piece = prefixed;
       }
       matches.clear();

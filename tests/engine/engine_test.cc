@@ -98,11 +98,7 @@ TEST_P(EngineFixtureTest, BatchedRequestsEqualEachRunAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, EngineFixtureTest, ::testing::ValuesIn(testing::fixture_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         [](const auto& p) { return testing::test_name_for(p.param); });
 
 TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
   auto engine = make_engine(config_for("qwen3-bf16"));

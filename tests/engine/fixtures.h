@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/text_file.h"
 #include "engine/model/config.h"
 #include "nlohmann/json.hpp"
 
@@ -25,6 +26,12 @@ inline const std::vector<std::string>& fixture_names() {
   static const std::vector<std::string> names = {"llama-f32",  "llama3-bf16",   "mistral-f16",          "qwen2-f32",
                                                  "qwen3-bf16", "qwen2-swa-f32", "llama-bias-linear-f32"};
   return names;
+}
+
+// A fixture name as a gtest parameter name ("llama-f32" -> "llama_f32").
+inline std::string test_name_for(std::string fixture) {
+  for (char& c : fixture) c = c == '-' ? '_' : c;
+  return fixture;
 }
 
 inline std::vector<std::string> manifest_fixture_names() {

@@ -139,11 +139,7 @@ TEST_P(FixtureTest, MixedBatchIsBitIdenticalToEachSequenceAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, FixtureTest, ::testing::ValuesIn(fixture_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         [](const auto& p) { return testing::test_name_for(p.param); });
 
 TEST(Fixtures, ManifestListsEveryTestedArchitecture) {
   EXPECT_EQ(testing::manifest_fixture_names(), fixture_names());

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds Baton and runs the whole test suite; all set-up included (safe to run again).
+#  1. installs the Debian packages it needs (scripts/install-deps.sh);
+#  2. builds the release preset and runs every test with ctest (CUDA tests skip without a GPU);
+#  3. builds the AddressSanitizer preset and runs the checkpoint-loader and KV tests under it.
+# Prints ctest's summary for each; exits non-zero on any failure.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${BATON_JOBS:-$(nproc)}
+
+bash scripts/install-deps.sh
+
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
+
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test
+ctest --preset asan -j "$jobs" -L 'loader|kv|fixtures'
