@@ -16,5 +16,5 @@ cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
 cmake --preset asan >/dev/null
-cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test
-ctest --preset asan -j "$jobs" -L 'loader|kv|fixtures'
+cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test engine_sample_test
+ctest --preset asan -j "$jobs" -L 'loader|kv|sample'

@@ -13,11 +13,11 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Top-p prefilter: tokens are bucketed by how far (in nats, after temperature) their logit lies
-// below the max. Every token of a nearer bucket outranks every token of a farther one, so the
-// kept prefix is whole buckets plus a sorted prefix of one boundary bucket; only that bucket is
-// sorted (the kept set of a full sort, up to the order of double additions). The last bucket takes everything
-// farther away than ~32 nats.
+// Top-p without a full sort: tokens are bucketed by how far (in nats, after temperature) their
+// logit lies below the max. Every token of a nearer bucket outranks every token of a farther one,
+// so the kept prefix is whole buckets plus a sorted prefix of one boundary bucket, and only that
+// bucket is sorted. The kept set is a full sort's, up to the order of double additions. The last
+// bucket takes everything farther than ~32 nats.
 constexpr int kTopPBuckets = 1024;
 constexpr float kTopPBucketsPerNat = 32.0f;
 constexpr float kTopPMaxGap = (kTopPBuckets - 1) / kTopPBucketsPerNat;
@@ -225,7 +225,8 @@ std::int32_t Sampler::process(std::span<const float> logits, const SamplingParam
   const TokenOrder last_kept = dense_top_p(max_logit, params.top_p, probs);
   const auto keep = [&](std::size_t i) -> double {
     const float l = work_[i];
-    const bool kept = (l > last_kept.logit) | ((l == last_kept.logit) & (static_cast<std::int32_t>(i) <= last_kept.id));
+    const bool tie_kept = (l == last_kept.logit) & (static_cast<std::int32_t>(i) <= last_kept.id);
+    const bool kept = (l > last_kept.logit) | tie_kept;
     const float e = probs[i] * static_cast<float>(kept & (probs[i] >= params.min_p));  // e is finite
     probs[i] = e;
     return e;
@@ -258,7 +259,8 @@ Sampler::TokenOrder Sampler::dense_top_p(float max_logit, float top_p, std::span
   index_.resize(vocab);
   std::size_t n = 0;
   for (std::size_t i = 0; i < vocab; ++i) {
-    if ((top_p_bucket(max_logit, work_[i]) == cut.bucket) & (e[i] > 0.0f)) index_[n++] = static_cast<std::int32_t>(i);
+    const bool in_boundary = (top_p_bucket(max_logit, work_[i]) == cut.bucket) & (e[i] > 0.0f);
+    if (in_boundary) index_[n++] = static_cast<std::int32_t>(i);
   }
   const auto first = index_.begin();
   const auto end = cut_boundary_bucket(first, first + static_cast<std::ptrdiff_t>(n), cut.before, cut.target, e);

@@ -60,7 +60,7 @@ struct SampleResult {
 //   top-p               over the top-k set sorted by probability descending (lower id first on
 //                       ties), keeps the shortest prefix whose mass is >= top_p (at least one token);
 //   min-p               drops tokens with prob < min_p * max prob;
-//   softmax             over the kept set, in fp32 (sums accumulated in double).
+//   softmax             over the kept set: exp(logit - max) in fp32, sums in double, p in fp32.
 // Not thread-safe (scratch); use one Sampler per thread.
 class Sampler {
  public:

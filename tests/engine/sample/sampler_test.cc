@@ -1,6 +1,6 @@
 // Sampler and SamplingParams against plain references: every processing rule is recomputed by
-// brute force here (fp32 logits as the engine keeps them, softmax and cumulative sums in double),
-// draws are checked against the inverse CDF and by a chi-square test with a negative control.
+// brute force here (full sorts; fp32 logits and exp as the spec says, sums in double), draws are
+// checked against the inverse CDF and by a chi-square test with negative controls.
 #include "engine/sample/sampler.h"
 
 #include <algorithm>
@@ -29,8 +29,13 @@ std::atomic<std::size_t> g_allocations{0};
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+[[gnu::noinline]] void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(size == 0 ? 1 : size);
+}
 [[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace baton {
 namespace {
@@ -559,8 +564,8 @@ TEST(Sample, IsExactlyADrawFromTargetProbs) {
     RequestRng a(seed), b(seed);
     const std::int32_t sampled = s.sample(c.logits, c.params, c.history(), c.eos, a).token;
     const std::vector<float> p = target(t, c);
-    const std::int32_t want = c.params.greedy() ? static_cast<std::int32_t>(std::max_element(p.begin(), p.end()) - p.begin())
-                                                : Sampler::draw(p, b);
+    const auto argmax = static_cast<std::int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    const std::int32_t want = c.params.greedy() ? argmax : Sampler::draw(p, b);
     ASSERT_EQ(sampled, want) << "trial " << trial;
     ASSERT_GT(p[static_cast<std::size_t>(sampled)], 0.0f);
     ASSERT_EQ(a.uniform(), b.uniform()) << "sample() must draw exactly one uniform (none when greedy)";
@@ -692,7 +697,9 @@ TEST(ChiSquare, SampleFollowsTargetProbs) {
   ASSERT_LT(count_nonzero(p), p.size());  // some tokens are cut, and must never be drawn
   std::vector<int> counts(p.size());
   RequestRng rng(123);
-  for (int i = 0; i < kDraws; ++i) ++counts[static_cast<std::size_t>(s.sample(c.logits, c.params, c.history(), c.eos, rng).token)];
+  for (int i = 0; i < kDraws; ++i) {
+    ++counts[static_cast<std::size_t>(s.sample(c.logits, c.params, c.history(), c.eos, rng).token)];
+  }
   EXPECT_GT(goodness_of_fit(counts, p, kDraws), kSignificance);
 }
 
