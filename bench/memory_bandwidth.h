@@ -1,5 +1,7 @@
-// Measures this machine's memory read bandwidth the way a decode step reads weights: every thread
-// of the pool streams its own contiguous slice of a buffer much larger than the caches.
+// Measures how fast this machine reads a buffer the way a decode step reads its weights: every
+// thread of the pool streams its own contiguous slice, again and again. Give it the weights' size:
+// whatever share of that fits in the caches helps the probe exactly as it helps the model, so the
+// resulting floor (bytes / bandwidth) is one the model could really reach.
 #pragma once
 
 #include <cstddef>
@@ -9,8 +11,8 @@
 namespace baton::bench {
 
 struct BandwidthResult {
-  double bytes_per_second = 0;  // median over repetitions
-  double best_bytes_per_second = 0;
+  double bytes_per_second = 0;       // median over repetitions
+  double best_bytes_per_second = 0;  // the fastest repetition: the floor uses this
   std::size_t buffer_bytes = 0;
 };
 
