@@ -9,6 +9,8 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer_text_decoder.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::cli {
@@ -18,6 +20,8 @@ const std::vector<FlagSpec> kFlags = {
     {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
     {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
     {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
+    {"chat", "JSON", "messages, e.g. '[{\"role\":\"user\",\"content\":\"hi\"}]', rendered with the model's chat template"},
+    {"stop", "TEXT", "stop when the output contains TEXT (not included in the output)"},
     {"max-tokens", "N", "tokens to generate at most (default 64)"},
     {"temperature", "T", "0 = greedy (default 0)"},
     {"top-k", "K", "keep the K most likely tokens (0 = off)"},
@@ -41,7 +45,7 @@ const std::vector<FlagSpec> kFlags = {
     {"help", "", "show this help"},
 };
 
-constexpr const char* kSynopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [flags]";
+constexpr const char* kSynopsis = "--model DIR (--prompt TEXT | --chat JSON | --prompt-tokens 1,2,3) [flags]";
 
 absl::StatusOr<std::vector<std::int32_t>> parse_ids(const std::string& s) {
   std::vector<std::int32_t> ids;
@@ -84,6 +88,7 @@ absl::StatusOr<SamplingParams> sampling_from_flags(const ParsedFlags& f) {
   BATON_ASSIGN_OR_RETURN(auto logprobs, f.get_int("logprobs"));
   if (logprobs) p.logprobs = static_cast<std::int32_t>(*logprobs);
   p.ignore_eos = f.has("ignore-eos");
+  if (auto stop = f.get("stop")) p.stop = {*stop};
   return p;
 }
 
@@ -129,8 +134,9 @@ int generate_main(int argc, char** argv) {
     std::printf("%s", usage("generate", kSynopsis, kFlags).c_str());
     return 0;
   }
-  if (!f.has("model") || f.has("prompt") == f.has("prompt-tokens")) {
-    std::fprintf(stderr, "baton generate: give --model and exactly one of --prompt / --prompt-tokens\n\n%s",
+  const int prompt_sources = (f.has("prompt") ? 1 : 0) + (f.has("prompt-tokens") ? 1 : 0) + (f.has("chat") ? 1 : 0);
+  if (!f.has("model") || prompt_sources != 1) {
+    std::fprintf(stderr, "baton generate: give --model and exactly one of --prompt / --chat / --prompt-tokens\n\n%s",
                  usage("generate", kSynopsis, kFlags).c_str());
     return 2;
   }
@@ -139,21 +145,48 @@ int generate_main(int argc, char** argv) {
   if (!sampling.ok()) return fail(sampling.status());
   auto config = engine_config_from_flags(f);
   if (!config.ok()) return fail(config.status());
-  const std::string output_format = f.get("output").value_or("token-ids");
+
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (Tokenizer::has_tokenizer_files(config->model_dir)) {
+    auto t = Tokenizer::load(config->model_dir);
+    if (!t.ok()) return fail(t.status());
+    tokenizer = std::move(*t);
+  }
+  const std::string output_format = f.get("output").value_or(tokenizer ? "text" : "token-ids");
   if (output_format != "text" && output_format != "token-ids") {
     return fail(absl::InvalidArgumentError("--output must be text or token-ids"));
   }
-  if (f.has("prompt") || output_format == "text") {
-    return fail(absl::UnimplementedError(str_cat("text prompts and text output need tokenizer support, which ",
-                                                 "this build does not have yet; use --prompt-tokens and --output token-ids")));
+  if (!tokenizer && (f.has("prompt") || f.has("chat") || output_format == "text" || f.has("stop"))) {
+    return fail(absl::FailedPreconditionError(str_cat(config->model_dir, " has no tokenizer.json/tokenizer_config.json: ",
+                                                      "use --prompt-tokens and --output token-ids")));
   }
-  auto prompt = parse_ids(*f.get("prompt-tokens"));
-  if (!prompt.ok()) return fail(prompt.status());
+  std::vector<std::int32_t> prompt;
+  if (f.has("prompt")) {
+    prompt = tokenizer->encode(*f.get("prompt"), /*add_special_tokens=*/true);
+  } else if (f.has("chat")) {
+    const auto messages = nlohmann::json::parse(*f.get("chat"), nullptr, /*allow_exceptions=*/false);
+    if (messages.is_discarded() || !messages.is_array()) {
+      return fail(absl::InvalidArgumentError("--chat must be a JSON array of {\"role\", \"content\"} messages"));
+    }
+    auto rendered = tokenizer->apply_chat_template(messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return fail(rendered.status());
+    // The template writes BOS and other special tokens itself.
+    prompt = tokenizer->encode(*rendered, /*add_special_tokens=*/false);
+  } else {
+    auto ids = parse_ids(*f.get("prompt-tokens"));
+    if (!ids.ok()) return fail(ids.status());
+    prompt = std::move(*ids);
+  }
 
   auto engine = Engine::create(*config);
   if (!engine.ok()) return fail(engine.status());
-  const std::size_t prompt_len = prompt->size();
-  if (auto s = (*engine)->add_request("generate-0", std::move(*prompt), *sampling); !s.ok()) return fail(s);
+  if (tokenizer) {
+    const Tokenizer* tok = tokenizer.get();
+    (*engine)->set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+  }
+  const std::size_t prompt_len = prompt.size();
+  if (auto s = (*engine)->add_request("generate-0", std::move(prompt), *sampling); !s.ok()) return fail(s);
+  const bool stream_text = output_format == "text" && !f.has("json");
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -162,6 +195,7 @@ int generate_main(int argc, char** argv) {
   std::vector<TokenOutput> tokens;
   FinishReason reason = FinishReason::kNone;
   std::int32_t cached = 0;
+  std::string text;
   while ((*engine)->has_unfinished()) {
     auto outs = (*engine)->step();
     if (!outs.ok()) return fail(outs.status());
@@ -173,6 +207,11 @@ int generate_main(int argc, char** argv) {
       }
       if (o.finished) reason = o.finish_reason;
       cached = o.num_cached_prompt_tokens;
+      text += o.new_text;
+      if (stream_text && !o.new_text.empty()) {
+        std::fwrite(o.new_text.data(), 1, o.new_text.size(), stdout);
+        std::fflush(stdout);
+      }
     }
   }
   const auto end = Clock::now();
@@ -188,6 +227,7 @@ int generate_main(int argc, char** argv) {
     j["cached_prompt_tokens"] = cached;
     j["generated_tokens"] = ids.size();
     j["token_ids"] = ids;
+    if (tokenizer) j["text"] = text;
     j["finish_reason"] = finish_reason_name(reason);
     j["prefill_tokens_per_s"] = prefill_tps;
     j["decode_tokens_per_s"] = decode_tps;
@@ -204,6 +244,8 @@ int generate_main(int argc, char** argv) {
       j["logprobs"] = lp;
     }
     std::cout << j.dump() << std::endl;
+  } else if (stream_text) {
+    std::cout << std::endl;
   } else {
     for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
     std::cout << std::endl;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/generate.h"
+#include "cli/tokenize.h"
 
 namespace {
 
@@ -12,7 +13,8 @@ void print_help() {
       "baton: LLM serving with prefill/decode disaggregation and lossless speculative decoding\n\n"
       "usage: baton <command> [flags]\n\n"
       "commands:\n"
-      "  generate   run one prompt through a model in this process and print the result and speed\n\n"
+      "  generate   run one prompt through a model in this process and print the result and speed\n"
+      "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n\n"
       "Run `baton <command> --help` for a command's flags.\n");
 }
 
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
+  if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   std::fprintf(stderr, "baton: unknown command '%s'\n\n", command.c_str());
   print_help();
   return 2;

@@ -9,7 +9,7 @@ packages=(
   # C++ libraries
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libabsl-dev libspdlog-dev libfmt-dev
-  libpcre2-dev
+  libpcre2-dev libicu-dev
   # fixture makers and reference implementations (tools/ only, never the serving path)
   python3 python3-torch python3-numpy
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Baton and runs the whole test suite; all set-up included (safe to run again).
-#  1. installs the Debian packages it needs (scripts/install-deps.sh);
+#  1. installs the Debian packages it needs (scripts/install-deps.sh) and the npm packages the
+#     tokenizer tests compare against;
 #  2. builds the release preset and runs every test with ctest (CUDA tests skip without a GPU);
 #  3. builds the AddressSanitizer preset and runs the checkpoint-loader and KV tests under it.
 # Prints ctest's summary for each; exits non-zero on any failure.
@@ -10,6 +11,9 @@ cd "$root"
 jobs=${BATON_JOBS:-$(nproc)}
 
 bash scripts/install-deps.sh
+# Hugging Face's own tokenizer and chat-template renderer, the references the tokenizer tests
+# compare against (versions pinned by the lock file).
+npm ci --prefix tests/engine/tokenizer/reference --no-audit --no-fund --loglevel=error >/dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

@@ -45,12 +45,14 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
     decision.stop_token = last;
     if (decoder_ != nullptr) {
       decision.visible_text =
-          decoder_->decode(params_.include_stop_str_in_output ? output_tokens : output_tokens.first(n - 1));
+          decoder_->decode(params_.include_stop_str_in_output ? output_tokens : output_tokens.first(n - 1),
+                           /*final=*/true);
     }
     return decision;
   }
 
-  std::string text = decoder_ != nullptr ? decoder_->decode(output_tokens) : std::string();
+  const bool at_length = n >= static_cast<std::size_t>(params_.max_tokens);
+  std::string text = decoder_ != nullptr ? decoder_->decode(output_tokens, /*final=*/at_length) : std::string();
   if (!params_.stop.empty()) {
     if (n > min_tokens) {
       // A new occurrence ends past searched_len_, so it starts at or after searched_len_ + 1 - size.
@@ -77,7 +79,7 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
     searched_len_ = text.size();
   }
 
-  if (n >= static_cast<std::size_t>(params_.max_tokens)) {
+  if (at_length) {
     decision.reason = FinishReason::kLength;
     decision.visible_text = std::move(text);
     return decision;

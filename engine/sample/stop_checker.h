@@ -23,8 +23,9 @@ class TextDecoder {
   // not be incremental; an incremental one is faster). Must be stable: the text of a prefix of the
   // tokens is a prefix of the text of the whole (hold back an incomplete UTF-8 sequence rather
   // than emit a replacement character that later changes), since the checker only searches text
-  // that is new since the previous call.
-  virtual std::string decode(std::span<const std::int32_t> output_tokens) = 0;
+  // that is new since the previous call. `final` says no token will follow: release whatever was
+  // held back (e.g. a byte-fallback run that ends the output).
+  virtual std::string decode(std::span<const std::int32_t> output_tokens, bool final) = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };

@@ -126,9 +126,10 @@ void AddedVocabulary::Matcher::split(std::string_view text, const AddedVocabular
   if (start_offset < text.size() || out.empty()) out.push_back({start_offset, text.size(), -1});
 }
 
-absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::from_json(const nlohmann::json& tokens,
-                                                                            const Normalizer* normalizer,
-                                                                            const std::string& where) {
+absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::from_json(
+    const nlohmann::json& tokens, const Normalizer* normalizer,
+    const std::function<std::optional<std::int32_t>(std::string_view)>& model_token_to_id, std::int32_t model_size,
+    const std::string& where) {
   using json_fields::get_bool_or;
   auto vocab = std::make_unique<AddedVocabulary>();
   if (tokens.is_null()) return vocab;
@@ -148,6 +149,15 @@ absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::from_json(cons
     BATON_ASSIGN_OR_RETURN(token.single_word, get_bool_or(t, at, "single_word", false));
     BATON_ASSIGN_OR_RETURN(token.normalized, get_bool_or(t, at, "normalized", !token.special));
     if (token.content.empty()) continue;
+    if (auto known = vocab->token_to_id(token.content)) {
+      token.id = *known;
+    } else if (auto model_id = model_token_to_id(token.content)) {
+      token.id = *model_id;
+    } else {
+      std::int32_t max_added = -1;
+      for (const auto& [content, added_id] : vocab->content_to_id_) max_added = std::max(max_added, added_id);
+      token.id = max_added >= model_size ? max_added + 1 : model_size;
+    }
     if (token.special) vocab->special_contents_.insert(token.content);
     vocab->content_to_id_.insert_or_assign(token.content, token.id);
     vocab->tokens_.push_back(std::move(token));
@@ -165,13 +175,13 @@ absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::from_json(cons
     vocab->id_to_index_.insert_or_assign(vocab->tokens_[i].id, static_cast<std::int32_t>(i));
   }
   for (std::int32_t index : order) {
-    const AddedToken& token = vocab->tokens_[index];
+    AddedToken& token = vocab->tokens_[index];
+    token.decoded = token.content;
     if (!token.normalized) {
       vocab->raw_.add(token.content, index);
     } else {
-      std::string pattern = token.content;
-      if (normalizer != nullptr) normalizer->normalize(pattern);
-      vocab->normalized_.add(pattern, index);
+      if (normalizer != nullptr) normalizer->normalize(token.decoded);
+      vocab->normalized_.add(token.decoded, index);
     }
   }
   return vocab;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ class Normalizer;
 struct AddedToken {
   std::int32_t id = -1;
   std::string content;
+  // What decoding prints for this id: `content`, or for a normalized token its normalized form
+  // (Hugging Face stores normalized tokens that way: "<sep>" decodes as "▁<sep>" after Prepend).
+  std::string decoded;
   bool special = false;
   bool lstrip = false;
   bool rstrip = false;
@@ -45,9 +49,14 @@ class AddedVocabulary {
  public:
   // `tokens` is tokenizer.json's "added_tokens" array. `normalizer` (may be null) prepares the
   // patterns of normalized tokens, as the text they are matched in is normalized.
-  static absl::StatusOr<std::unique_ptr<AddedVocabulary>> from_json(const nlohmann::json& tokens,
-                                                                     const Normalizer* normalizer,
-                                                                     const std::string& where);
+  //
+  // Ids are assigned as Hugging Face assigns them when it loads the file, whatever "id" says: the
+  // model's id for a token the model vocab has, else the next id after the model's `model_size`
+  // entries (or after the largest added id). Consistent files declare exactly these ids.
+  static absl::StatusOr<std::unique_ptr<AddedVocabulary>> from_json(
+      const nlohmann::json& tokens, const Normalizer* normalizer,
+      const std::function<std::optional<std::int32_t>(std::string_view)>& model_token_to_id,
+      std::int32_t model_size, const std::string& where);
 
   // Splits raw text on tokens with normalized == false.
   void split_raw(std::string_view text, std::vector<TextSegment>& out) const { raw_.split(text, *this, out); }

@@ -1,6 +1,7 @@
 #include "engine/tokenizer/bpe.h"
 
 #include <climits>
+#include <queue>
 #include <cstdio>
 
 #include "common/status.h"
@@ -171,6 +172,10 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<std::int32_t>&
 
 void BpeModel::merge(std::vector<std::int32_t>& symbols) const {
   if (symbols.size() < 2) return;
+  if (symbols.size() > kShortWordSymbols) {
+    merge_long(symbols);
+    return;
+  }
   // ranks[i] / ids[i]: the merge of symbols[i] and symbols[i + 1], rank INT_MAX when none.
   std::vector<Merge> pairs(symbols.size() - 1);
   auto pair_at = [&](std::size_t i) {
@@ -190,6 +195,56 @@ void BpeModel::merge(std::vector<std::int32_t>& symbols) const {
     if (best > 0) pairs[best - 1] = pair_at(best - 1);
     if (best < pairs.size()) pairs[best] = pair_at(best);
   }
+}
+
+// Long words (SentencePiece-style models see whole sentences as one word): the same merge order
+// with a heap over a linked list of symbols, O(n log n) instead of O(n^2).
+void BpeModel::merge_long(std::vector<std::int32_t>& symbols) const {
+  struct Candidate {
+    std::int32_t rank;
+    std::int32_t pos;  // index of the left symbol (stable: a merged symbol keeps its left index)
+    std::int32_t new_id;
+    bool operator<(const Candidate& o) const {  // std::priority_queue pops the largest
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  const auto n = static_cast<std::int32_t>(symbols.size());
+  std::vector<std::int32_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (std::int32_t i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  std::vector<Candidate> storage;
+  storage.reserve(static_cast<std::size_t>(n));
+  std::priority_queue<Candidate> queue(std::less<Candidate>(), std::move(storage));
+  auto push = [&](std::int32_t left) {
+    std::int32_t right = next[left];
+    if (right < 0) return;
+    auto it = merges_.find(pair_key(symbols[left], symbols[right]));
+    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.new_id});
+  };
+  for (std::int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!queue.empty()) {
+    Candidate top = queue.top();
+    queue.pop();
+    std::int32_t left = top.pos;
+    if (!alive[left] || next[left] < 0) continue;
+    std::int32_t right = next[left];
+    auto it = merges_.find(pair_key(symbols[left], symbols[right]));
+    if (it == merges_.end() || it->second.new_id != top.new_id || it->second.rank != top.rank) continue;  // stale
+    symbols[left] = top.new_id;
+    alive[right] = false;
+    next[left] = next[right];
+    if (next[right] >= 0) prev[next[right]] = left;
+    if (prev[left] >= 0) push(prev[left]);
+    push(left);
+  }
+  std::size_t out = 0;
+  for (std::int32_t i = 0; i < n; ++i) {
+    if (alive[i]) symbols[out++] = symbols[i];
+  }
+  symbols.resize(out);
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& out) const {

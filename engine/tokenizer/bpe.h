@@ -36,6 +36,7 @@ class BpeModel {
   // nullptr when no token has this id.
   const std::string* id_to_token(std::int32_t id) const;
   std::int32_t max_id() const { return static_cast<std::int32_t>(id_to_token_.size()) - 1; }
+  std::int32_t size() const { return static_cast<std::int32_t>(vocab_.size()); }  // number of entries
 
  private:
   struct Merge {
@@ -48,6 +49,8 @@ class BpeModel {
   std::int32_t lookup(std::string_view s) const;  // -1 when absent
   void initial_symbols(std::string_view word, std::vector<std::int32_t>& symbols) const;
   void merge(std::vector<std::int32_t>& symbols) const;
+  void merge_long(std::vector<std::int32_t>& symbols) const;
+  static constexpr std::size_t kShortWordSymbols = 24;  // longer words use the heap
 
   VocabMap vocab_;
   std::vector<std::string> id_to_token_;

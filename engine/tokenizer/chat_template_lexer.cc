@@ -106,6 +106,7 @@ class Lexer {
   // Lexes the inside of {{ ... }} or {% ... %}; returns whether the closing tag had '-'.
   bool lex_tag(bool expr) {
     const char close_char = expr ? '}' : '%';
+    int braces = 0;  // `{{ {'a': {}} }}`: a "}}" closes the tag only outside dict literals
     while (true) {
       while (pos_ < src_.size() && is_space(src_[pos_])) {
         line_ += src_[pos_] == '\n';
@@ -114,12 +115,12 @@ class Lexer {
       if (pos_ >= src_.size()) fail(expr ? "unterminated {{ ... }}" : "unterminated {% ... %}");
       char c = src_[pos_];
       // Closing tag, with optional whitespace control.
-      if (c == '-' && pos_ + 2 < src_.size() + 0 && src_[pos_ + 1] == close_char && src_[pos_ + 2] == '}') {
+      if (c == '-' && braces == 0 && pos_ + 2 < src_.size() && src_[pos_ + 1] == close_char && src_[pos_ + 2] == '}') {
         tokens_.push_back({expr ? Token::Kind::kExprClose : Token::Kind::kStmtClose, "", line_});
         pos_ += 3;
         return true;
       }
-      if (c == close_char && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}') {
+      if (c == close_char && braces == 0 && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}') {
         tokens_.push_back({expr ? Token::Kind::kExprClose : Token::Kind::kStmtClose, "", line_});
         pos_ += 2;
         return false;
@@ -161,6 +162,8 @@ class Lexer {
         }
       }
       if (matched) continue;
+      if (c == '{') ++braces;
+      if (c == '}') --braces;
       if (std::string_view("+-*/%~<>=()[]{},.:|").find(c) != std::string_view::npos) {
         tokens_.push_back({Token::Kind::kOperator, std::string(1, c), line_});
         ++pos_;

@@ -71,7 +71,7 @@ class Parser {
     while (true) {
       const Token& t = peek();
       if (t.kind == Token::Kind::kEnd) {
-        if (end_names.size() != 0) fail(str_cat("missing {% ", *end_names.begin(), " %}"));
+        if (end_names.size() != 0) fail(str_cat("missing {% ", *(end_names.end() - 1), " %}"));
         return body;
       }
       if (t.kind == Token::Kind::kText) {

@@ -19,6 +19,12 @@ class SequenceDecoder final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& child : children_) child->decode_chain(tokens);
   }
+  bool joins_byte_runs() const override {
+    for (const auto& child : children_) {
+      if (child->joins_byte_runs()) return true;
+    }
+    return false;
+  }
 
  private:
   std::vector<std::unique_ptr<Decoder>> children_;
@@ -114,6 +120,7 @@ class ReplaceDecoder final : public Decoder {
 // Runs of <0xXX> tokens become the text of their bytes; an invalid run becomes one U+FFFD per byte.
 class ByteFallbackDecoder final : public Decoder {
  public:
+  bool joins_byte_runs() const override { return true; }
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<std::string> out;
     out.reserve(tokens.size());

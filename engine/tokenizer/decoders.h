@@ -21,6 +21,9 @@ class Decoder {
   virtual ~Decoder() = default;
   // Rewrites `tokens` (one string per token, in order).
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  // Whether <0xXX> tokens are joined into text by run (ByteFallback): the text of a run is only
+  // final once the run ends, which streaming decode must wait for.
+  virtual bool joins_byte_runs() const { return false; }
 };
 
 absl::StatusOr<std::unique_ptr<Decoder>> make_decoder(const nlohmann::json& config, const std::string& where);

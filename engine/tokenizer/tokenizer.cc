@@ -66,9 +66,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& di
   if (present("decoder")) {
     BATON_ASSIGN_OR_RETURN(tokenizer->decoder_, make_decoder(j["decoder"], where + ": decoder"));
   }
-  BATON_ASSIGN_OR_RETURN(tokenizer->added_,
-                         AddedVocabulary::from_json(present("added_tokens") ? j["added_tokens"] : nlohmann::json(),
-                                                    tokenizer->normalizer_.get(), where + ": added_tokens"));
+  const BpeModel& model = *tokenizer->model_;
+  BATON_ASSIGN_OR_RETURN(
+      tokenizer->added_,
+      AddedVocabulary::from_json(present("added_tokens") ? j["added_tokens"] : nlohmann::json(),
+                                 tokenizer->normalizer_.get(),
+                                 [&model](std::string_view token) { return model.token_to_id(token); },
+                                 model.size(), where + ": added_tokens"));
   tokenizer->vocab_size_ = tokenizer->model_->max_id() + 1;
   for (const auto& t : tokenizer->added_->tokens()) tokenizer->vocab_size_ = std::max(tokenizer->vocab_size_, t.id + 1);
 
@@ -146,7 +150,7 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
   for (std::int32_t id : ids) {
     const std::string* content = nullptr;
     if (const AddedToken* added = added_->find(id)) {
-      content = &added->content;
+      content = &added->decoded;
     } else {
       content = model_->id_to_token(id);
     }
@@ -169,13 +173,19 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
 
 std::int32_t Tokenizer::vocab_size() const { return vocab_size_; }
 
+bool Tokenizer::in_byte_run(std::int32_t id) const {
+  if (!decoder_ || !decoder_->joins_byte_runs() || added_->find(id) != nullptr) return false;
+  const std::string* token = model_->id_to_token(id);
+  return token != nullptr && token->size() == 6 && token->compare(0, 3, "<0x") == 0 && token->back() == '>';
+}
+
 std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const {
   if (auto id = added_->token_to_id(token)) return id;
   return model_->token_to_id(token);
 }
 
 std::optional<std::string> Tokenizer::id_to_token(std::int32_t id) const {
-  if (const AddedToken* added = added_->find(id)) return added->content;
+  if (const AddedToken* added = added_->find(id)) return added->decoded;
   if (const std::string* token = model_->id_to_token(id)) return *token;
   return std::nullopt;
 }
@@ -226,11 +236,13 @@ DecodeStream::DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens)
 std::string DecodeStream::step(std::int32_t id) {
   window_.push_back(id);
   std::string text = tokenizer_.decode(window_, skip_special_tokens_);
-  // Hold back while the new text is empty or may end inside a character (the decoders repair an
-  // incomplete tail to U+FFFD, which the next token can still complete).
+  // Hold back while the new text is empty or may still change: it may end inside a character (the
+  // decoders repair an incomplete tail to U+FFFD, which the next token can still complete), or a
+  // run of <0xXX> tokens is open (ByteFallback judges a run as a whole: valid, or one U+FFFD per
+  // byte, so even "a" from <0x61> is only final once the run ends).
   constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   if (text.size() <= prefix_text_.size() || text.compare(0, prefix_text_.size(), prefix_text_) != 0 ||
-      std::string_view(text).ends_with(kReplacement)) {
+      std::string_view(text).ends_with(kReplacement) || tokenizer_.in_byte_run(id)) {
     return {};
   }
   std::string fresh = text.substr(prefix_text_.size());

@@ -53,7 +53,10 @@ class Tokenizer {
   absl::StatusOr<std::string> apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const;
 
  private:
+  friend class DecodeStream;
   Tokenizer();
+  // True when `id` is a <0xXX> token and the decoder joins byte runs (see DecodeStream).
+  bool in_byte_run(std::int32_t id) const;
   void encode_text(std::string_view text, bool at_input_start, std::vector<std::int32_t>& ids) const;
 
   std::unique_ptr<BpeModel> model_;

@@ -23,9 +23,19 @@ struct ProcessResult {
   std::string out, err;
 };
 
+std::string escape_for_double_quotes(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\' || c == '$' || c == '`') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 ProcessResult run_baton(const std::string& args) {
   const std::string err_path = std::filesystem::temp_directory_path() / ("baton_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(BATON_CLI_PATH) + " " + args + " 2>" + err_path;
+  // bash, for the <<< here-strings some tests feed to `baton tokenize`.
+  const std::string cmd = "bash -c \"" + std::string(BATON_CLI_PATH) + " " + escape_for_double_quotes(args) + "\" 2>" + err_path;
   ProcessResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   BATON_CHECK(p != nullptr, "popen failed");
@@ -85,6 +95,41 @@ TEST(GenerateCliErrors, BadInputFailsClearly) {
   EXPECT_EQ(r.exit_code, 2);
   r = run_baton("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(GenerateCliText, TextPromptEqualsItsTokenIdsAndTextEqualsTheirDecoding) {
+  // The llama3-style fixture tokenizer adds BOS (id 1) through its post-processor.
+  const std::string model = testing::fixture_path("llama3-bf16");
+  const std::string prompt = "def fibonacci(n):";
+  const ProcessResult by_text = run_baton("generate --model " + model + " --prompt '" + prompt +
+                                          "' --max-tokens 12 --ignore-eos --json");
+  ASSERT_EQ(by_text.exit_code, 0) << by_text.err;
+  const auto j = nlohmann::json::parse(by_text.out);
+  const ProcessResult ids = run_baton("tokenize --model " + model + " <<< '" + prompt + "'");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  auto prompt_ids = nlohmann::json::parse(ids.out).get<std::vector<std::int32_t>>();
+  prompt_ids.insert(prompt_ids.begin(), 1);
+  EXPECT_EQ(j["prompt_tokens"].get<std::size_t>(), prompt_ids.size());
+  const ProcessResult by_ids = run_baton("generate --model " + model + " --prompt-tokens " + ids_arg(prompt_ids) +
+                                         " --max-tokens 12 --ignore-eos --output token-ids --json");
+  ASSERT_EQ(by_ids.exit_code, 0) << by_ids.err;
+  EXPECT_EQ(j["token_ids"], nlohmann::json::parse(by_ids.out)["token_ids"]);
+  const ProcessResult decoded = run_baton("tokenize --model " + model + " --decode --skip-special-tokens <<< '" +
+                                          j["token_ids"].dump() + "'");
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(nlohmann::json::parse(decoded.out).get<std::string>(), j["text"].get<std::string>());
+}
+
+TEST(GenerateCliText, ChatPromptUsesTheTemplate) {
+  const std::string model = testing::fixture_path("qwen3-bf16");
+  const ProcessResult r = run_baton("generate --model " + model +
+                                    " --chat '[{\"role\":\"user\",\"content\":\"hi\"}]' --max-tokens 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // ChatML wraps even a two-letter message in a dozen or more tokens.
+  EXPECT_GT(nlohmann::json::parse(r.out)["prompt_tokens"].get<int>(), 8);
+  const ProcessResult bad = run_baton("generate --model " + model + " --chat '{\"role\":1}'");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--chat must be a JSON array"));
 }
 
 TEST(GenerateCliErrors, SamplingWithSeedIsReproducible) {

@@ -16,7 +16,7 @@ namespace {
 class PieceDecoder : public TextDecoder {
  public:
   explicit PieceDecoder(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
-  std::string decode(std::span<const std::int32_t> output_tokens) override {
+  std::string decode(std::span<const std::int32_t> output_tokens, bool /*final*/) override {
     std::string text;
     for (std::int32_t t : output_tokens) text += pieces_.at(static_cast<std::size_t>(t));
     return text;
