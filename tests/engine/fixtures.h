@@ -43,6 +43,8 @@ inline std::vector<std::string> manifest_fixture_names() {
 struct Reference {
   std::vector<std::int32_t> prompt;
   std::vector<std::vector<double>> logits;  // [prompt positions][vocab]
+  // [layers + 1][prompt positions][hidden]: each layer's input, then the final norm's output.
+  std::vector<std::vector<std::vector<double>>> hidden_states;
   std::vector<std::int32_t> greedy;
   std::vector<std::int32_t> eos;
   int max_new_tokens = 0;
@@ -55,6 +57,7 @@ inline Reference load_reference(const std::string& name) {
   Reference r;
   r.prompt = j["prompt_token_ids"].get<std::vector<std::int32_t>>();
   r.logits = j["logits"].get<std::vector<std::vector<double>>>();
+  r.hidden_states = j["hidden_states"].get<std::vector<std::vector<std::vector<double>>>>();
   r.greedy = j["greedy_token_ids"].get<std::vector<std::int32_t>>();
   r.eos = j["eos_token_ids"].get<std::vector<std::int32_t>>();
   r.max_new_tokens = j["max_new_tokens"].get<int>();

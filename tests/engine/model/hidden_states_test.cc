@@ -64,6 +64,34 @@ TEST(HiddenStates, CapturesAreTheStatesTheModelUses) {
   }
 }
 
+TEST(HiddenStates, EveryLayerInputAndTheFinalNormMatchTheReference) {
+  for (const std::string& name : testing::fixture_names()) {
+    const auto ref = load_reference(name);
+    auto h = ModelHarness::load(fixture_path(name));
+    const ModelConfig& c = h.model->config();
+    TestSequence seq;
+    seq.tokens = ref.prompt;
+    ForwardBatch batch;
+    batch.sequences.push_back(seq.chunk(*h.pool, static_cast<std::int32_t>(ref.prompt.size())));
+    for (std::int32_t l = 0; l < c.num_layers; ++l) batch.capture_layer_inputs.push_back(l);
+    batch.capture_final_hidden = true;
+    auto out = h.model->forward(batch, *h.cache);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(ref.hidden_states.size(), static_cast<std::size_t>(c.num_layers + 1));
+    for (std::int32_t l = 0; l <= c.num_layers; ++l) {
+      const auto got = to_host(*h.backend, l < c.num_layers ? out->layer_inputs[static_cast<std::size_t>(l)] : out->final_hidden);
+      const auto& want = ref.hidden_states[static_cast<std::size_t>(l)];
+      for (std::size_t t = 0; t < want.size(); ++t) {
+        for (std::size_t i = 0; i < want[t].size(); ++i) {
+          const double w = want[t][i];
+          ASSERT_NEAR(got[t * want[t].size() + i], w, 1e-4 * std::max(1.0, std::fabs(w)))
+              << name << " state " << l << " position " << t << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(HiddenStates, ChunkingChangesNoBits) {
   const auto ref = load_reference("mistral-f16");
   auto capture = [&](const std::vector<std::int32_t>& chunks) {
