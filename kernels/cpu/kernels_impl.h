@@ -7,7 +7,9 @@
 // Numerical contract (what makes rows batch-invariant and tiers bit-identical): every reduction
 // of a row uses 16 lanes, lane l accumulating the elements l, l+16, l+32, ... with fused
 // multiply-adds in increasing index order, a zero-filled partial chunk at the end, then
-// vreduce_add's fixed tree. Nothing depends on how many rows share a call or on the thread count.
+// vreduce_add's fixed tree. GEMMs over BF16 weights use "pair order" instead, which SIMD tiers
+// widen more cheaply: per 32 elements, lane l takes element 2l then element 2l+1. Nothing depends
+// on how many rows share a call or on the thread count.
 
 // ---- loads by weight dtype ---------------------------------------------------------------------
 
@@ -103,10 +105,85 @@ void gemm_typed(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_
   }
 }
 
+// ---- BF16 weights in pair order ----------------------------------------------------------------
+
+// x split per 32 elements into its 16 even then 16 odd elements, zero-padded to a multiple of 32.
+inline void pack_pairs(const float* x, std::int64_t k, float* out) {
+  const std::int64_t padded = (k + 31) / 32 * 32;
+  for (std::int64_t i = 0; i < padded; ++i) {
+    const std::int64_t s = i / 32, r = i % 32;
+    out[s * 32 + (r % 2) * 16 + r / 2] = i < k ? x[i] : 0.0f;
+  }
+}
+
+template <int MR, int NR>
+void gemm_tile_bf16(const float* xp, std::int64_t ldxp, const std::uint16_t* w, std::int64_t ldw, const float* bias,
+                    float* y, std::int64_t ldy, std::int64_t k) {
+  V16 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = vzero();
+  std::int64_t kk = 0;
+  for (; kk < k; kk += 32) {
+    V16 we[NR], wo[NR];
+    const int n = static_cast<int>(std::min<std::int64_t>(32, k - kk));
+    for (int j = 0; j < NR; ++j) {
+      __builtin_prefetch(w + (j + NR) * ldw + kk);  // the next panel, as in gemm_tile
+      if (n == 32) {
+        vload_bf16_pairs(w + j * ldw + kk, we[j], wo[j]);
+      } else {
+        vload_bf16_pairs_n(w + j * ldw + kk, n, we[j], wo[j]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      const V16 xe = vload(xp + i * ldxp + kk);
+      const V16 xo = vload(xp + i * ldxp + kk + 16);
+      for (int j = 0; j < NR; ++j) acc[i][j] = vfma(xo, wo[j], vfma(xe, we[j], acc[i][j]));
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      const float s = vreduce_add(acc[i][j]);
+      y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+    }
+  }
+}
+
+template <int MRMax, int NRMax>
+void gemm_tile_bf16_dyn(const float* xp, std::int64_t ldxp, const std::uint16_t* w, std::int64_t ldw,
+                        const float* bias, float* y, std::int64_t ldy, std::int64_t k, int mr, int nr) {
+  if constexpr (MRMax > 0 && NRMax > 0) {
+    if (mr < MRMax) {
+      gemm_tile_bf16_dyn<MRMax - 1, NRMax>(xp, ldxp, w, ldw, bias, y, ldy, k, mr, nr);
+    } else if (nr < NRMax) {
+      gemm_tile_bf16_dyn<MRMax, NRMax - 1>(xp, ldxp, w, ldw, bias, y, ldy, k, mr, nr);
+    } else {
+      gemm_tile_bf16<MRMax, NRMax>(xp, ldxp, w, ldw, bias, y, ldy, k);
+    }
+  }
+}
+
+inline void gemm_bf16(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) {
+  // Each thread packs its own copy of x: O(rows * k), small next to the O(rows * k * n) GEMM.
+  thread_local std::vector<float> packed;
+  const std::int64_t ldxp = (a.k + 31) / 32 * 32;
+  if (static_cast<std::int64_t>(packed.size()) < a.rows * ldxp) packed.resize(static_cast<std::size_t>(a.rows * ldxp));
+  for (std::int64_t m = 0; m < a.rows; ++m) pack_pairs(a.x + m * a.ldx, a.k, packed.data() + m * ldxp);
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  for (std::int64_t n = n_begin; n < n_end; n += kGemmMaxCols) {
+    const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, n_end - n));
+    const float* bias = a.bias != nullptr ? a.bias + n : nullptr;
+    for (std::int64_t m = 0; m < a.rows; m += kGemmMaxRows) {
+      const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, a.rows - m));
+      gemm_tile_bf16_dyn<kGemmMaxRows, kGemmMaxCols>(packed.data() + m * ldxp, ldxp, w + n * a.ldw, a.ldw, bias,
+                                                     a.y + m * a.ldy + n, a.ldy, a.k, mr, nr);
+    }
+  }
+}
+
 inline void gemm(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) {
   switch (a.w_dtype) {
     case baton::DType::kF32: gemm_typed<baton::DType::kF32>(a, n_begin, n_end); break;
-    case baton::DType::kBF16: gemm_typed<baton::DType::kBF16>(a, n_begin, n_end); break;
+    case baton::DType::kBF16: gemm_bf16(a, n_begin, n_end); break;
     case baton::DType::kF16: gemm_typed<baton::DType::kF16>(a, n_begin, n_end); break;
     default: break;  // the backend validates dtypes before calling
   }

@@ -35,6 +35,21 @@ inline V16 vload_bf16_n(const std::uint16_t* p, int n) {
   std::memcpy(tmp, p, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
   return vload_bf16(tmp);
 }
+// 32 BF16 values in pair order: even[l] = p[2l], odd[l] = p[2l + 1] (see simd16_portable.h).
+inline void vload_bf16_pairs(const std::uint16_t* p, V16& even, V16& odd) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  even.lo = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
+  even.hi = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+  odd.lo = _mm256_castsi256_ps(_mm256_and_si256(lo, mask));
+  odd.hi = _mm256_castsi256_ps(_mm256_and_si256(hi, mask));
+}
+inline void vload_bf16_pairs_n(const std::uint16_t* p, int n, V16& even, V16& odd) {
+  alignas(32) std::uint16_t tmp[32] = {};
+  std::memcpy(tmp, p, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+  vload_bf16_pairs(tmp, even, odd);
+}
 inline V16 vload_f16(const std::uint16_t* p) {
   return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};

@@ -27,6 +27,18 @@ inline V16 vload_bf16_n(const std::uint16_t* p, int n) {
   const __m256i h = _mm256_maskz_loadu_epi16(tail_mask(n), p);
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
 }
+// 32 BF16 values in pair order: even[l] = p[2l], odd[l] = p[2l + 1]. One load, one shift and one
+// mask: the 32-bit word l holds the pair, low half first.
+inline void vload_bf16_pairs(const std::uint16_t* p, V16& even, V16& odd) {
+  const __m512i w = _mm512_loadu_si512(p);
+  even.v = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  odd.v = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+inline void vload_bf16_pairs_n(const std::uint16_t* p, int n, V16& even, V16& odd) {
+  const __m512i w = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((n >= 32 ? 0xffffffffull : (1ull << n) - 1)), p);
+  even.v = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  odd.v = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
 inline V16 vload_f16(const std::uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }

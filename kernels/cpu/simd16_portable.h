@@ -3,7 +3,9 @@
 // with intrinsics and must give bit-identical results:
 //  - loads of F32/BF16/F16 widen exactly to f32; partial loads zero the missing lanes;
 //  - vfma is a fused multiply-add (one rounding), every other op rounds once, to nearest even;
-//  - vreduce_add sums lanes in one fixed tree: (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
+//  - vreduce_add sums lanes in one fixed tree: (i, i+8), then (i, i+4), (i, i+2), (i, i+1);
+//  - vload_bf16_pairs splits 32 BF16 values into even[l] = p[2l] and odd[l] = p[2l + 1] (the
+//    layout a 64-byte load has in its 32-bit words, so SIMD tiers widen with a shift and a mask).
 // Kernels written on V16 therefore produce the same bits on every tier, and the reduction order of
 // a row never depends on the batch it is in.
 #pragma once
@@ -44,6 +46,12 @@ inline V16 vload_bf16_n(const std::uint16_t* p, int n) {
   return r;
 }
 inline V16 vload_bf16(const std::uint16_t* p) { return vload_bf16_n(p, 16); }
+inline void vload_bf16_pairs_n(const std::uint16_t* p, int n, V16& even, V16& odd) {
+  even = V16{};
+  odd = V16{};
+  for (int i = 0; i < n; ++i) (i % 2 == 0 ? even : odd).lane[i / 2] = baton::bf16_to_f32(p[i]);
+}
+inline void vload_bf16_pairs(const std::uint16_t* p, V16& even, V16& odd) { vload_bf16_pairs_n(p, 32, even, odd); }
 inline V16 vload_f16_n(const std::uint16_t* p, int n) {
   V16 r{};
   for (int i = 0; i < n; ++i) r.lane[i] = baton::f16_to_f32(p[i]);
