@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/status.h"
+#include "engine/model/decoder_layer.h"
 #include "engine/model/rope.h"
 
 namespace baton {
@@ -153,45 +154,24 @@ absl::StatusOr<TensorView> Transformer::capture_buffer(std::size_t index, std::i
 void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(i)];
   const ModelConfig& c = config_;
-  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size();
-  const TensorView residual = residual_.view(DType::kF32, {t, h});
-  const TensorView hidden = hidden_.view(DType::kF32, {t, h});
-  const TensorView qkv = qkv_.view(DType::kF32, {t, q + 2 * kv});
-  const TensorView q_heads = qkv.slice_last(0, q).split_last(c.num_heads);
-  const TensorView k_heads = qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
-  const TensorView v_heads = qkv.slice_last(q + kv, q + 2 * kv).split_last(c.num_kv_heads);
-  const TensorView attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
-  const TensorView cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
-  const TensorView layer_cache = kv_cache.layer(i);
-
-  backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, hidden);
-  backend_.linear(hidden, w.qkv, w.qkv_bias, qkv);
-  if (c.qk_norm) {
-    backend_.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
-    backend_.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
-  }
-  backend_.apply_rope(q_heads, cos_sin);
-  backend_.apply_rope(k_heads, cos_sin);
-  backend_.write_kv(k_heads, v_heads, slots_.view(DType::kI32, {t}), layer_cache);
-
-  AttentionBatch ab;
-  ab.positions = positions_.view(DType::kI32, {t});
-  ab.token_seq = token_seq_.view(DType::kI32, {t});
-  ab.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
-  ab.num_tokens = t;
-  ab.max_context_len = max_context_len_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  backend_.paged_attention(q_heads, layer_cache, ab, scale, c.sliding_window[static_cast<std::size_t>(i)], attn);
-
-  backend_.linear(attn.reshape({t, q}), w.o_proj, w.o_bias, hidden);
-  backend_.add(residual, hidden, residual);
-  backend_.rms_norm(residual, w.post_norm, c.rms_norm_eps, hidden);
-  const TensorView gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
-  const TensorView act = act_.view(DType::kF32, {t, c.intermediate_size});
-  backend_.linear(hidden, w.gate_up, TensorView{}, gate_up);
-  backend_.silu_mul(gate_up, act);
-  backend_.linear(act, w.down, TensorView{}, hidden);
-  backend_.add(residual, hidden, residual);
+  const TensorView residual = residual_.view(DType::kF32, {t, c.hidden_size});
+  LayerScratch s;
+  s.hidden = hidden_.view(DType::kF32, {t, c.hidden_size});
+  s.qkv = qkv_.view(DType::kF32, {t, c.q_size() + 2LL * c.kv_size()});
+  s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
+  s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
+  s.act = act_.view(DType::kF32, {t, c.intermediate_size});
+  LayerBatch lb;
+  lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
+  lb.slots = slots_.view(DType::kI32, {t});
+  lb.attention.positions = positions_.view(DType::kI32, {t});
+  lb.attention.token_seq = token_seq_.view(DType::kI32, {t});
+  lb.attention.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
+  lb.attention.num_tokens = t;
+  lb.attention.max_context_len = max_context_len_;
+  backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
+  decoder_layer(backend_, c, w, c.sliding_window[static_cast<std::size_t>(i)], s.hidden, residual, s, lb,
+                kv_cache.layer(i));
 }
 
 absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, KvCache& kv_cache) {

@@ -1,0 +1,36 @@
+#include "engine/model/decoder_layer.h"
+
+#include <cmath>
+
+namespace baton {
+
+void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
+                   const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
+                   const LayerBatch& lb, const TensorView& kv_layer) {
+  const std::int64_t q = c.q_size(), kv = c.kv_size();
+  const TensorView q_heads = s.qkv.slice_last(0, q).split_last(c.num_heads);
+  const TensorView k_heads = s.qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
+  const TensorView v_heads = s.qkv.slice_last(q + kv, q + 2 * kv).split_last(c.num_kv_heads);
+  const std::int64_t t = residual.dim(0);
+
+  b.linear(attn_input, w.qkv, w.qkv_bias, s.qkv);
+  if (c.qk_norm) {
+    b.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
+    b.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
+  }
+  b.apply_rope(q_heads, lb.cos_sin);
+  b.apply_rope(k_heads, lb.cos_sin);
+  b.write_kv(k_heads, v_heads, lb.slots, kv_layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  b.paged_attention(q_heads, kv_layer, lb.attention, scale, sliding_window, s.attn);
+
+  b.linear(s.attn.reshape({t, q}), w.o_proj, w.o_bias, s.hidden);
+  b.add(residual, s.hidden, residual);
+  b.rms_norm(residual, w.post_norm, c.rms_norm_eps, s.hidden);
+  b.linear(s.hidden, w.gate_up, TensorView{}, s.gate_up);
+  b.silu_mul(s.gate_up, s.act);
+  b.linear(s.act, w.down, TensorView{}, s.hidden);
+  b.add(residual, s.hidden, residual);
+}
+
+}  // namespace baton

@@ -1,0 +1,38 @@
+// decoder_layer: one pre-norm decoder layer (attention with RoPE over paged KV, then the SiLU MLP),
+// on any Backend. Shared by the target Transformer and the draft heads (EAGLE-1/3, MTP), which feed
+// it differently shaped attention inputs: the normalized residual for a plain layer, the residual
+// itself for EAGLE-1, cat(norm(embedding), norm(hidden)) of width 2H for EAGLE-3.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+#include "kernels/backend.h"
+
+namespace baton {
+
+// Device views sized for the batch's tokens T. `hidden` may be the attention input itself.
+struct LayerScratch {
+  TensorView hidden;   // [T, hidden]
+  TensorView qkv;      // [T, q_size + 2 kv_size]
+  TensorView attn;     // [T, heads, head_dim]
+  TensorView gate_up;  // [T, 2 intermediate]
+  TensorView act;      // [T, intermediate]
+};
+
+// Per-batch inputs every layer shares.
+struct LayerBatch {
+  TensorView cos_sin;     // [T, head_dim]
+  TensorView slots;       // [T] I32 KV slots of the new tokens
+  AttentionBatch attention;
+};
+
+// residual += attention(attn_input); residual += mlp(post_norm(residual)).
+// attn_input: [T, in] (in = the width w.qkv expects); residual: [T, hidden]; kv_layer: this
+// layer's pool [blocks, 2, block_size, kv_heads, head_dim].
+void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
+                   const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
+                   const LayerBatch& lb, const TensorView& kv_layer);
+
+}  // namespace baton
