@@ -23,7 +23,6 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::create(Backend& backen
                                               ") and max_num_logits must be positive"));
   }
   std::unique_ptr<Transformer> t(new Transformer(backend, config, std::move(weights), o));
-  t->max_blocks_per_seq_ = (o.max_model_len + o.block_size - 1) / o.block_size;
   BATON_RETURN_IF_ERROR(t->allocate_workspace());
   return t;
 }
@@ -41,7 +40,7 @@ KvCacheLayout Transformer::kv_layout() const {
 absl::Status Transformer::allocate_workspace() {
   const std::int64_t t = options_.max_num_tokens;
   const std::int64_t h = config_.hidden_size;
-  const std::size_t f32 = sizeof(float), i32 = sizeof(std::int32_t);
+  const std::size_t f32 = sizeof(float);
   auto alloc = [&](DeviceBuffer* out, std::size_t bytes) -> absl::Status {
     BATON_ASSIGN_OR_RETURN(*out, backend_.allocate(bytes));
     return absl::OkStatus();
@@ -50,13 +49,14 @@ absl::Status Transformer::allocate_workspace() {
   BATON_RETURN_IF_ERROR(alloc(&inv_freq_, inv_freq.size() * f32));
   backend_.copy_to_device(inv_freq_.data(), inv_freq.data(), inv_freq.size() * f32);
   const auto tu = static_cast<std::size_t>(t);
-  BATON_RETURN_IF_ERROR(alloc(&tokens_, tu * i32));
-  BATON_RETURN_IF_ERROR(alloc(&positions_, tu * i32));
-  BATON_RETURN_IF_ERROR(alloc(&token_seq_, tu * i32));
-  BATON_RETURN_IF_ERROR(alloc(&slots_, tu * i32));
-  BATON_RETURN_IF_ERROR(alloc(&block_tables_, static_cast<std::size_t>(options_.max_num_seqs) *
-                                                  static_cast<std::size_t>(max_blocks_per_seq_) * i32));
-  BATON_RETURN_IF_ERROR(alloc(&logits_rows_, static_cast<std::size_t>(options_.max_num_logits) * i32));
+  BatchLimits limits;
+  limits.max_num_tokens = options_.max_num_tokens;
+  limits.max_num_seqs = options_.max_num_seqs;
+  limits.max_num_logits = options_.max_num_logits;
+  limits.max_model_len = options_.max_model_len;
+  limits.block_size = options_.block_size;
+  limits.vocab_size = config_.vocab_size;
+  BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
   BATON_RETURN_IF_ERROR(alloc(&residual_, tu * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(alloc(&hidden_, tu * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(alloc(&qkv_, tu * static_cast<std::size_t>(config_.q_size() + 2 * config_.kv_size()) * f32));
@@ -67,77 +67,6 @@ absl::Status Transformer::allocate_workspace() {
   BATON_RETURN_IF_ERROR(alloc(&selected_, static_cast<std::size_t>(options_.max_num_logits) * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(alloc(&logits_, static_cast<std::size_t>(options_.max_num_logits) *
                                             static_cast<std::size_t>(config_.vocab_size) * f32));
-  return absl::OkStatus();
-}
-
-absl::Status Transformer::plan(const ForwardBatch& batch, const KvCache& kv_cache) {
-  const std::int64_t num_tokens = batch.num_tokens();
-  const std::int64_t num_logits = batch.num_logits();
-  num_seqs_ = static_cast<std::int64_t>(batch.sequences.size());
-  if (num_tokens == 0) return absl::InvalidArgumentError("forward batch has no tokens");
-  if (num_tokens > options_.max_num_tokens || num_seqs_ > options_.max_num_seqs || num_logits > options_.max_num_logits) {
-    return absl::InvalidArgumentError(str_cat("forward batch of ", num_tokens, " tokens, ", num_seqs_, " sequences, ",
-                                              num_logits, " logits exceeds the limits (", options_.max_num_tokens, ", ",
-                                              options_.max_num_seqs, ", ", options_.max_num_logits, ")"));
-  }
-  const std::int32_t bs = options_.block_size;
-  h_tokens_.clear();
-  h_positions_.clear();
-  h_token_seq_.clear();
-  h_slots_.clear();
-  h_logits_rows_.clear();
-  h_block_tables_.assign(static_cast<std::size_t>(num_seqs_ * max_blocks_per_seq_), -1);
-  max_context_len_ = 0;
-  for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
-    const ForwardSequence& seq = batch.sequences[s];
-    const auto q_len = static_cast<std::int64_t>(seq.tokens.size());
-    const std::int64_t end = seq.start_position + q_len;
-    if (q_len == 0 || seq.start_position < 0) {
-      return absl::InvalidArgumentError(str_cat("sequence ", s, ": needs at least one new token at a position >= 0"));
-    }
-    if (end > options_.max_model_len) {
-      return absl::InvalidArgumentError(str_cat("sequence ", s, ": ", end, " tokens exceed max_model_len ", options_.max_model_len));
-    }
-    if (static_cast<std::int64_t>(seq.block_table.size()) * bs < end) {
-      return absl::InvalidArgumentError(str_cat("sequence ", s, ": block table of ", seq.block_table.size(),
-                                                " blocks cannot hold ", end, " positions"));
-    }
-    for (std::size_t b = 0; b < seq.block_table.size() && b < static_cast<std::size_t>(max_blocks_per_seq_); ++b) {
-      if (seq.block_table[b] < 0 || seq.block_table[b] >= kv_cache.num_blocks()) {
-        return absl::InvalidArgumentError(str_cat("sequence ", s, ": block id ", seq.block_table[b], " outside the cache"));
-      }
-      h_block_tables_[s * static_cast<std::size_t>(max_blocks_per_seq_) + b] = seq.block_table[b];
-    }
-    const auto base = static_cast<std::int32_t>(h_tokens_.size());
-    for (std::int64_t i = 0; i < q_len; ++i) {
-      const std::int32_t tok = seq.tokens[static_cast<std::size_t>(i)];
-      if (tok < 0 || tok >= config_.vocab_size) {
-        return absl::InvalidArgumentError(str_cat("sequence ", s, ": token id ", tok, " outside the vocabulary [0, ",
-                                                  config_.vocab_size, ")"));
-      }
-      const auto pos = static_cast<std::int32_t>(seq.start_position + i);
-      h_tokens_.push_back(tok);
-      h_positions_.push_back(pos);
-      h_token_seq_.push_back(static_cast<std::int32_t>(s));
-      h_slots_.push_back(seq.block_table[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
-    }
-    for (std::int32_t idx : seq.logits_indices) {
-      if (idx < 0 || idx >= q_len) {
-        return absl::InvalidArgumentError(str_cat("sequence ", s, ": logits index ", idx, " outside its ", q_len, " new tokens"));
-      }
-      h_logits_rows_.push_back(base + idx);
-    }
-    max_context_len_ = std::max(max_context_len_, end);
-  }
-  auto upload = [&](DeviceBuffer& dst, const std::vector<std::int32_t>& src) {
-    backend_.copy_to_device(dst.data(), src.data(), src.size() * sizeof(std::int32_t));
-  };
-  upload(tokens_, h_tokens_);
-  upload(positions_, h_positions_);
-  upload(token_seq_, h_token_seq_);
-  upload(slots_, h_slots_);
-  upload(block_tables_, h_block_tables_);
-  upload(logits_rows_, h_logits_rows_);
   return absl::OkStatus();
 }
 
@@ -163,12 +92,8 @@ void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cach
   s.act = act_.view(DType::kF32, {t, c.intermediate_size});
   LayerBatch lb;
   lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
-  lb.slots = slots_.view(DType::kI32, {t});
-  lb.attention.positions = positions_.view(DType::kI32, {t});
-  lb.attention.token_seq = token_seq_.view(DType::kI32, {t});
-  lb.attention.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
-  lb.attention.num_tokens = t;
-  lb.attention.max_context_len = max_context_len_;
+  lb.slots = plan_.slots();
+  lb.attention = plan_.attention();
   backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
   decoder_layer(backend_, c, w, c.sliding_window[static_cast<std::size_t>(i)], s.hidden, residual, s, lb,
                 kv_cache.layer(i));
@@ -179,9 +104,9 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     return absl::InvalidArgumentError(str_cat("KV cache layout ", kv_cache.layout().describe(),
                                               " does not fit this model (", kv_layout().describe(), ")"));
   }
-  BATON_RETURN_IF_ERROR(plan(batch, kv_cache));
-  const std::int64_t t = static_cast<std::int64_t>(h_tokens_.size());
-  const std::int64_t n_logits = static_cast<std::int64_t>(h_logits_rows_.size());
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks()));
+  const std::int64_t t = plan_.num_tokens();
+  const std::int64_t n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
   ForwardOutput out;
   for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
@@ -194,8 +119,8 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   }
 
   const TensorView residual = residual_.view(DType::kF32, {t, h});
-  backend_.embedding(weights_.embed, tokens_.view(DType::kI32, {t}), residual);
-  backend_.rope_cos_sin(positions_.view(DType::kI32, {t}),
+  backend_.embedding(weights_.embed, plan_.tokens(), residual);
+  backend_.rope_cos_sin(plan_.positions(),
                         inv_freq_.view(DType::kF32, {config_.head_dim / 2}),
                         cos_sin_.view(DType::kF32, {t, config_.head_dim}));
   for (std::int32_t i = 0; i < config_.num_layers; ++i) {
@@ -205,7 +130,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     layer_forward(i, t, kv_cache);
   }
 
-  const TensorView rows = logits_rows_.view(DType::kI32, {n_logits});
+  const TensorView rows = plan_.logits_rows();
   const TensorView selected = selected_.view(DType::kF32, {n_logits, h});
   if (batch.capture_final_hidden) {
     if (!final_hidden_.data()) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/model/batch_plan.h"
 #include "engine/model/config.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/weights.h"
@@ -47,7 +48,6 @@ class Transformer {
  private:
   Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);
   absl::Status allocate_workspace();
-  absl::Status plan(const ForwardBatch& batch, const KvCache& kv_cache);
   absl::StatusOr<TensorView> capture_buffer(std::size_t index, std::int64_t tokens);
   void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache);
 
@@ -55,14 +55,10 @@ class Transformer {
   ModelConfig config_;
   ModelWeights weights_;
   TransformerOptions options_;
-  std::int32_t max_blocks_per_seq_ = 0;
-
-  // Host-side plan of the current batch (reused; grows only).
-  std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
-  std::int64_t num_seqs_ = 0, max_context_len_ = 0;
+  BatchPlan plan_;
 
   // Device workspace.
-  DeviceBuffer inv_freq_, tokens_, positions_, token_seq_, slots_, block_tables_, logits_rows_;
+  DeviceBuffer inv_freq_;
   DeviceBuffer residual_, hidden_, qkv_, attn_, gate_up_, act_, cos_sin_, selected_, logits_;
   std::vector<DeviceBuffer> captures_;
   DeviceBuffer final_hidden_;

@@ -1,0 +1,106 @@
+#include "engine/model/batch_plan.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+
+namespace baton {
+
+absl::Status BatchPlan::allocate(Backend& backend, const BatchLimits& limits) {
+  backend_ = &backend;
+  limits_ = limits;
+  max_blocks_per_seq_ = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const auto t = static_cast<std::size_t>(limits.max_num_tokens) * sizeof(std::int32_t);
+  for (DeviceBuffer* b : {&tokens_, &positions_, &token_seq_, &slots_}) {
+    BATON_ASSIGN_OR_RETURN(*b, backend.allocate(t));
+  }
+  BATON_ASSIGN_OR_RETURN(block_tables_, backend.allocate(static_cast<std::size_t>(limits.max_num_seqs) *
+                                                         static_cast<std::size_t>(max_blocks_per_seq_) * sizeof(std::int32_t)));
+  BATON_ASSIGN_OR_RETURN(logits_rows_, backend.allocate(static_cast<std::size_t>(std::max(1, limits.max_num_logits)) *
+                                                        sizeof(std::int32_t)));
+  return absl::OkStatus();
+}
+
+AttentionBatch BatchPlan::attention() const {
+  AttentionBatch a;
+  a.positions = positions();
+  a.token_seq = token_seq_.view(DType::kI32, {num_tokens()});
+  a.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
+  a.num_tokens = num_tokens();
+  a.max_context_len = max_context_len_;
+  return a;
+}
+
+absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks) {
+  const std::int64_t num_tokens = batch.num_tokens();
+  const std::int64_t num_logits = batch.num_logits();
+  num_seqs_ = static_cast<std::int64_t>(batch.sequences.size());
+  if (num_tokens == 0) return absl::InvalidArgumentError("forward batch has no tokens");
+  if (num_tokens > limits_.max_num_tokens || num_seqs_ > limits_.max_num_seqs || num_logits > limits_.max_num_logits) {
+    return absl::InvalidArgumentError(str_cat("forward batch of ", num_tokens, " tokens, ", num_seqs_, " sequences, ",
+                                              num_logits, " logits exceeds the limits (", limits_.max_num_tokens, ", ",
+                                              limits_.max_num_seqs, ", ", limits_.max_num_logits, ")"));
+  }
+  const std::int32_t bs = limits_.block_size;
+  h_tokens_.clear();
+  h_positions_.clear();
+  h_token_seq_.clear();
+  h_slots_.clear();
+  h_logits_rows_.clear();
+  h_block_tables_.assign(static_cast<std::size_t>(num_seqs_ * max_blocks_per_seq_), -1);
+  max_context_len_ = 0;
+  for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
+    const ForwardSequence& seq = batch.sequences[s];
+    const auto q_len = static_cast<std::int64_t>(seq.tokens.size());
+    const std::int64_t end = seq.start_position + q_len;
+    if (q_len == 0 || seq.start_position < 0) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": needs at least one new token at a position >= 0"));
+    }
+    if (end > limits_.max_model_len) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": ", end, " tokens exceed max_model_len ", limits_.max_model_len));
+    }
+    if (static_cast<std::int64_t>(seq.block_table.size()) * bs < end) {
+      return absl::InvalidArgumentError(str_cat("sequence ", s, ": block table of ", seq.block_table.size(),
+                                                " blocks cannot hold ", end, " positions"));
+    }
+    for (std::size_t b = 0; b < seq.block_table.size() && b < static_cast<std::size_t>(max_blocks_per_seq_); ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= num_blocks) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": block id ", seq.block_table[b], " outside the cache"));
+      }
+      h_block_tables_[s * static_cast<std::size_t>(max_blocks_per_seq_) + b] = seq.block_table[b];
+    }
+    const auto base = static_cast<std::int32_t>(h_tokens_.size());
+    for (std::int64_t i = 0; i < q_len; ++i) {
+      const std::int32_t tok = seq.tokens[static_cast<std::size_t>(i)];
+      if (tok < 0 || tok >= limits_.vocab_size) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": token id ", tok, " outside the vocabulary [0, ",
+                                                  limits_.vocab_size, ")"));
+      }
+      const auto pos = static_cast<std::int32_t>(seq.start_position + i);
+      h_tokens_.push_back(tok);
+      h_positions_.push_back(pos);
+      h_token_seq_.push_back(static_cast<std::int32_t>(s));
+      h_slots_.push_back(seq.block_table[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
+    }
+    for (std::int32_t idx : seq.logits_indices) {
+      if (idx < 0 || idx >= q_len) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": logits index ", idx, " outside its ", q_len, " new tokens"));
+      }
+      h_logits_rows_.push_back(base + idx);
+    }
+    max_context_len_ = std::max(max_context_len_, end);
+  }
+  auto upload = [&](DeviceBuffer& dst, const std::vector<std::int32_t>& src) {
+    backend_->copy_to_device(dst.data(), src.data(), src.size() * sizeof(std::int32_t));
+  };
+  upload(tokens_, h_tokens_);
+  upload(positions_, h_positions_);
+  upload(token_seq_, h_token_seq_);
+  upload(slots_, h_slots_);
+  upload(block_tables_, h_block_tables_);
+  upload(logits_rows_, h_logits_rows_);
+  return absl::OkStatus();
+}
+
+
+}  // namespace baton

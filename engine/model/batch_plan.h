@@ -1,0 +1,54 @@
+// BatchPlan: the per-forward metadata of a varlen batch — token ids, positions, each token's
+// sequence and KV slot, padded block tables, the rows that want logits — validated on the host and
+// uploaded to the device once per forward. Shared by the Transformer and the draft heads.
+//
+// It validates everything a batch claims (limits, block tables long enough, token ids in the
+// vocabulary, logits indices inside their chunk) so kernels never see an out-of-range index.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/model/forward_batch.h"
+#include "kernels/backend.h"
+
+namespace baton {
+
+struct BatchLimits {
+  std::int32_t max_num_tokens = 0;
+  std::int32_t max_num_seqs = 0;
+  std::int32_t max_num_logits = 0;
+  std::int32_t max_model_len = 0;
+  std::int32_t block_size = 16;
+  std::int32_t vocab_size = 0;  // token ids must be below it
+};
+
+class BatchPlan {
+ public:
+  absl::Status allocate(Backend& backend, const BatchLimits& limits);
+  // Validates `batch` against the limits and a cache of num_blocks blocks, then uploads it.
+  absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks);
+
+  std::int64_t num_tokens() const { return static_cast<std::int64_t>(h_tokens_.size()); }
+  std::int64_t num_logits() const { return static_cast<std::int64_t>(h_logits_rows_.size()); }
+  std::int64_t num_seqs() const { return num_seqs_; }
+  const std::vector<std::int32_t>& host_positions() const { return h_positions_; }
+  const std::vector<std::int32_t>& host_logits_rows() const { return h_logits_rows_; }
+
+  TensorView tokens() const { return tokens_.view(DType::kI32, {num_tokens()}); }
+  TensorView positions() const { return positions_.view(DType::kI32, {num_tokens()}); }
+  TensorView slots() const { return slots_.view(DType::kI32, {num_tokens()}); }
+  TensorView logits_rows() const { return logits_rows_.view(DType::kI32, {num_logits()}); }
+  AttentionBatch attention() const;
+
+ private:
+  Backend* backend_ = nullptr;
+  BatchLimits limits_;
+  std::int32_t max_blocks_per_seq_ = 0;
+  std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
+  std::int64_t num_seqs_ = 0, max_context_len_ = 0;
+  DeviceBuffer tokens_, positions_, token_seq_, slots_, block_tables_, logits_rows_;
+};
+
+}  // namespace baton

@@ -1,0 +1,161 @@
+#include "engine/model/weight_loader.h"
+
+#include <cstring>
+
+#include "common/status.h"
+
+namespace baton {
+namespace {
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += str_cat(i ? ", " : "", s[i]);
+  return out + "]";
+}
+
+void convert(const std::uint8_t* src, DType from, std::uint8_t* dst, DType to, std::int64_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * dtype_size(from));
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = 0;
+    switch (from) {
+      case DType::kF32: std::memcpy(&v, src + i * 4, 4); break;
+      case DType::kBF16: { std::uint16_t h; std::memcpy(&h, src + i * 2, 2); v = bf16_to_f32(h); break; }
+      case DType::kF16: { std::uint16_t h; std::memcpy(&h, src + i * 2, 2); v = f16_to_f32(h); break; }
+      default: BATON_CHECK(false, "convert from ", dtype_name(from));
+    }
+    switch (to) {
+      case DType::kF32: std::memcpy(dst + i * 4, &v, 4); break;
+      case DType::kBF16: { const std::uint16_t h = f32_to_bf16(v); std::memcpy(dst + i * 2, &h, 2); break; }
+      case DType::kF16: { const std::uint16_t h = f32_to_f16(v); std::memcpy(dst + i * 2, &h, 2); break; }
+      default: BATON_CHECK(false, "convert to ", dtype_name(to));
+    }
+  }
+}
+
+bool is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+}  // namespace
+
+absl::StatusOr<const TensorInfo*> WeightLoader::get(const std::string& name, const std::vector<std::int64_t>& shape,
+                                                    const char* meaning) {
+  used_.insert(name);
+  const TensorInfo* t = ckpt_.find(name);
+  if (t == nullptr) {
+    return absl::NotFoundError(str_cat(ckpt_.model_dir(), ": tensor `", name, "` is missing (expected ",
+                                       shape_str(shape), " = ", meaning, " for ", what_, ")"));
+  }
+  if (!is_float(t->dtype)) {
+    return absl::InvalidArgumentError(str_cat(t->file, ": tensor `", name, "` has dtype ", dtype_name(t->dtype),
+                                              "; weights must be F32, BF16 or F16"));
+  }
+  if (t->shape != shape) {
+    return absl::InvalidArgumentError(str_cat(t->file, ": tensor `", name, "` has shape ", t->shape_string(),
+                                              ", expected ", shape_str(shape), " = ", meaning));
+  }
+  return t;
+}
+
+absl::StatusOr<TensorView> WeightLoader::matrix(const std::string& name, std::int64_t rows, std::int64_t cols,
+                                                const char* meaning) {
+  BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {rows, cols}, meaning));
+  const DType target = options_.dtype.value_or(t->dtype);
+  if (target == t->dtype && backend_.reads_host_memory()) {
+    return TensorView::contiguous(const_cast<std::uint8_t*>(t->data), t->dtype, {rows, cols}, backend_.device());
+  }
+  return upload({t}, target, rows, cols);
+}
+
+absl::StatusOr<TensorView> WeightLoader::fused(const std::vector<std::pair<std::string, std::int64_t>>& parts,
+                                               std::int64_t cols, const char* meaning) {
+  std::vector<const TensorInfo*> infos;
+  std::int64_t rows = 0;
+  for (const auto& [name, r] : parts) {
+    BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {r, cols}, meaning));
+    infos.push_back(t);
+    rows += r;
+  }
+  return upload(infos, options_.dtype.value_or(infos.front()->dtype), rows, cols);
+}
+
+absl::StatusOr<TensorView> WeightLoader::vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
+                                                    const char* meaning) {
+  std::vector<const TensorInfo*> infos;
+  std::int64_t n = 0;
+  for (const auto& [name, len] : parts) {
+    BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {len}, meaning));
+    infos.push_back(t);
+    n += len;
+  }
+  BATON_ASSIGN_OR_RETURN(TensorView v, upload(infos, DType::kF32, n, 1));
+  return v.reshape({n});
+}
+
+absl::StatusOr<std::vector<std::int64_t>> WeightLoader::int64_vector(const std::string& name, std::int64_t n,
+                                                                     const char* meaning) {
+  used_.insert(name);
+  const TensorInfo* t = ckpt_.find(name);
+  if (t == nullptr) {
+    return absl::NotFoundError(str_cat(ckpt_.model_dir(), ": tensor `", name, "` is missing (expected I64 [", n,
+                                       "] = ", meaning, ")"));
+  }
+  if (t->dtype != DType::kI64 || t->shape != std::vector<std::int64_t>{n}) {
+    return absl::InvalidArgumentError(str_cat(t->file, ": tensor `", name, "` is ", dtype_name(t->dtype), " ",
+                                              t->shape_string(), ", expected I64 [", n, "] = ", meaning));
+  }
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  std::memcpy(out.data(), t->data, t->bytes);
+  return out;
+}
+
+absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std::string& p, const LayerSpec& spec) {
+  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  const std::int64_t in = spec.in_width > 0 ? spec.in_width : h;
+  LayerWeights l;
+  if (spec.input_norm) {
+    BATON_ASSIGN_OR_RETURN(l.input_norm, vector_f32({{p + "input_layernorm.weight", h}}, "[hidden_size]"));
+  }
+  BATON_ASSIGN_OR_RETURN(l.post_norm, vector_f32({{p + "post_attention_layernorm.weight", h}}, "[hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(l.qkv, fused({{p + "self_attn.q_proj.weight", q},
+                                       {p + "self_attn.k_proj.weight", kv},
+                                       {p + "self_attn.v_proj.weight", kv}},
+                                      in, "[heads * head_dim, input width] (k, v: kv_heads * head_dim)"));
+  if (c.qkv_bias) {
+    BATON_ASSIGN_OR_RETURN(l.qkv_bias, vector_f32({{p + "self_attn.q_proj.bias", q},
+                                                   {p + "self_attn.k_proj.bias", kv},
+                                                   {p + "self_attn.v_proj.bias", kv}},
+                                                  "[heads * head_dim] (k, v: kv_heads * head_dim)"));
+  }
+  if (c.qk_norm) {
+    BATON_ASSIGN_OR_RETURN(l.q_norm, vector_f32({{p + "self_attn.q_norm.weight", c.head_dim}}, "[head_dim]"));
+    BATON_ASSIGN_OR_RETURN(l.k_norm, vector_f32({{p + "self_attn.k_norm.weight", c.head_dim}}, "[head_dim]"));
+  }
+  BATON_ASSIGN_OR_RETURN(l.o_proj, matrix(p + "self_attn.o_proj.weight", h, q, "[hidden_size, heads * head_dim]"));
+  if (c.o_bias) {
+    BATON_ASSIGN_OR_RETURN(l.o_bias, vector_f32({{p + "self_attn.o_proj.bias", h}}, "[hidden_size]"));
+  }
+  BATON_ASSIGN_OR_RETURN(l.gate_up, fused({{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h,
+                                          "[intermediate_size, hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(l.down, matrix(p + "mlp.down_proj.weight", h, inter, "[hidden_size, intermediate_size]"));
+  return l;
+}
+
+absl::StatusOr<TensorView> WeightLoader::upload(const std::vector<const TensorInfo*>& parts, DType target,
+                                                std::int64_t rows, std::int64_t cols) {
+  const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(target);
+  std::vector<std::uint8_t> host(bytes);
+  std::size_t offset = 0;
+  for (const TensorInfo* t : parts) {
+    convert(t->data, t->dtype, host.data() + offset, target, t->numel());
+    offset += static_cast<std::size_t>(t->numel()) * dtype_size(target);
+  }
+  BATON_ASSIGN_OR_RETURN(DeviceBuffer buf, backend_.allocate(bytes));
+  backend_.copy_to_device(buf.data(), host.data(), bytes);
+  TensorView v = buf.view(target, {rows, cols});
+  owned_->push_back(std::move(buf));
+  return v;
+}
+
+}  // namespace baton

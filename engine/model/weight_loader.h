@@ -1,0 +1,68 @@
+// WeightLoader: turns named checkpoint tensors into device TensorViews with exactly the shapes a
+// model expects — in place from the memory map when the backend can read it and no dtype change is
+// asked for, otherwise converted into backend buffers (fused row-wise when several tensors form one
+// matrix; norms and biases always F32). Errors name the file, the tensor, the expected and found
+// shape/dtype. Used for target models and draft heads alike; it knows tensor names only as strings.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/config.h"
+#include "engine/model/safetensors.h"
+#include "engine/model/weights.h"
+#include "kernels/backend.h"
+
+namespace baton {
+
+class WeightLoader {
+ public:
+  // `what` names the model in messages (e.g. "LlamaForCausalLM"); buffers it creates go to `owned`.
+  WeightLoader(std::string what, const Checkpoint& ckpt, Backend& backend, const WeightLoadOptions& options,
+               std::vector<DeviceBuffer>* owned)
+      : what_(std::move(what)), ckpt_(ckpt), backend_(backend), options_(options), owned_(owned) {}
+
+  bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
+
+  // The float tensor `name` with exactly `shape` (`meaning` explains the shape in errors).
+  absl::StatusOr<const TensorInfo*> get(const std::string& name, const std::vector<std::int64_t>& shape,
+                                        const char* meaning);
+  // A matrix (or embedding table), stored dtype unless overridden; in place when possible.
+  absl::StatusOr<TensorView> matrix(const std::string& name, std::int64_t rows, std::int64_t cols, const char* meaning);
+  // Row-wise concatenation of [r_i, cols] matrices into one [sum r_i, cols] buffer.
+  absl::StatusOr<TensorView> fused(const std::vector<std::pair<std::string, std::int64_t>>& parts, std::int64_t cols,
+                                   const char* meaning);
+  // Vectors (norm weights, biases) as one F32 vector, concatenated in order.
+  absl::StatusOr<TensorView> vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
+                                        const char* meaning);
+  // An I64 vector read to the host (e.g. EAGLE-3's d2t).
+  absl::StatusOr<std::vector<std::int64_t>> int64_vector(const std::string& name, std::int64_t n, const char* meaning);
+
+  // One decoder layer under `prefix` ("model.layers.3."): q/k/v/o, MLP, post-attention norm, and —
+  // when asked — the input norm, q/k/v biases, o bias and q/k norms. in_width is the q/k/v input
+  // width (hidden_size, or 2 * hidden_size for EAGLE-3).
+  struct LayerSpec {
+    bool input_norm = true;
+    std::int64_t in_width = 0;
+  };
+  absl::StatusOr<LayerWeights> layer(const ModelConfig& c, const std::string& prefix, const LayerSpec& spec);
+
+  const std::set<std::string>& used() const { return used_; }
+
+ private:
+  absl::StatusOr<TensorView> upload(const std::vector<const TensorInfo*>& parts, DType target, std::int64_t rows,
+                                    std::int64_t cols);
+
+  std::string what_;
+  const Checkpoint& ckpt_;
+  Backend& backend_;
+  const WeightLoadOptions& options_;
+  std::vector<DeviceBuffer>* owned_;
+  std::set<std::string> used_;
+};
+
+}  // namespace baton
