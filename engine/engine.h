@@ -23,6 +23,8 @@
 #include "engine/request.h"
 #include "engine/sample/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/spec/config.h"
+#include "engine/spec/speculator.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -36,6 +38,7 @@ struct EngineConfig {
   std::int32_t max_model_len = 0;      // 0: the model's max_position_embeddings, capped by the cache
   SchedulerConfig scheduler;
   std::uint64_t seed = 0;              // seeds the streams of requests that bring no seed
+  std::optional<SpeculativeConfig> speculative;  // nullopt: no speculative decoding
 };
 
 using TextDecoderFactory = std::function<std::unique_ptr<TextDecoder>()>;
@@ -91,12 +94,20 @@ class Engine {
   std::int32_t max_model_len() const { return max_model_len_; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }
+  // Speculative decoding counters; nullptr when the engine runs without speculation.
+  const SpecDecodeStats* spec_stats() const { return speculator_ ? &speculator_->stats() : nullptr; }
   std::string describe() const;
 
  private:
   Engine() = default;
   RequestOutput& output_for(Request* r, std::vector<RequestOutput>& outs, std::unordered_map<Request*, std::size_t>& index);
+  // Appends tokens one by one, stopping at the first that finishes the request; returns how many
+  // were appended.
+  std::size_t append_tokens(Request* r, std::span<const std::int32_t> tokens, std::span<const SampleResult> logprobs,
+                            RequestOutput& o);
   void finish(Request* r, FinishReason reason);
+  void register_final_blocks(Request* r);
+  absl::Status speculate(const std::vector<Request*>& decoding);
 
   EngineConfig config_;
   std::unique_ptr<Backend> backend_;
@@ -110,8 +121,12 @@ class Engine {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   TextDecoderFactory decoder_factory_;
   EngineStats stats_;
+  std::unique_ptr<Speculator> speculator_;
+  std::uint64_t next_key_ = 1;
   std::vector<std::vector<std::int32_t>> logits_indices_;  // reused per step
+  std::vector<std::vector<std::int32_t>> verify_tokens_;   // pending token + drafts, per chunk
   std::vector<float> host_logits_;
+  std::vector<float> host_states_;
 };
 
 }  // namespace baton

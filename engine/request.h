@@ -21,9 +21,10 @@ namespace baton {
 enum class RequestState { kWaiting, kRunning, kFinished };
 
 struct Request {
-  Request(std::string id_, std::vector<std::int32_t> prompt, SamplingParams params_, std::uint64_t seed,
-          std::int32_t block_size)
-      : id(std::move(id_)),
+  Request(std::uint64_t key_, std::string id_, std::vector<std::int32_t> prompt, SamplingParams params_,
+          std::uint64_t seed, std::int32_t block_size)
+      : key(key_),
+        id(std::move(id_)),
         params(std::move(params_)),
         tokens(std::move(prompt)),
         prompt_len(static_cast<std::int32_t>(tokens.size())),
@@ -31,6 +32,7 @@ struct Request {
         rng(seed),
         arrival(std::chrono::steady_clock::now()) {}
 
+  std::uint64_t key;  // engine-unique number, for proposers' per-request state
   std::string id;
   SamplingParams params;
   std::vector<std::int32_t> tokens;  // prompt followed by output
@@ -45,6 +47,10 @@ struct Request {
   std::unique_ptr<StopChecker> stop_checker;
   std::size_t text_sent = 0;             // bytes of visible text already reported
   std::int32_t num_preemptions = 0;
+  // Speculative decoding: drafts proposed for the next step (verified together with the pending
+  // token) and, for probabilistic drafts, their distributions q ([drafts.size(), vocab]).
+  std::vector<std::int32_t> drafts;
+  std::vector<float> draft_probs;
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point first_token_time{};
 
@@ -55,6 +61,8 @@ struct Request {
     return std::span<const std::int32_t>(tokens).subspan(static_cast<std::size_t>(prompt_len));
   }
   bool finished() const { return state == RequestState::kFinished; }
+  // All known tokens have KV except the newest one: the request is decoding.
+  bool decoding() const { return num_computed == num_tokens() - 1 && num_output() > 0; }
 };
 
 }  // namespace baton

@@ -23,6 +23,8 @@ void Scheduler::preempt(Request* request) {
   std::erase(running_, request);
   request->blocks.release_all(pool_);
   request->num_computed = 0;
+  request->drafts.clear();
+  request->draft_probs.clear();
   request->state = RequestState::kWaiting;
   ++request->num_preemptions;
   waiting_.push_front(request);
@@ -36,8 +38,18 @@ SchedulerOutput Scheduler::schedule() {
   // scheduled yet this step (or is the request itself).
   for (std::size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    const std::int32_t n = std::min(r->num_tokens() - r->num_computed, budget);
-    BATON_CHECK(n > 0, "running request ", r->id, " has nothing to compute");
+    const std::int32_t pending = r->num_tokens() - r->num_computed;
+    BATON_CHECK(pending > 0, "running request ", r->id, " has nothing to compute");
+    std::int32_t n = std::min(pending, budget);
+    std::int32_t drafts = 0;
+    if (pending == 1 && !r->drafts.empty()) {
+      drafts = std::min(static_cast<std::int32_t>(r->drafts.size()), budget - 1);
+      if (!r->draft_probs.empty()) {  // [drafts, vocab] rows: keep the first `drafts`
+        r->draft_probs.resize(r->draft_probs.size() / r->drafts.size() * static_cast<std::size_t>(drafts));
+      }
+      r->drafts.resize(static_cast<std::size_t>(drafts));
+      n += drafts;
+    }
     bool fits = true;
     while (!r->blocks.grow_to(pool_, r->num_computed + n)) {
       Request* victim = running_.back();
@@ -49,7 +61,7 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (!fits) break;  // r itself was the last running request able to give blocks back
-    out.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+    out.chunks.push_back({r, r->num_computed, n, r->num_computed + n - drafts == r->num_tokens(), drafts});
     out.num_tokens += n;
     budget -= n;
     ++i;

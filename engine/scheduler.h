@@ -3,7 +3,8 @@
 // prefill continues in chunks), then waiting ones in arrival order. It allocates their KV blocks
 // (using the prefix cache for new prompts) and, when blocks run out, preempts the most recently
 // arrived running request by recompute (its blocks are freed; it re-enters the waiting queue at
-// the front and later recomputes prompt + output).
+// the front and later recomputes prompt + output). A decoding request with drafts is scheduled for
+// 1 + drafts tokens (its pending token and the drafts to verify), drafts trimmed to the budget.
 //
 // It never runs the model or samples; the Engine does, with what schedule() returns.
 #pragma once
@@ -27,8 +28,9 @@ struct SchedulerConfig {
 struct ScheduledChunk {
   Request* request = nullptr;
   std::int32_t start = 0;       // first token position computed this step
-  std::int32_t num_tokens = 0;  // tokens computed this step
+  std::int32_t num_tokens = 0;  // tokens computed this step, drafts included
   bool samples = false;         // the chunk reaches the last known token: its logits give the next one
+  std::int32_t num_drafts = 0;  // the last num_drafts tokens are the request's drafts, to verify
 };
 
 struct SchedulerOutput {

@@ -1,0 +1,213 @@
+#include "engine/spec/config.h"
+
+#include <set>
+
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kWhere = "speculative_config";
+
+absl::Status key_error(const std::string& key, const std::string& what) {
+  return absl::InvalidArgumentError(str_cat(kWhere, ": `", key, "` ", what));
+}
+
+absl::Status read_int(const json& j, const std::string& key, std::int32_t min_value, std::int32_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number_integer() || it->get<std::int64_t>() < min_value || it->get<std::int64_t>() > INT32_MAX) {
+    return key_error(key, str_cat("must be an integer >= ", min_value, ", got ", it->dump()));
+  }
+  *out = static_cast<std::int32_t>(it->get<std::int64_t>());
+  return absl::OkStatus();
+}
+
+absl::Status read_float(const json& j, const std::string& key, double lo, double hi, bool lo_open, float* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) return key_error(key, str_cat("must be a number, got ", it->dump()));
+  const double v = it->get<double>();
+  if ((lo_open ? v <= lo : v < lo) || v > hi) {
+    return key_error(key, str_cat("must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v));
+  }
+  *out = static_cast<float>(v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view spec_method_name(SpecMethod m) {
+  switch (m) {
+    case SpecMethod::kNgram: return "ngram";
+    case SpecMethod::kSuffix: return "suffix";
+    case SpecMethod::kDraftModel: return "draft_model";
+    case SpecMethod::kEagle: return "eagle";
+    case SpecMethod::kEagle3: return "eagle3";
+    case SpecMethod::kMtp: return "mtp";
+  }
+  return "?";
+}
+
+std::string_view node_role_name(NodeRole r) {
+  switch (r) {
+    case NodeRole::kColocated: return "colocated";
+    case NodeRole::kPrefill: return "prefill";
+    case NodeRole::kDecode: return "decode";
+  }
+  return "?";
+}
+
+absl::StatusOr<SpeculativeConfig> SpeculativeConfig::parse(std::string_view json_text, NodeRole role,
+                                                           bool model_has_recurrent_layers) {
+  const json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(str_cat(kWhere, ": expected a JSON object, e.g. ",
+                                              R"({"method": "ngram", "num_speculative_tokens": 4})"));
+  }
+  return from_json(j, role, model_has_recurrent_layers);
+}
+
+absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, NodeRole role,
+                                                               bool model_has_recurrent_layers) {
+  static const std::set<std::string> kKnown = {
+      "method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
+      "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+      "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
+      "draft_sample_method"};
+  for (const auto& [key, value] : j.items()) {
+    if (!kKnown.contains(key)) {
+      return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
+                            "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method)");
+    }
+  }
+  SpeculativeConfig c;
+  auto method = j.find("method");
+  if (method == j.end() || !method->is_string()) {
+    return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp");
+  }
+  const std::string m = method->get<std::string>();
+  if (m == "ngram") c.method = SpecMethod::kNgram;
+  else if (m == "suffix") c.method = SpecMethod::kSuffix;
+  else if (m == "draft_model") c.method = SpecMethod::kDraftModel;
+  else if (m == "eagle") c.method = SpecMethod::kEagle;
+  else if (m == "eagle3") c.method = SpecMethod::kEagle3;
+  else if (m == "mtp") c.method = SpecMethod::kMtp;
+  else if (m == "medusa") return key_error("method", "\"medusa\" is not supported yet");
+  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3 or mtp"));
+
+  if (auto model = j.find("model"); model != j.end() && !model->is_null()) {
+    if (!model->is_string() || model->get<std::string>().empty()) return key_error("model", "must be a directory path");
+    c.model = model->get<std::string>();
+  }
+  const bool needs_model = c.method == SpecMethod::kDraftModel || c.method == SpecMethod::kEagle ||
+                           c.method == SpecMethod::kEagle3;
+  if (needs_model && c.model.empty()) return key_error("model", str_cat("is required for method ", m));
+
+  // k: required except for suffix (defaults to the tree depth) and mtp (defaults to the layers).
+  c.num_speculative_tokens = -1;
+  BATON_RETURN_IF_ERROR(read_int(j, "num_speculative_tokens", 0, &c.num_speculative_tokens));
+  BATON_RETURN_IF_ERROR(read_int(j, "suffix_decoding_max_tree_depth", 1, &c.suffix_decoding_max_tree_depth));
+  BATON_RETURN_IF_ERROR(read_int(j, "suffix_decoding_max_cached_requests", 0, &c.suffix_decoding_max_cached_requests));
+  BATON_RETURN_IF_ERROR(read_float(j, "suffix_decoding_max_spec_factor", 0.0, 1e6, true, &c.suffix_decoding_max_spec_factor));
+  BATON_RETURN_IF_ERROR(read_float(j, "suffix_decoding_min_token_prob", 0.0, 1.0, false, &c.suffix_decoding_min_token_prob));
+  if (c.num_speculative_tokens < 0) {
+    if (c.method == SpecMethod::kSuffix) {
+      c.num_speculative_tokens = c.suffix_decoding_max_tree_depth;
+    } else if (c.method != SpecMethod::kMtp) {
+      return key_error("num_speculative_tokens", str_cat("is required for method ", m));
+    }
+  }
+
+  // prompt_lookup_min/max: if only one is set the other copies it; min > max is an error.
+  const bool has_min = j.contains("prompt_lookup_min") && !j["prompt_lookup_min"].is_null();
+  const bool has_max = j.contains("prompt_lookup_max") && !j["prompt_lookup_max"].is_null();
+  BATON_RETURN_IF_ERROR(read_int(j, "prompt_lookup_min", 1, &c.prompt_lookup_min));
+  BATON_RETURN_IF_ERROR(read_int(j, "prompt_lookup_max", 1, &c.prompt_lookup_max));
+  if (has_min && !has_max) c.prompt_lookup_max = c.prompt_lookup_min;
+  if (has_max && !has_min) c.prompt_lookup_min = c.prompt_lookup_max;
+  if (c.prompt_lookup_min > c.prompt_lookup_max) {
+    return key_error("prompt_lookup_min", str_cat("(", c.prompt_lookup_min, ") must not exceed prompt_lookup_max (",
+                                                  c.prompt_lookup_max, ")"));
+  }
+  BATON_RETURN_IF_ERROR(read_int(j, "draft_tensor_parallel_size", 1, &c.draft_tensor_parallel_size));
+  if (c.draft_tensor_parallel_size != 1) {
+    return key_error("draft_tensor_parallel_size", "must be 1 (drafts run on one device)");
+  }
+  if (auto r = j.find("rejection_sample_method"); r != j.end() && !r->is_null()) {
+    const std::string v = r->is_string() ? r->get<std::string>() : "";
+    if (v == "standard") c.rejection_sample_method = RejectionMethod::kStandard;
+    else if (v == "block") c.rejection_sample_method = RejectionMethod::kBlock;
+    else return key_error("rejection_sample_method", str_cat("is ", r->dump(), "; use standard or block"));
+  }
+  if (auto d = j.find("draft_sample_method"); d != j.end() && !d->is_null()) {
+    const std::string v = d->is_string() ? d->get<std::string>() : "";
+    if (v == "greedy") c.draft_sample_method = DraftSampleMethod::kGreedy;
+    else if (v == "probabilistic") c.draft_sample_method = DraftSampleMethod::kProbabilistic;
+    else return key_error("draft_sample_method", str_cat("is ", d->dump(), "; use greedy or probabilistic"));
+  }
+  if (c.draft_sample_method == DraftSampleMethod::kProbabilistic &&
+      (c.method == SpecMethod::kNgram || c.method == SpecMethod::kSuffix)) {
+    return key_error("draft_sample_method", str_cat("probabilistic needs a model-based method; ", m, " drafts are deterministic"));
+  }
+
+  // The P/D rule for this node's role. (For models with recurrent layers prefill runs the decode
+  // nodes' k instead; that equality is checked when nodes are paired, in pd_compatible().)
+  if (role == NodeRole::kPrefill && !model_has_recurrent_layers && c.num_speculative_tokens >= 0 &&
+      c.num_speculative_tokens != 1) {
+    return key_error("num_speculative_tokens",
+                     str_cat("is ", c.num_speculative_tokens, " on a prefill node; the P/D rule requires 1 there "
+                             "(prefill makes one draft token; decode nodes use k >= 1)"));
+  }
+  if ((role == NodeRole::kDecode || role == NodeRole::kPrefill) && c.num_speculative_tokens == 0) {
+    return key_error("num_speculative_tokens", str_cat("is 0 on a ", node_role_name(role),
+                                                       " node; the P/D rule requires k >= 1 (or no speculative_config)"));
+  }
+  return c;
+}
+
+nlohmann::json SpeculativeConfig::to_json() const {
+  return {{"method", std::string(spec_method_name(method))},
+          {"model", model.empty() ? json(nullptr) : json(model)},
+          {"num_speculative_tokens", num_speculative_tokens},
+          {"prompt_lookup_min", prompt_lookup_min},
+          {"prompt_lookup_max", prompt_lookup_max},
+          {"suffix_decoding_max_tree_depth", suffix_decoding_max_tree_depth},
+          {"suffix_decoding_max_cached_requests", suffix_decoding_max_cached_requests},
+          {"suffix_decoding_max_spec_factor", suffix_decoding_max_spec_factor},
+          {"suffix_decoding_min_token_prob", suffix_decoding_min_token_prob},
+          {"draft_tensor_parallel_size", draft_tensor_parallel_size},
+          {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
+          {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
+}
+
+absl::Status pd_compatible(const SpeculativeConfig& prefill, const SpeculativeConfig& decode,
+                           bool model_has_recurrent_layers) {
+  if (prefill.method != decode.method) {
+    return absl::FailedPreconditionError(str_cat("P/D rule: prefill uses method ", spec_method_name(prefill.method),
+                                                 " but decode uses ", spec_method_name(decode.method)));
+  }
+  if (model_has_recurrent_layers) {
+    if (prefill.num_speculative_tokens != decode.num_speculative_tokens || decode.num_speculative_tokens < 1) {
+      return absl::FailedPreconditionError(str_cat(
+          "P/D rule: this model has recurrent layers, so prefill and decode must use the same num_speculative_tokens "
+          "(the recurrent-state cache holds 1 + k slots and the handed-over state is located by k); prefill has ",
+          prefill.num_speculative_tokens, ", decode has ", decode.num_speculative_tokens));
+    }
+    return absl::OkStatus();
+  }
+  if (prefill.num_speculative_tokens != 1) {
+    return absl::FailedPreconditionError(str_cat("P/D rule: the prefill node runs num_speculative_tokens = ",
+                                                 prefill.num_speculative_tokens, ", but prefill must use 1"));
+  }
+  if (decode.num_speculative_tokens < 1) {
+    return absl::FailedPreconditionError(str_cat("P/D rule: the decode node runs num_speculative_tokens = ",
+                                                 decode.num_speculative_tokens, ", but decode must use >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton

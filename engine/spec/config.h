@@ -1,0 +1,55 @@
+// SpeculativeConfig: the `speculative_config` JSON, with vLLM's keys and defaults
+// (REFERENCE.md §1), validated for a node role under the P/D rule.
+//
+// Unknown keys and bad values are errors naming the key. The P/D rule: a prefill node runs with
+// num_speculative_tokens = 1, a decode node with >= 1, and for models with recurrent layers both
+// must be equal (checked by the router when it pairs nodes, via pd_compatible()).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace baton {
+
+enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp };
+enum class RejectionMethod { kStandard, kBlock };
+enum class DraftSampleMethod { kGreedy, kProbabilistic };
+enum class NodeRole { kColocated, kPrefill, kDecode };
+
+std::string_view spec_method_name(SpecMethod m);
+std::string_view node_role_name(NodeRole r);
+
+struct SpeculativeConfig {
+  SpecMethod method = SpecMethod::kNgram;
+  std::string model;  // draft model / head directory (draft_model, eagle, eagle3; optional for mtp)
+  std::int32_t num_speculative_tokens = 0;  // k
+  std::int32_t prompt_lookup_min = 5;
+  std::int32_t prompt_lookup_max = 5;
+  std::int32_t suffix_decoding_max_tree_depth = 24;
+  std::int32_t suffix_decoding_max_cached_requests = 10000;
+  float suffix_decoding_max_spec_factor = 1.0f;
+  float suffix_decoding_min_token_prob = 0.1f;
+  std::int32_t draft_tensor_parallel_size = 1;
+  RejectionMethod rejection_sample_method = RejectionMethod::kStandard;
+  DraftSampleMethod draft_sample_method = DraftSampleMethod::kGreedy;
+
+  // `json_text` is the object as given on a command line. `model_has_recurrent_layers` is part of
+  // the P/D rule (no supported model has them yet; the check exists for when one does).
+  static absl::StatusOr<SpeculativeConfig> parse(std::string_view json_text, NodeRole role,
+                                                 bool model_has_recurrent_layers = false);
+  static absl::StatusOr<SpeculativeConfig> from_json(const nlohmann::json& j, NodeRole role,
+                                                     bool model_has_recurrent_layers = false);
+  nlohmann::json to_json() const;
+};
+
+// Whether a prefill node's and a decode node's configurations may be paired (the P/D rule).
+// The error names both values, the model kind and the rule.
+absl::Status pd_compatible(const SpeculativeConfig& prefill, const SpeculativeConfig& decode,
+                           bool model_has_recurrent_layers);
+
+}  // namespace baton

@@ -1,0 +1,109 @@
+#include "engine/spec/speculator.h"
+
+#include "common/status.h"
+#include "engine/spec/rejection_sampler.h"
+
+namespace baton {
+
+Speculator::Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
+                       std::vector<std::int32_t> eos_token_ids)
+    : config_(config), proposer_(std::move(proposer)), vocab_(vocab_size), eos_(std::move(eos_token_ids)) {
+  state_consumer_ = dynamic_cast<TargetStateConsumer*>(proposer_.get());
+  stats_.accepted_per_position.assign(static_cast<std::size_t>(std::max(0, config_.num_speculative_tokens)), 0);
+}
+
+TargetStateSpec Speculator::target_states() const {
+  return state_consumer_ != nullptr ? state_consumer_->target_states() : TargetStateSpec{};
+}
+
+void Speculator::add_request(const Request& r) { proposer_->add_request(r.key, r.prompt()); }
+
+void Speculator::remove_request(const Request& r, bool finished) { proposer_->remove_request(r.key, finished); }
+
+void Speculator::observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
+                         std::int32_t n_valid) {
+  if (state_consumer_ != nullptr) state_consumer_->observe(r.key, start, rows, n, n_valid);
+}
+
+VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
+  const auto k = static_cast<std::int32_t>(r.drafts.size());
+  const auto v = static_cast<std::size_t>(vocab_);
+  BATON_CHECK(logits.size() == static_cast<std::size_t>(k + 1) * v, "verify: ", logits.size(), " logits for ", k,
+              " drafts");
+  // Row i is processed with the output so far plus drafts[0..i) as history (penalties see them).
+  const auto output = r.output();
+  history_.assign(output.begin(), output.end());
+  history_.insert(history_.end(), r.drafts.begin(), r.drafts.end());
+  probs_.resize(static_cast<std::size_t>(k + 1) * v);
+  for (std::int32_t i = 0; i <= k; ++i) {
+    const TokenHistory h{r.prompt(), std::span<const std::int32_t>(history_).first(output.size() + static_cast<std::size_t>(i))};
+    sampler_.target_probs(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, h, eos_,
+                          std::span<float>(probs_).subspan(static_cast<std::size_t>(i) * v, v));
+  }
+  VerifyInput in;
+  in.vocab_size = vocab_;
+  in.drafts = r.drafts;
+  in.target_probs = probs_;
+  in.draft_probs = r.draft_probs;
+  in.greedy = r.params.greedy();
+  const VerifyResult res = config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, r.rng)
+                                                                                      : verify_standard(in, r.rng);
+  VerifiedTokens out;
+  out.num_accepted = res.num_accepted;
+  out.tokens.assign(r.drafts.begin(), r.drafts.begin() + res.num_accepted);
+  out.tokens.push_back(res.next_token);
+  if (r.params.logprobs >= 0) {
+    for (std::size_t i = 0; i < out.tokens.size(); ++i) {
+      out.logprobs.push_back(Sampler::raw_logprobs(logits.subspan(i * v, v), out.tokens[i], r.params.logprobs));
+    }
+  }
+  if (k > 0) {
+    ++stats_.num_drafts;
+    stats_.num_draft_tokens += k;
+    stats_.num_accepted_tokens += res.num_accepted;
+    for (std::int32_t i = 0; i < res.num_accepted && i < static_cast<std::int32_t>(stats_.accepted_per_position.size()); ++i) {
+      ++stats_.accepted_per_position[static_cast<std::size_t>(i)];
+    }
+  }
+  r.drafts.clear();
+  r.draft_probs.clear();
+  return out;
+}
+
+absl::Status Speculator::propose(std::span<Request* const> requests, std::int32_t max_model_len) {
+  batch_.clear();
+  for (Request* r : requests) {
+    r->drafts.clear();
+    r->draft_probs.clear();
+    // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len.
+    const std::int32_t room = std::min(r->params.max_tokens - r->num_output() - 1, max_model_len - r->num_tokens() - 1);
+    const std::int32_t max_drafts = std::min(config_.num_speculative_tokens, room);
+    if (max_drafts <= 0) continue;
+    ProposalRequest p;
+    p.key = r->key;
+    p.tokens = r->tokens;
+    p.prompt_len = r->prompt_len;
+    p.max_drafts = max_drafts;
+    p.drafts = &r->drafts;
+    p.draft_probs = proposer_->has_draft_probs() ? &r->draft_probs : nullptr;
+    p.sampling = &r->params;
+    p.rng = &r->rng;
+    batch_.push_back(p);
+  }
+  if (batch_.empty()) return absl::OkStatus();
+  BATON_RETURN_IF_ERROR(proposer_->propose(batch_));
+  for (const ProposalRequest& p : batch_) {
+    if (static_cast<std::int32_t>(p.drafts->size()) > p.max_drafts) {
+      return absl::InternalError(str_cat("proposer ", proposer_->name(), " returned ", p.drafts->size(),
+                                         " drafts where at most ", p.max_drafts, " were allowed"));
+    }
+    for (std::int32_t t : *p.drafts) {
+      if (t < 0 || t >= vocab_) {
+        return absl::InternalError(str_cat("proposer ", proposer_->name(), " proposed token ", t, " outside the vocabulary"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton

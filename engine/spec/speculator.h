@@ -1,0 +1,81 @@
+// Speculator: speculative decoding inside one engine step, around the proposer.
+//
+// After the target forward it verifies each request's drafts (rejection sampling or block
+// verification over the target's processed distributions), returns the tokens to append, counts
+// acceptance (vLLM's counters), hands the target's hidden states to proposers that need them, and
+// asks the proposer for the next step's drafts. It never touches the KV cache or the scheduler: the
+// engine appends tokens and rolls back blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "engine/spec/config.h"
+#include "engine/spec/model_proposer.h"
+#include "engine/spec/proposer.h"
+
+namespace baton {
+
+// vLLM's speculative-decoding counters (REFERENCE.md §5).
+struct SpecDecodeStats {
+  std::int64_t num_drafts = 0;           // one per request per step that verified >= 1 draft
+  std::int64_t num_draft_tokens = 0;
+  std::int64_t num_accepted_tokens = 0;
+  std::vector<std::int64_t> accepted_per_position;  // [k]
+
+  double acceptance_rate() const {
+    return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / static_cast<double>(num_draft_tokens) : 0.0;
+  }
+  // Tokens per verification step, counting the bonus/correction token.
+  double mean_acceptance_length() const {
+    return num_drafts > 0 ? 1.0 + static_cast<double>(num_accepted_tokens) / static_cast<double>(num_drafts) : 0.0;
+  }
+};
+
+struct VerifiedTokens {
+  std::vector<std::int32_t> tokens;   // accepted drafts, then the correction or bonus token
+  std::vector<SampleResult> logprobs;  // per token, when the request asked for logprobs
+  std::int32_t num_accepted = 0;
+};
+
+class Speculator {
+ public:
+  Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
+             std::vector<std::int32_t> eos_token_ids);
+
+  const SpeculativeConfig& config() const { return config_; }
+  const SpecDecodeStats& stats() const { return stats_; }
+  // Hidden states the proposer needs from every target forward (empty spec if none).
+  TargetStateSpec target_states() const;
+
+  void add_request(const Request& r);
+  void remove_request(const Request& r, bool finished);
+
+  // Verifies r.drafts against logits rows [r.drafts.size() + 1, vocab] of the target forward.
+  VerifiedTokens verify(Request& r, std::span<const float> logits);
+
+  // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
+  void observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n, std::int32_t n_valid);
+
+  // Fills r->drafts (and r->draft_probs) for every decoding request, respecting max_tokens and
+  // max_model_len.
+  absl::Status propose(std::span<Request* const> requests, std::int32_t max_model_len);
+
+ private:
+  SpeculativeConfig config_;
+  std::unique_ptr<Proposer> proposer_;
+  TargetStateConsumer* state_consumer_ = nullptr;  // proposer_, when it consumes target states
+  std::int32_t vocab_;
+  std::vector<std::int32_t> eos_;
+  SpecDecodeStats stats_;
+  Sampler sampler_;
+  std::vector<float> probs_;                 // [(k + 1) * vocab] scratch
+  std::vector<std::int32_t> history_;        // output + drafts scratch
+  std::vector<ProposalRequest> batch_;
+};
+
+}  // namespace baton

@@ -1,0 +1,438 @@
+#include "engine/spec/suffix_tree.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <utility>
+
+#include "common/status.h"
+
+namespace baton {
+
+SuffixTree::SuffixTree(std::int32_t max_depth) : max_depth_(max_depth), nodes_(1) {
+  BATON_CHECK(max_depth >= 1, "SuffixTree: max_depth is ", max_depth, ", must be >= 1");
+}
+
+SuffixSeqId SuffixTree::add_sequence() {
+  SuffixSeqId id;
+  if (!free_seqs_.empty()) {
+    id = free_seqs_.back();
+    free_seqs_.pop_back();
+  } else {
+    id = static_cast<SuffixSeqId>(seqs_.size());
+    seqs_.emplace_back();
+  }
+  seqs_[static_cast<std::size_t>(id)].live = true;
+  ++num_live_seqs_;
+  return id;
+}
+
+std::span<const std::int32_t> SuffixTree::sequence(SuffixSeqId seq) const {
+  BATON_CHECK(seq >= 0 && static_cast<std::size_t>(seq) < seqs_.size() &&
+                  seqs_[static_cast<std::size_t>(seq)].live,
+              "SuffixTree: sequence ", seq, " is not held");
+  return seqs_[static_cast<std::size_t>(seq)].tokens;
+}
+
+std::int32_t SuffixTree::find_child(std::int32_t parent, std::int32_t token) const {
+  // Most walks follow the only child or the most frequent one: no hash lookup for those.
+  const Node& p = node(parent);
+  if (!mapped(parent)) {
+    return p.first_child != kNone && node(p.first_child).token == token ? p.first_child : kNone;
+  }
+  if (p.best_child >= 0 && node(p.best_child).token == token) return p.best_child;
+  const auto it = children_.find(child_key(parent, token));
+  return it == children_.end() ? kNone : it->second;
+}
+
+std::int32_t SuffixTree::new_node() {
+  ++num_nodes_;
+  if (!free_nodes_.empty()) {
+    const std::int32_t id = free_nodes_.back();
+    free_nodes_.pop_back();
+    node(id) = Node{};
+    return id;
+  }
+  nodes_.emplace_back();
+  return static_cast<std::int32_t>(nodes_.size() - 1);
+}
+
+void SuffixTree::free_node(std::int32_t id) {
+  node(id) = Node{};  // count 0 marks the slot free
+  free_nodes_.push_back(id);
+  --num_nodes_;
+}
+
+// Puts `child` first in parent's sibling list (and in the map when the parent branches).
+void SuffixTree::add_child(std::int32_t parent, std::int32_t child) {
+  Node& p = node(parent);
+  Node& c = node(child);
+  c.parent = parent;
+  c.prev_sibling = kNone;
+  c.next_sibling = p.first_child;
+  if (p.first_child != kNone) node(p.first_child).prev_sibling = child;
+  p.first_child = child;
+  ++p.num_children;
+  if (parent != 0 && p.num_children == 2) {
+    children_[child_key(parent, node(c.next_sibling).token)] = c.next_sibling;  // now branching
+  }
+  if (mapped(parent)) children_[child_key(parent, c.token)] = child;
+}
+
+void SuffixTree::remove_child(std::int32_t child) {
+  Node& c = node(child);
+  const std::int32_t parent = c.parent;
+  Node& p = node(parent);
+  if (mapped(parent)) children_.erase(child_key(parent, c.token));
+  if (c.prev_sibling != kNone) {
+    node(c.prev_sibling).next_sibling = c.next_sibling;
+  } else {
+    p.first_child = c.next_sibling;
+  }
+  if (c.next_sibling != kNone) node(c.next_sibling).prev_sibling = c.prev_sibling;
+  c.prev_sibling = c.next_sibling = c.parent = kNone;
+  --p.num_children;
+  if (parent != 0 && p.num_children == 1) children_.erase(child_key(parent, node(p.first_child).token));
+}
+
+void SuffixTree::replace_child(std::int32_t child, std::int32_t replacement) {
+  Node& c = node(child);
+  Node& r = node(replacement);
+  const std::int32_t parent = c.parent;
+  r.parent = parent;
+  r.prev_sibling = c.prev_sibling;
+  r.next_sibling = c.next_sibling;
+  if (r.prev_sibling != kNone) {
+    node(r.prev_sibling).next_sibling = replacement;
+  } else {
+    node(parent).first_child = replacement;
+  }
+  if (r.next_sibling != kNone) node(r.next_sibling).prev_sibling = replacement;
+  c.prev_sibling = c.next_sibling = c.parent = kNone;
+  if (mapped(parent)) children_[child_key(parent, r.token)] = replacement;  // same key as child's
+  if (node(parent).best_child == child) node(parent).best_child = replacement;  // kStale stays
+}
+
+bool SuffixTree::better(std::int32_t a, std::int32_t b) const {
+  const Node& x = node(a);
+  const Node& y = node(b);
+  return x.count > y.count || (x.count == y.count && x.token < y.token);
+}
+
+// A child's count went up (or it is new): it may take the lead among its siblings.
+void SuffixTree::on_count_up(std::int32_t id) {
+  const std::int32_t parent = node(id).parent;
+  if (parent == 0) return;  // speculation never continues from the root
+  Node& p = node(parent);
+  if (p.best_child == kStale) return;
+  if (p.best_child == kNone || (p.best_child != id && better(id, p.best_child))) p.best_child = id;
+}
+
+std::int32_t SuffixTree::best_child(std::int32_t id) const {
+  const Node& n = node(id);
+  if (n.best_child == kStale) {
+    std::int32_t best = kNone;
+    for (std::int32_t c = n.first_child; c != kNone; c = node(c).next_sibling) {
+      if (best == kNone || better(c, best)) best = c;
+    }
+    n.best_child = best;
+  }
+  return n.best_child;
+}
+
+std::int32_t SuffixTree::step(SuffixSeqId seq, std::int32_t at, std::int32_t pos) {
+  const std::int32_t token = seqs_[static_cast<std::size_t>(seq)].tokens[static_cast<std::size_t>(pos)];
+  {
+    Node& v = node(at);
+    if (at != 0 && v.count == 1 && v.first_child == kNone) {
+      // Only this suffix runs through the leaf, whose label is the sequence's tail: lengthen it.
+      BATON_CHECK(v.ref_seq == seq && v.ref_off + v.len == pos, "SuffixTree: leaf ", at,
+                  " labelled (", v.ref_seq, ", ", v.ref_off, ", ", v.len,
+                  ") does not end where sequence ", seq, " does (", pos, ")");
+      ++v.len;
+      ++v.depth;
+      return at;
+    }
+    const std::int32_t only = v.first_child;
+    if (at != 0 && v.num_children == 1 && node(only).token == token &&
+        node(only).count + 1 == v.count && node(only).len > 1) {
+      // Only this suffix ends at v and all the others continue into `only` (v's single child,
+      // so not in the map) with this token: move the boundary between them one token down
+      // instead of splitting `only` and folding v away on the next token.
+      Node& c = node(only);
+      ++v.len;
+      ++v.depth;
+      v.ref_seq = seq;
+      v.ref_off = pos + 1 - v.len;
+      c.token = label_token(c, 1);
+      ++c.ref_off;
+      --c.len;
+      return at;
+    }
+  }
+  std::int32_t next = find_child(at, token);
+  if (next == kNone) {
+    next = new_node();
+    Node& n = node(next);
+    n.count = 1;
+    n.token = token;
+    n.len = 1;
+    n.depth = node(at).depth + 1;
+    n.ref_seq = seq;
+    n.ref_off = pos;
+    add_child(at, next);
+  } else if (node(next).len == 1) {
+    Node& n = node(next);
+    ++n.count;
+    n.ref_seq = seq;  // labels point into the newest sequence through them (see Removal order)
+    n.ref_off = pos;
+  } else {
+    // The suffix would end inside the edge: split off its first token as a node of its own.
+    const std::int32_t old = next;
+    next = new_node();
+    Node& o = node(old);
+    Node& n = node(next);
+    n.count = o.count + 1;
+    n.token = token;
+    n.len = 1;
+    n.depth = node(at).depth + 1;
+    n.ref_seq = seq;
+    n.ref_off = pos;
+    replace_child(old, next);
+    o.token = label_token(o, 1);
+    ++o.ref_off;
+    --o.len;
+    add_child(next, old);
+    n.best_child = old;
+  }
+  on_count_up(next);
+  if (at != 0) maybe_merge(at);
+  return next;
+}
+
+// A node that one child passes all its suffixes to (none ends at it) is folded into that child,
+// which keeps its id: the node is never one where an active suffix ends.
+void SuffixTree::maybe_merge(std::int32_t id) {
+  if (id == 0) return;
+  if (node(id).num_children != 1) return;
+  const std::int32_t child = node(id).first_child;
+  if (node(child).count != node(id).count) return;
+  remove_child(child);
+  Node& u = node(id);
+  Node& c = node(child);
+  // c's label is preceded by u's in c's sequence (every suffix through c runs through u).
+  c.token = u.token;
+  c.len += u.len;
+  c.ref_off -= u.len;
+  replace_child(id, child);
+  free_node(id);
+}
+
+void SuffixTree::extend(SuffixSeqId seq, std::span<const std::int32_t> tokens) {
+  Sequence& s = seqs_[static_cast<std::size_t>(seq)];
+  BATON_CHECK(s.live, "SuffixTree::extend: sequence ", seq, " is not held");
+  s.tokens.reserve(s.tokens.size() + tokens.size());
+  for (const std::int32_t t : tokens) {
+    s.tokens.push_back(t);
+    const auto pos = static_cast<std::int32_t>(s.tokens.size() - 1);
+    ++node(0).count;
+    s.active.push_back(0);  // the suffix that starts here, empty so far
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < s.active.size(); ++i) {
+      const std::int32_t at = step(seq, s.active[i], pos);
+      if (node(at).depth < max_depth_) s.active[kept++] = at;  // at max_depth it is complete
+    }
+    s.active.resize(kept);
+  }
+}
+
+void SuffixTree::remove_sequence(SuffixSeqId seq) {
+  Sequence& s = seqs_[static_cast<std::size_t>(seq)];
+  BATON_CHECK(s.live, "SuffixTree::remove_sequence: sequence ", seq, " is not held");
+  const auto n = static_cast<std::int32_t>(s.tokens.size());
+  std::vector<std::pair<std::int32_t, std::int32_t>> touched;  // (depth, node) whose count dropped
+  for (std::int32_t start = 0; start < n; ++start) {
+    const std::int32_t length = std::min(max_depth_, n - start);
+    --node(0).count;
+    std::int32_t at = 0;
+    while (node(at).depth < length) {
+      const std::int32_t c = find_child(at, s.tokens[static_cast<std::size_t>(start + node(at).depth)]);
+      BATON_CHECK(c != kNone && node(c).depth <= length, "SuffixTree::remove_sequence: suffix ", start,
+                  " of sequence ", seq, " is not in the tree");
+      if (--node(c).count > 0) {
+        if (at != 0 && node(at).best_child == c) node(at).best_child = kStale;
+        touched.emplace_back(node(c).depth, c);
+        at = c;
+        continue;
+      }
+      // This suffix was the last through c: c and its chain of descendants (this suffix's path)
+      // go. Nothing else can hang below a node whose count reached zero.
+      remove_child(c);
+      if (at != 0 && node(at).best_child == c) node(at).best_child = kStale;
+      for (std::int32_t x = c; x != kNone;) {
+        // A single child each (not in the map), all of count 1: the chain of this suffix.
+        const std::int32_t below = node(x).first_child;
+        BATON_CHECK(below == kNone || (node(below).count == 1 && node(below).next_sibling == kNone),
+                    "SuffixTree::remove_sequence: counts below emptied node ", x, " are inconsistent");
+        free_node(x);
+        x = below;
+      }
+      break;
+    }
+  }
+  // Deepest first, so chains of foldable nodes fold bottom-up.
+  std::sort(touched.begin(), touched.end(), std::greater<>());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (const auto& [depth, id] : touched) {
+    if (node(id).count == 0) continue;  // freed after being touched
+    BATON_CHECK(node(id).ref_seq != seq, "SuffixTree::remove_sequence: sequence ", seq,
+                " is not the oldest held sequence, and node ", id,
+                " is still labelled from it (remove in insertion order)");
+    maybe_merge(id);
+  }
+  s = Sequence{};
+  free_seqs_.push_back(seq);
+  --num_live_seqs_;
+}
+
+SuffixTree::Position SuffixTree::match(std::span<const std::int32_t> path) const {
+  Position at{0, 0};
+  for (const std::int32_t t : path) {
+    const Node& n = node(at.node);
+    if (at.offset < n.len) {
+      if (label_token(n, at.offset) != t) return {};
+      ++at.offset;
+    } else {
+      const std::int32_t c = find_child(at.node, t);
+      if (c == kNone) return {};
+      at = {c, 1};
+    }
+  }
+  return at;
+}
+
+void SuffixTree::follow(Position at, std::int32_t max_tokens, float min_token_prob,
+                        SuffixSpeculation* out) const {
+  float prob = 1.0f;
+  while (static_cast<std::int32_t>(out->tokens.size()) < max_tokens) {
+    const Node& n = node(at.node);
+    std::int32_t token;
+    if (at.offset < n.len) {
+      token = label_token(n, at.offset);  // inside an edge: probability 1 (count / same count)
+      ++at.offset;
+    } else {
+      const std::int32_t best = best_child(at.node);
+      if (best == kNone) break;
+      const Node& c = node(best);
+      prob *= static_cast<float>(c.count) / static_cast<float>(n.count);
+      token = c.token;
+      at = {best, 1};
+    }
+    if (prob < min_token_prob) break;
+    out->tokens.push_back(token);
+    out->score += prob;
+  }
+}
+
+SuffixSpeculation SuffixTree::speculate(std::span<const std::int32_t> context, std::int32_t max_tokens,
+                                        float max_spec_factor, float min_token_prob) const {
+  SuffixSpeculation best;
+  const auto pattern_len = static_cast<std::int32_t>(
+      std::min<std::size_t>(static_cast<std::size_t>(max_depth_), context.size()));
+  const std::span<const std::int32_t> pattern = context.last(static_cast<std::size_t>(pattern_len));
+  SuffixSpeculation candidate;
+  for (std::int32_t m = 1; m <= pattern_len; ++m) {
+    const Position at = match(pattern.last(static_cast<std::size_t>(m)));
+    if (at.node == kNone) break;  // longer suffixes contain this one: no match either
+    // The slack takes the float factor as the decimal it was written as (10 × 0.7f gives 7, not 6).
+    const auto limit =
+        std::min<double>(max_tokens, std::floor(static_cast<double>(m) * max_spec_factor + 1e-4));
+    if (limit < 1) continue;
+    candidate.tokens.clear();
+    candidate.score = 0.0f;
+    candidate.match_len = m;
+    follow(at, static_cast<std::int32_t>(limit), min_token_prob, &candidate);
+    if (!candidate.tokens.empty() && candidate.score >= best.score) best = candidate;
+  }
+  return best;
+}
+
+std::int64_t SuffixTree::count(std::span<const std::int32_t> path) const {
+  if (static_cast<std::int64_t>(path.size()) > max_depth_) return 0;
+  const Position at = match(path);
+  return at.node == kNone ? 0 : node(at.node).count;
+}
+
+absl::Status SuffixTree::validate() const {
+  auto fail = [](auto... parts) { return absl::InternalError(str_cat("SuffixTree: ", parts...)); };
+  std::int64_t held = 0;
+  for (std::size_t i = 0; i < seqs_.size(); ++i) {
+    if (!seqs_[i].live) continue;
+    held += static_cast<std::int64_t>(seqs_[i].tokens.size());
+    for (const std::int32_t a : seqs_[i].active) {
+      if (a < 0 || static_cast<std::size_t>(a) >= nodes_.size() || (a != 0 && node(a).count == 0) ||
+          node(a).depth >= max_depth_) {
+        return fail("sequence ", i, " has an active suffix at bad node ", a);
+      }
+    }
+  }
+  if (node(0).count != held) return fail("root count ", node(0).count, " != ", held, " held tokens");
+  // Depth-first over (node, path to its end).
+  std::vector<std::int32_t> path;
+  std::vector<std::pair<std::int32_t, std::size_t>> stack{{0, 0}};
+  std::int32_t seen = 0;
+  std::size_t in_map = 0;
+  while (!stack.empty()) {
+    const auto [id, parent_path_len] = stack.back();
+    stack.pop_back();
+    ++seen;
+    const Node& n = node(id);
+    path.resize(parent_path_len);
+    if (id != 0) {
+      const Node& p = node(n.parent);
+      if (n.count <= 0 || n.len <= 0 || n.depth != p.depth + n.len || n.depth > max_depth_) {
+        return fail("node ", id, " has count ", n.count, ", len ", n.len, ", depth ", n.depth);
+      }
+      if (n.ref_seq < 0 || static_cast<std::size_t>(n.ref_seq) >= seqs_.size() ||
+          !seqs_[static_cast<std::size_t>(n.ref_seq)].live || n.ref_off < p.depth ||
+          static_cast<std::size_t>(n.ref_off + n.len) > seqs_[static_cast<std::size_t>(n.ref_seq)].tokens.size()) {
+        return fail("node ", id, " has a bad label (", n.ref_seq, ", ", n.ref_off, ", ", n.len, ")");
+      }
+      const auto& seq = seqs_[static_cast<std::size_t>(n.ref_seq)].tokens;
+      // The label's sequence must spell the whole path there, not just the label.
+      if (!std::equal(path.begin(), path.end(), seq.begin() + (n.ref_off - p.depth))) {
+        return fail("node ", id, "'s label is not preceded by its path in sequence ", n.ref_seq);
+      }
+      if (n.token != label_token(n, 0) || find_child(n.parent, n.token) != id) {
+        return fail("node ", id, " is not found under its first token");
+      }
+      if (mapped(n.parent)) {
+        const auto it = children_.find(child_key(n.parent, n.token));
+        if (it == children_.end() || it->second != id) return fail("node ", id, " is not in the map");
+        ++in_map;
+      }
+      for (std::int32_t i = 0; i < n.len; ++i) path.push_back(label_token(n, i));
+    }
+    std::int64_t child_sum = 0;
+    std::int32_t best = kNone;
+    std::int32_t num_children = 0;
+    for (std::int32_t c = n.first_child, prev = kNone; c != kNone; prev = c, c = node(c).next_sibling) {
+      if (node(c).parent != id || node(c).prev_sibling != prev) return fail("sibling links of ", c);
+      child_sum += node(c).count;
+      ++num_children;
+      if (best == kNone || better(c, best)) best = c;
+      stack.emplace_back(c, path.size());
+    }
+    if (child_sum > n.count) return fail("children of ", id, " count ", child_sum, " > ", n.count);
+    if (num_children != n.num_children) return fail("node ", id, " has ", num_children, " children, not ", n.num_children);
+    if (id != 0 && best != best_child(id)) return fail("node ", id, " best child ", n.best_child, " != ", best);
+    if (id != 0 && num_children == 1 && child_sum == n.count) return fail("node ", id, " is foldable");
+  }
+  if (seen != num_nodes_ || in_map != children_.size()) {
+    return fail(seen, " nodes reachable, ", num_nodes_, " counted; ", in_map, " mapped, ",
+                children_.size(), " in the map");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton

@@ -1,0 +1,195 @@
+// Model-based proposers on the tiny heads in every public checkpoint layout (tools/fixtures/
+// make_spec_fixtures.py): the draft model, EAGLE-1, EAGLE-3 (and its speculators format), MTP in
+// DeepSeek-V3 (one and two layers) and Qwen3-Next layouts. Their greedy drafts after a fixed
+// sequence must equal the float64 reference (tools/reference/draft_heads_ref.py), which proves the
+// tensor names, shapes, fusions and feedback rules; a mismatched vocabulary is refused.
+#include <cmath>
+
+#include "engine/spec/draft_head.h"
+#include "engine/spec/proposer_factory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/fixtures.h"
+#include "tests/engine/model_harness.h"
+
+namespace baton {
+namespace {
+
+using testing::fixture_path;
+using testing::ModelHarness;
+using testing::TestSequence;
+
+struct HeadCase {
+  std::string name, target, method;
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> drafts;
+  std::vector<double> logits;
+  std::int32_t k = 0;
+};
+
+std::vector<HeadCase> head_cases() {
+  auto text = read_text_file(fixture_path("spec/reference.json"));
+  BATON_CHECK(text.ok(), text.status().ToString());
+  const auto j = nlohmann::json::parse(*text);
+  std::vector<HeadCase> out;
+  for (const auto& h : j["heads"]) {
+    HeadCase c;
+    c.name = h["name"];
+    c.target = h["target"];
+    c.method = h["method"];
+    c.tokens = h["token_ids"].get<std::vector<std::int32_t>>();
+    c.drafts = h["drafts"].get<std::vector<std::int32_t>>();
+    c.logits = h["logits"].get<std::vector<double>>();
+    c.k = h["k"];
+    out.push_back(c);
+  }
+  return out;
+}
+
+ProposerContext context_for(ModelHarness& h, const std::string& target) {
+  ProposerContext pc;
+  pc.target_dir = fixture_path(target);
+  pc.target_config = &h.model->config();
+  pc.target_weights = &h.model->weights();
+  pc.backend = h.backend.get();
+  pc.block_size = 16;
+  pc.kv_cache_bytes = 4 << 20;
+  pc.max_model_len = 256;
+  pc.max_num_batched_tokens = 256;
+  pc.max_num_seqs = 8;
+  return pc;
+}
+
+// Runs the target over tokens[0, n - 1) (the positions whose next token is known) and hands the
+// states the proposer wants to it, as the engine does after a prefill.
+void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std::vector<std::int32_t>& tokens) {
+  auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
+  if (consumer == nullptr) return;
+  const TargetStateSpec spec = consumer->target_states();
+  TestSequence seq;
+  seq.tokens = tokens;
+  const auto n = static_cast<std::int32_t>(tokens.size()) - 1;
+  ForwardBatch batch;
+  batch.sequences.push_back(seq.chunk(*h.pool, n));
+  batch.capture_layer_inputs = spec.layer_inputs;
+  batch.capture_final_hidden = spec.final_hidden;
+  auto out = h.model->forward(batch, *h.cache);
+  BATON_CHECK(out.ok(), out.status().ToString());
+  const std::int32_t hidden = h.model->config().hidden_size;
+  const std::int32_t width = spec.width(hidden);
+  std::vector<TensorView> views = out->layer_inputs;
+  if (spec.final_hidden) views.push_back(out->final_hidden);
+  std::vector<float> rows(static_cast<std::size_t>(n) * static_cast<std::size_t>(width));
+  for (std::size_t v = 0; v < views.size(); ++v) {
+    for (std::int32_t t = 0; t < n; ++t) {
+      std::memcpy(rows.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width) + v * static_cast<std::size_t>(hidden),
+                  views[v].ptr<const float>() + static_cast<std::size_t>(t) * static_cast<std::size_t>(hidden),
+                  static_cast<std::size_t>(hidden) * sizeof(float));
+    }
+  }
+  consumer->observe(key, 0, rows, n, n);
+}
+
+SpecMethod method_of(const std::string& m) {
+  if (m == "draft_model") return SpecMethod::kDraftModel;
+  if (m == "eagle") return SpecMethod::kEagle;
+  if (m == "eagle3") return SpecMethod::kEagle3;
+  return SpecMethod::kMtp;
+}
+
+TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
+  const auto cases = head_cases();
+  ASSERT_EQ(cases.size(), 7u);
+  for (const HeadCase& c : cases) {
+    auto h = ModelHarness::load(fixture_path(c.target));
+    SpeculativeConfig sc;
+    sc.method = method_of(c.method);
+    sc.model = fixture_path("spec/" + c.name);
+    sc.num_speculative_tokens = c.k;
+    auto proposer = make_proposer(sc, context_for(h, c.target));
+    ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
+    (*proposer)->add_request(1, c.tokens);
+    feed_target_states(h, **proposer, 1, c.tokens);
+    std::vector<std::int32_t> drafts;
+    ProposalRequest req;
+    req.key = 1;
+    req.tokens = c.tokens;
+    req.prompt_len = static_cast<std::int32_t>(c.tokens.size()) - 4;
+    req.max_drafts = c.k;
+    req.drafts = &drafts;
+    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
+    EXPECT_EQ(drafts, c.drafts) << c.name;
+    // A second call with nothing new drafts the same again (the drafting KV of the first call is
+    // dropped and the last position recomputed).
+    std::vector<std::int32_t> again;
+    req.drafts = &again;
+    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
+    EXPECT_EQ(again, c.drafts) << c.name;
+    (*proposer)->remove_request(1, true);
+  }
+}
+
+TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
+  for (const HeadCase& c : head_cases()) {
+    if (c.method == "draft_model") continue;
+    auto h = ModelHarness::load(fixture_path(c.target));
+    const ProposerContext pc = context_for(h, c.target);
+    HeadOptions ho{pc.max_num_batched_tokens, pc.max_num_seqs, pc.max_model_len, pc.block_size, std::nullopt};
+    auto head = DraftHead::load(method_of(c.method), fixture_path("spec/" + c.name), h.model->config(), h.model->weights(),
+                                *h.backend, ho);
+    ASSERT_TRUE(head.ok()) << c.name << ": " << head.status();
+    // Target states for positions [0, n - 1), then the head over the same positions.
+    struct Capture : TargetStateConsumer {
+      TargetStateSpec spec;
+      std::vector<float> rows;
+      TargetStateSpec target_states() const override { return spec; }
+      void observe(RequestKey, std::int32_t, std::span<const float> r, std::int32_t, std::int32_t) override {
+        rows.assign(r.begin(), r.end());
+      }
+    } capture;
+    capture.spec = (*head)->target_states();
+    struct Dummy : Proposer, TargetStateConsumer {
+      Capture* c;
+      std::string_view name() const override { return "capture"; }
+      void add_request(RequestKey, std::span<const std::int32_t>) override {}
+      void remove_request(RequestKey, bool) override {}
+      absl::Status propose(std::span<ProposalRequest>) override { return absl::OkStatus(); }
+      TargetStateSpec target_states() const override { return c->spec; }
+      void observe(RequestKey k, std::int32_t s, std::span<const float> r, std::int32_t n, std::int32_t v) override {
+        c->observe(k, s, r, n, v);
+      }
+    } dummy;
+    dummy.c = &capture;
+    feed_target_states(h, dummy, 1, c.tokens);
+    auto cache = KvCache::create(*h.backend, (*head)->kv_layout(), 16);
+    ASSERT_TRUE(cache.ok());
+    KvBlockPool pool(16, 16);
+    TestSequence seq;
+    seq.tokens.assign(c.tokens.begin() + 1, c.tokens.end());  // head position p consumes token p + 1
+    ForwardBatch batch;
+    batch.sequences.push_back(seq.chunk(pool, static_cast<std::int32_t>(seq.tokens.size())));
+    std::vector<std::int32_t> last = {static_cast<std::int32_t>(seq.tokens.size()) - 1};
+    batch.sequences[0].logits_indices = last;
+    auto out = (*head)->forward(0, batch, capture.rows, /*from_target=*/true, *cache);
+    ASSERT_TRUE(out.ok()) << c.name << ": " << out.status();
+    ASSERT_EQ(out->logits.size(), c.logits.size()) << c.name;
+    double worst = 0;
+    for (std::size_t i = 0; i < c.logits.size(); ++i) worst = std::max(worst, std::fabs(out->logits[i] - c.logits[i]));
+    EXPECT_LT(worst, 2e-4) << c.name;
+  }
+}
+
+TEST(DraftHeads, MismatchedDraftVocabularyIsRefused) {
+  auto h = ModelHarness::load(fixture_path("llama-f32"));
+  SpeculativeConfig sc;
+  sc.method = SpecMethod::kDraftModel;
+  sc.model = fixture_path("spec/draft-badvocab");
+  sc.num_speculative_tokens = 3;
+  auto p = make_proposer(sc, context_for(h, "llama-f32"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("vocab_size"));
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("draft-badvocab"));
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,434 @@
+"""Float64 reference for Baton's model-based proposers: EAGLE-1, EAGLE-3, MTP heads and draft models.
+
+What it is for
+  Ground truth for the speculative-decoding tests (tools/fixtures/make_spec_fixtures.py writes
+  it into spec/reference.json), and answering "what should this head draft?" for any tiny head:
+
+    /usr/bin/python3 tools/reference/draft_heads_ref.py --target DIR --head DIR \
+        --method eagle|eagle3|mtp|draft_model --tokens 1,2,3 --k 4     # -> {"drafts": [...]}
+
+  The layout is detected from the head's config and tensor names:
+    eagle          yuhuili EAGLE-1: fc.weight [H, 2H] (+ fc.bias), layers.0.* without
+                   input_layernorm; the target's embeddings and lm_head, no final norm.
+    eagle3         LlamaForCausalLMEagle3 (prefix midlayer.) or speculators Eagle3Speculator
+                   (prefix layers.0., transformer_layer_config): fc [H, 3 H_t], a 2H-input layer,
+                   norm, lm_head [D, H], d2t (target = draft + d2t[draft]), t2d.
+    mtp-deepseek   model.layers.{N+i}.{enorm, hnorm, eh_proj, shared_head.{norm, head},
+                   embed_tokens} + a decoder block, N = target layers, num_nextn_predict_layers.
+    mtp-qwen3next  mtp.{fc, pre_fc_norm_embedding, pre_fc_norm_hidden, layers.i, norm}; the
+                   target's embeddings and lm_head. Plain Qwen3 blocks (dense MLP, q/k norm,
+                   RMSNorm x * w); real Qwen3-Next MTP uses gated attention, MoE and (1 + w)
+                   norms, which Baton does not support.
+    draft_model    a full HF-layout decoder (transformer_ref.py) with the target's vocab_size.
+
+Semantics (the contract Baton implements). Tokens t_0..t_{n-1}; the target's states at p are
+  final_p (final-norm output) and aux_p = cat(input of layer a for a in aux ids). Head position p
+  consumes (feature f_p, token t_{p+1}), predicts the token at p + 2, and attends causally (RoPE at
+  p, the head's own rope) over the K/V it has cached, one cache per head layer.
+    eagle    x = fc(cat(embed(t), f)) [+ fc.bias]; residual = attention input = x; out = layer
+             output (pre-norm); logits = target lm_head(out). f = final_p.
+    eagle3   g = fc(aux_p) for a target feature, else g = f (a previous head output); attention
+             input = cat(input_layernorm(embed(t)), hidden_norm(g)); residual = g, or
+             hidden_norm(g) when norm_before_residual; logits = lm_head(norm(out)) over the draft
+             vocab; draft id d -> target id d + d2t[d].
+    mtp-ds   e = embed_tokens_layer(t), zeroed at p == 0; x = eh_proj(cat(enorm(e), hnorm(f)));
+             a normal decoder layer on x; logits = shared_head.head(shared_head.norm(out)).
+    mtp-q3n  x = fc(cat(pre_fc_norm_embedding(embed(t)), pre_fc_norm_hidden(f))); a Qwen3 layer;
+             logits = target lm_head(mtp.norm(out)); no position-0 zeroing; the feature fed
+             back while drafting is mtp.norm(out) (vLLM's qwen3_next_mtp returns it normed).
+  Drafting k greedily after t_0..t_{n-1}: every head layer catches up on p = 0..n-2 with target
+  features; d_1 = argmax at p = n-2 of layer 0; step j = 1..k-1 runs layer j mod L at p = n-2+j
+  with token d_j and f = out of the previous step (pre-norm; normed for mtp-q3n). A layer's cache holds exactly the
+  positions it ran at (catch-up and its own steps), so with L > 1 it has gaps where other layers
+  ran. A draft model drafts by plain greedy decoding (no EOS stop).
+
+What it must not do
+  Import `transformers`/`safetensors` or copy their code; guess: unknown layouts, tensors it does
+  not consume, shape or size mismatches with the target are errors. Speed is not a goal.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+import transformer_ref as ref  # noqa: E402
+from safetensors_io import read_model_dir  # noqa: E402
+
+METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+METHOD_OF_LAYOUT = {"eagle": "eagle", "eagle3": "eagle3", "mtp-deepseek": "mtp",
+                    "mtp-qwen3next": "mtp", "draft_model": "draft_model"}
+
+
+@dataclass
+class Block:
+    """One decoder layer: weights by short name (q k v o gate up down post_norm [input_norm]
+    [q_norm k_norm]), float64."""
+    w: dict = field(repr=False)
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    eps: float
+    inv_freq: torch.Tensor
+
+
+@dataclass
+class Head:
+    layout: str
+    config: dict
+    hidden: int
+    eps: float
+    blocks: list  # one per head layer
+    w: dict = field(repr=False)  # non-block tensors, float64 (per MTP layer: "{i}.name")
+    draft_vocab: int = 0  # logits width
+    aux_layers: list = field(default_factory=list)  # eagle3
+    norm_before_residual: bool = False  # eagle3
+    d2t: torch.Tensor = None  # eagle3, int64 [D]
+    t2d: torch.Tensor = None  # eagle3, bool [V]
+    draft_model: ref.Model = None  # draft_model
+
+    @property
+    def method(self):
+        return METHOD_OF_LAYOUT[self.layout]
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+class Tensors:
+    """The stored tensors, handed out by name; unconsumed names are an error at the end."""
+
+    def __init__(self, stored, where):
+        self.stored, self.where, self.used = stored, where, set()
+
+    def take(self, name, shape=None, raw=False):
+        if name not in self.stored:
+            raise ValueError(f"{self.where}: missing tensor {name}")
+        t = self.stored[name]
+        if shape is not None and list(t.shape) != list(shape):
+            raise ValueError(f"{self.where}: {name} has shape {list(t.shape)}, expected {list(shape)}")
+        self.used.add(name)
+        return t if raw else t.to(torch.float64)
+
+    def finish(self):
+        extra = sorted(set(self.stored) - self.used)
+        if extra:
+            raise ValueError(f"{self.where}: unexpected tensors {extra[:5]}")
+
+
+def layer_geometry(cfg, where):
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"{where}: unsupported hidden_act {cfg['hidden_act']!r}")
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise ValueError(f"{where}: attention/mlp biases are not supported in heads")
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or h // nh
+    inv = ref.rope_inv_freq(hd, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling"))
+    return h, nh, nkv, hd, cfg["intermediate_size"], float(cfg["rms_norm_eps"]), inv
+
+
+def load_block(ts, prefix, cfg, in_width, input_norm, qk_norm):
+    h, nh, nkv, hd, inter, eps, inv = layer_geometry(cfg, ts.where)
+    w = {"q": ts.take(prefix + "self_attn.q_proj.weight", [nh * hd, in_width]),
+         "k": ts.take(prefix + "self_attn.k_proj.weight", [nkv * hd, in_width]),
+         "v": ts.take(prefix + "self_attn.v_proj.weight", [nkv * hd, in_width]),
+         "o": ts.take(prefix + "self_attn.o_proj.weight", [h, nh * hd]),
+         "gate": ts.take(prefix + "mlp.gate_proj.weight", [inter, h]),
+         "up": ts.take(prefix + "mlp.up_proj.weight", [inter, h]),
+         "down": ts.take(prefix + "mlp.down_proj.weight", [h, inter]),
+         "post_norm": ts.take(prefix + "post_attention_layernorm.weight", [h])}
+    if input_norm:
+        w["input_norm"] = ts.take(prefix + "input_layernorm.weight", [h])
+    if qk_norm:
+        w["q_norm"] = ts.take(prefix + "self_attn.q_norm.weight", [hd])
+        w["k_norm"] = ts.take(prefix + "self_attn.k_norm.weight", [hd])
+    assert nh % nkv == 0 and hd % 2 == 0
+    return Block(w, nh, nkv, hd, eps, inv)
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def detect_layout(cfg, names):
+    archs = cfg.get("architectures") or []
+    if "d2t" in names or cfg.get("speculators_model_type") == "eagle3" or any("Eagle3" in a for a in archs):
+        return "eagle3"
+    if any(n.startswith("mtp.") for n in names):
+        return "mtp-qwen3next"
+    if any(re.fullmatch(r"model\.layers\.\d+\.eh_proj\.weight", n) for n in names):
+        return "mtp-deepseek"
+    if "fc.weight" in names:
+        return "eagle"
+    if "model.embed_tokens.weight" in names:
+        return "draft_model"
+    raise ValueError(f"unrecognised head layout (architectures {archs})")
+
+
+def load_head(head_dir, target):
+    """Read a head / draft model directory; `target` is its transformer_ref.Model."""
+    cfg = read_json(os.path.join(head_dir, "config.json"))
+    return build_head(cfg, read_model_dir(head_dir), target, head_dir, ref.eos_ids_of(head_dir, cfg))
+
+
+def build_head(cfg, stored, target, where="head", eos_ids=()):
+    """Head from a config dict and dict name -> tensor (as stored); `where` names it in errors."""
+    layout = detect_layout(cfg, stored)
+    ts = Tensors(stored, where)
+    ht, vocab = target.hidden, target.weights["lm_head.weight"].shape[0]
+    if layout == "draft_model":
+        model = ref.build_model(cfg, stored, eos_ids)
+        if cfg["vocab_size"] != vocab:
+            raise ValueError(f"{where}: draft vocab_size {cfg['vocab_size']} != target vocab_size {vocab}")
+        return Head(layout, cfg, model.hidden, model.eps, [], {}, vocab, draft_model=model)
+    if layout == "eagle":
+        return load_eagle(ts, cfg, ht, vocab)
+    if layout == "eagle3":
+        return load_eagle3(ts, cfg, target, vocab)
+    if layout == "mtp-deepseek":
+        return load_mtp_deepseek(ts, cfg, target, vocab)
+    return load_mtp_qwen3next(ts, cfg, target, vocab)
+
+
+def load_eagle(ts, cfg, ht, vocab):
+    h = cfg["hidden_size"]
+    if h != ht or cfg.get("num_hidden_layers", 1) != 1:
+        raise ValueError(f"{ts.where}: EAGLE head needs hidden_size == target's ({h} vs {ht}) and 1 layer")
+    w = {"fc": ts.take("fc.weight", [h, 2 * h])}
+    if "fc.bias" in ts.stored:
+        w["fc_bias"] = ts.take("fc.bias", [h])
+    block = load_block(ts, "layers.0.", cfg, h, input_norm=False, qk_norm=False)
+    ts.finish()
+    return Head("eagle", cfg, h, block.eps, [block], w, vocab)
+
+
+def load_eagle3(ts, cfg, target, vocab):
+    speculators = cfg.get("speculators_model_type") == "eagle3"
+    layer_cfg = cfg["transformer_layer_config"] if speculators else cfg
+    prefix = "layers.0." if speculators else "midlayer."
+    h, ht = layer_cfg["hidden_size"], cfg.get("target_hidden_size") or layer_cfg["hidden_size"]
+    d = cfg.get("draft_vocab_size") or vocab
+    if ht != target.hidden or h != target.hidden:
+        # The embedding is the target's, so the head's width must be the target's too.
+        raise ValueError(f"{ts.where}: hidden {h} / target_hidden_size {ht} != target hidden {target.hidden}")
+    if layer_cfg.get("vocab_size", vocab) != vocab or layer_cfg.get("num_hidden_layers", 1) != 1:
+        raise ValueError(f"{ts.where}: vocab_size must be the target's ({vocab}) and num_hidden_layers 1")
+    aux = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if aux is None:
+        n = target.n_layers
+        aux = [2, n // 2, n - 3]
+    if len(aux) != 3 or not all(0 <= a < target.n_layers for a in aux):
+        raise ValueError(f"{ts.where}: eagle_aux_hidden_state_layer_ids {aux} invalid for {target.n_layers} layers")
+    w = {"fc": ts.take("fc.weight", [h, 3 * ht]),
+         "hidden_norm": ts.take(prefix + "hidden_norm.weight", [h]),
+         "norm": ts.take("norm.weight", [h]),
+         "lm_head": ts.take("lm_head.weight", [d, h])}
+    block = load_block(ts, prefix, layer_cfg, 2 * h, input_norm=True, qk_norm=False)
+    if "d2t" in ts.stored or d != vocab:
+        d2t, t2d = ts.take("d2t", [d], raw=True), ts.take("t2d", [vocab], raw=True)
+    else:  # a full-vocabulary head may omit the mapping
+        d2t, t2d = torch.zeros(d, dtype=torch.int64), torch.ones(vocab, dtype=torch.bool)
+    if d2t.dtype != torch.int64 or t2d.dtype != torch.bool:
+        raise ValueError(f"{ts.where}: d2t must be I64 and t2d BOOL, got {d2t.dtype} / {t2d.dtype}")
+    mapped = torch.arange(d) + d2t
+    if int(mapped.min()) < 0 or int(mapped.max()) >= vocab:
+        raise ValueError(f"{ts.where}: d2t maps outside the target vocab")
+    ts.finish()
+    return Head("eagle3", cfg, h, block.eps, [block], w, d, aux_layers=list(aux),
+                norm_before_residual=bool(cfg.get("norm_before_residual", False)), d2t=d2t, t2d=t2d)
+
+
+def check_same_geometry(ts, cfg, target):
+    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+            "vocab_size", "rms_norm_eps", "rope_theta", "rope_scaling")
+    diff = [k for k in keys if cfg.get(k) != target.config.get(k)]
+    if diff:
+        raise ValueError(f"{ts.where}: MTP config differs from the target's in {diff}")
+
+
+def load_mtp_deepseek(ts, cfg, target, vocab):
+    check_same_geometry(ts, cfg, target)
+    h, n0, n_mtp = cfg["hidden_size"], cfg["num_hidden_layers"], cfg.get("num_nextn_predict_layers")
+    if not n_mtp or n0 != target.n_layers:
+        raise ValueError(f"{ts.where}: needs num_nextn_predict_layers >= 1 and num_hidden_layers == target's")
+    w, blocks = {}, []
+    for i in range(n_mtp):
+        p = f"model.layers.{n0 + i}."
+        w[f"{i}.enorm"] = ts.take(p + "enorm.weight", [h])
+        w[f"{i}.hnorm"] = ts.take(p + "hnorm.weight", [h])
+        w[f"{i}.eh_proj"] = ts.take(p + "eh_proj.weight", [h, 2 * h])
+        w[f"{i}.head_norm"] = ts.take(p + "shared_head.norm.weight", [h])
+        w[f"{i}.head"] = ts.take(p + "shared_head.head.weight", [vocab, h])
+        w[f"{i}.embed"] = ts.take(p + "embed_tokens.weight", [vocab, h])
+        blocks.append(load_block(ts, p, cfg, h, input_norm=True, qk_norm=target.qk_norm))
+    ts.finish()
+    return Head("mtp-deepseek", cfg, h, float(cfg["rms_norm_eps"]), blocks, w, vocab)
+
+
+def load_mtp_qwen3next(ts, cfg, target, vocab):
+    check_same_geometry(ts, cfg, target)
+    h, n_mtp = cfg["hidden_size"], cfg.get("num_nextn_predict_layers")
+    if not n_mtp:
+        raise ValueError(f"{ts.where}: needs num_nextn_predict_layers >= 1")
+    w = {"fc": ts.take("mtp.fc.weight", [h, 2 * h]),
+         "pre_embed": ts.take("mtp.pre_fc_norm_embedding.weight", [h]),
+         "pre_hidden": ts.take("mtp.pre_fc_norm_hidden.weight", [h]),
+         "norm": ts.take("mtp.norm.weight", [h])}
+    blocks = [load_block(ts, f"mtp.layers.{i}.", cfg, h, input_norm=True, qk_norm=target.qk_norm)
+              for i in range(n_mtp)]
+    ts.finish()
+    return Head("mtp-qwen3next", cfg, h, float(cfg["rms_norm_eps"]), blocks, w, vocab)
+
+
+# ----------------------------------------------------------------------------- math
+
+
+def block_step(b, cache, attn_in, residual, pos):
+    """One position through a decoder layer with a KV cache: cache is a list of (pos, k, v)."""
+    q = (attn_in @ b.w["q"].T).view(1, b.n_heads, b.head_dim)
+    k = (attn_in @ b.w["k"].T).view(1, b.n_kv_heads, b.head_dim)
+    v = (attn_in @ b.w["v"].T).view(b.n_kv_heads, b.head_dim)
+    if "q_norm" in b.w:  # per-head RMSNorm, before RoPE
+        q = ref.rms_norm(q, b.w["q_norm"], b.eps)
+        k = ref.rms_norm(k, b.w["k_norm"], b.eps)
+    where = torch.tensor([pos])
+    q, k = ref.apply_rope(q, where, b.inv_freq)[0], ref.apply_rope(k, where, b.inv_freq)[0]
+    assert not cache or cache[-1][0] < pos, "positions must increase"
+    cache.append((pos, k, v))
+    group = b.n_heads // b.n_kv_heads
+    keys = torch.stack([c[1] for c in cache]).repeat_interleave(group, dim=1)  # [T, nh, hd]
+    values = torch.stack([c[2] for c in cache]).repeat_interleave(group, dim=1)
+    probs = torch.softmax(torch.einsum("hd,thd->ht", q, keys) / math.sqrt(b.head_dim), dim=-1)
+    x = residual + torch.einsum("ht,thd->hd", probs, values).reshape(-1) @ b.w["o"].T
+    y = ref.rms_norm(x, b.w["post_norm"], b.eps)
+    return x + (torch.nn.functional.silu(y @ b.w["gate"].T) * (y @ b.w["up"].T)) @ b.w["down"].T
+
+
+class TargetFeatures:
+    """The target's states for t_0..t_{n-1}, computed once."""
+
+    def __init__(self, target, tokens):
+        self.target = target
+        _, self.states = ref.forward(target, tokens, hidden_states=True)
+
+    def feature(self, head, p):
+        if head.layout == "eagle3":
+            return torch.cat([self.states[a][p] for a in head.aux_layers])
+        return self.states[-1][p]
+
+
+def head_step(head, target, caches, layer, pos, token, feature, from_target):
+    """Run head layer `layer` at position `pos`; returns (out [H] pre-norm, logits)."""
+    b, w, eps = head.blocks[layer], head.w, head.eps
+    embed_t = target.weights["model.embed_tokens.weight"]
+    cache = caches[layer]
+    if head.layout == "eagle":
+        x = torch.cat([embed_t[token], feature]) @ w["fc"].T
+        if "fc_bias" in w:
+            x = x + w["fc_bias"]
+        out = block_step(b, cache, x, x, pos)
+        return out, out @ target.weights["lm_head.weight"].T
+    if head.layout == "eagle3":
+        g = feature @ w["fc"].T if from_target else feature
+        g_normed = ref.rms_norm(g, w["hidden_norm"], eps)
+        attn_in = torch.cat([ref.rms_norm(embed_t[token], b.w["input_norm"], eps), g_normed])
+        out = block_step(b, cache, attn_in, g_normed if head.norm_before_residual else g, pos)
+        return out, ref.rms_norm(out, w["norm"], eps) @ w["lm_head"].T
+    if head.layout == "mtp-deepseek":
+        i = f"{layer}."
+        e = w[i + "embed"][token] * (0.0 if pos == 0 else 1.0)
+        x = torch.cat([ref.rms_norm(e, w[i + "enorm"], eps),
+                       ref.rms_norm(feature, w[i + "hnorm"], eps)]) @ w[i + "eh_proj"].T
+        out = block_step(b, cache, ref.rms_norm(x, b.w["input_norm"], eps), x, pos)
+        return out, ref.rms_norm(out, w[i + "head_norm"], eps) @ w[i + "head"].T
+    assert head.layout == "mtp-qwen3next"
+    x = torch.cat([ref.rms_norm(embed_t[token], w["pre_embed"], eps),
+                   ref.rms_norm(feature, w["pre_hidden"], eps)]) @ w["fc"].T
+    out = block_step(b, cache, ref.rms_norm(x, b.w["input_norm"], eps), x, pos)
+    # Qwen3-Next's MTP returns (and so feeds back) its output after mtp.norm, as vLLM does.
+    normed = ref.rms_norm(out, w["norm"], eps)
+    return normed, normed @ target.weights["lm_head.weight"].T
+
+
+def to_target_id(head, draft_id):
+    return draft_id + int(head.d2t[draft_id]) if head.layout == "eagle3" else draft_id
+
+
+def run(head, target, tokens, k):
+    """Catch up and draft k tokens. Returns dict with drafts (target ids), margins (top1 - top2
+    of the draft logits at each step), catch_up_logits [L][n-1][V] (each layer's logits at
+    p = 0..n-2; for a draft model [1][n][V], its logits at every position of tokens)."""
+    tokens = [int(t) for t in tokens]
+    n = len(tokens)
+    if head.layout == "draft_model":
+        logits = ref.forward(head.draft_model, tokens)
+        drafts, margins = ref.greedy(head.draft_model, tokens, k, eos_ids=[])
+        return {"drafts": drafts, "margins": margins, "catch_up_logits": [logits]}
+    if n < 2:
+        raise ValueError("a head needs at least 2 tokens (one catch-up position)")
+    feats = TargetFeatures(target, tokens)
+    caches = [[] for _ in head.blocks]
+    catch_up, last_out = [], None
+    for layer in range(len(head.blocks)):
+        rows = []
+        for p in range(n - 1):
+            out, logits = head_step(head, target, caches, layer, p, tokens[p + 1], feats.feature(head, p), True)
+            rows.append(logits)
+            if layer == 0 and p == n - 2:
+                last_out = out
+        catch_up.append(torch.stack(rows))
+    logits = catch_up[0][-1]
+    drafts, margins = [], []
+    for j in range(k):
+        if j > 0:
+            last_out, logits = head_step(head, target, caches, j % len(head.blocks), n - 2 + j,
+                                         drafts[-1], last_out, False)
+        top2 = torch.topk(logits, 2)
+        drafts.append(to_target_id(head, int(top2.indices[0])))
+        margins.append(float(top2.values[0] - top2.values[1]))
+    return {"drafts": drafts, "margins": margins, "catch_up_logits": catch_up}
+
+
+def draft(head, target, tokens, k):
+    """Greedy drafts (target token ids) after `tokens`."""
+    return run(head, target, tokens, k)["drafts"]
+
+
+def catch_up_logits(head, target, tokens, layer=0):
+    """Head logits [n-1, V_draft] at catch-up positions p = 0..n-2 (row p predicts the token at
+    p + 2); for a draft model [n, V], its logits at every position of `tokens`."""
+    return run(head, target, tokens, 1)["catch_up_logits"][layer]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", required=True, help="target model directory")
+    ap.add_argument("--head", required=True, help="head / draft model directory")
+    ap.add_argument("--method", required=True, choices=METHODS)
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids t_0..t_{n-1}")
+    ap.add_argument("--k", type=int, default=4, help="number of draft tokens")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    target = ref.load_model(args.target)
+    head = load_head(args.head, target)
+    if head.method != args.method:
+        raise SystemExit(f"{args.head} is a {head.layout} head; it needs --method {head.method}")
+    tokens = [int(s) for s in args.tokens.split(",") if s.strip()]
+    print(json.dumps({"drafts": draft(head, target, tokens, args.k)}))
+
+
+if __name__ == "__main__":
+    main()

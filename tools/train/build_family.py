@@ -1,0 +1,194 @@
+"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> draft -> heads.
+
+What it is for
+  The one command of models/README.md (tools/train/build_family.sh wraps it with `nice` and
+  Debian's python3):
+      /usr/bin/python3 tools/train/build_family.py [--preset cpu|cuda|smoke] [--device cpu|cuda]
+          [--out models/baton-tiny-code] [--work build/family] [--stages corpus,tokenizer,...]
+  Stages (each reads the previous stages' files, so a later stage can be rerun alone):
+    corpus     tools/train/corpus.py -> WORK/corpus (+ OUT/corpus_manifest.json)
+    tokenizer  tokenizer_bpe.py -> WORK/tokenizer; data.py -> WORK/data/{train,valid}.npy
+    target     train_lm.py -> OUT/target (BF16); validation loss measured on the BF16 weights
+    draft      train_lm.py (pre-training on the data) -> WORK/draft_pretrained (F32)
+    heads      train_heads.py on the frozen BF16 target: draft distillation, EAGLE-3, MTP
+               -> OUT/draft, OUT/eagle3, OUT/mtp (BF16)
+  Everything is seeded (PRESETS[..]["seed"]); batches depend only on (seed, step). The log of every
+  stage (losses, validation, timings) goes to OUT/training_log.json.
+  Presets: `cpu` is the shipped family (fits 90 minutes on 2 cores); `cuda` a larger family for a
+  GPU (written to WORK/baton-small-code unless --out is given; not shipped: over the size budget);
+  `smoke` the cpu shapes with a handful of steps (pipeline check in about two minutes).
+
+What it must not do
+  Touch anything outside --out and --work; train the heads against weights other than the target
+  exactly as shipped (they are reloaded from OUT/target); depend on wall-clock for what is trained.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
+import data  # noqa: E402
+import heads  # noqa: E402
+import tokenizer_bpe  # noqa: E402
+import train_heads  # noqa: E402
+import train_lm  # noqa: E402
+from llama import LlamaConfig, LlamaForCausalLM, load_hf_dir, save_hf_dir  # noqa: E402
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+STAGES = ("corpus", "tokenizer", "target", "draft", "heads")
+
+TINY_TARGET = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=64)
+TINY_DRAFT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=64)
+PRESETS = {
+    "cpu": dict(target=TINY_TARGET, draft=TINY_DRAFT, seq_len=512, batch=8, amp=True, seed=1234,
+                target_steps=700, target_lr=2e-3, draft_steps=700, draft_lr=3e-3,
+                heads_steps=200, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, warmup=50,
+                draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24),
+    "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
+                             num_key_value_heads=4, head_dim=64),
+                 draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=64),
+                 seq_len=1024, batch=16, amp=True, seed=1234, target_steps=2000, target_lr=1e-3,
+                 draft_steps=2000, draft_lr=2e-3, heads_steps=1500, heads_lr=1e-3, distill_lr=5e-4,
+                 ttt_steps=4, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
+                 eval_windows=64),
+}
+PRESETS["smoke"] = dict(PRESETS["cpu"], seq_len=128, batch=2, target_steps=6, draft_steps=6, heads_steps=4,
+                        warmup=2, eval_every=3, eval_windows=2)
+
+
+def stage_corpus(p, a, log):
+    m = corpus.collect(os.path.join(a.work, "corpus"))
+    os.makedirs(a.out, exist_ok=True)
+    shutil.copy(os.path.join(a.work, "corpus", "manifest.json"), os.path.join(a.out, "corpus_manifest.json"))
+    log.append({"stage": "corpus", "packages": m["packages"],
+                "splits": {k: {x: v[x] for x in ("num_files", "bytes", "sha256")} for k, v in m["splits"].items()}})
+
+
+def stage_tokenizer(p, a, log):
+    with open(os.path.join(a.work, "corpus", "train.txt"), encoding="utf-8", newline="") as f:
+        vocab, merges = tokenizer_bpe.train(f.read())
+    tokenizer_bpe.write(os.path.join(a.work, "tokenizer"), vocab, merges, max_length=p["seq_len"])
+    sizes = data.encode_corpus(os.path.join(a.work, "corpus"), os.path.join(a.work, "tokenizer"),
+                               os.path.join(a.work, "data"))
+    log.append({"stage": "tokenizer", "vocab_size": len(vocab), "merges": len(merges), "tokens": sizes})
+
+
+def lm_config(shape, p):
+    return LlamaConfig(vocab_size=tokenizer_bpe.VOCAB_SIZE, max_position_embeddings=2048, **shape)
+
+
+def copy_tokenizer(a, directory):
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(a.work, "tokenizer", name), os.path.join(directory, name))
+
+
+def streams(a, p, windows_limit=None):
+    d = os.path.join(a.work, "data")
+    train = data.load_stream(d, "train")
+    valid = data.valid_windows(data.load_stream(d, "valid"), p["seq_len"] + 1, windows_limit)
+    return train, valid
+
+
+def train_args(p, a, prefix, seed_offset):
+    return dict(steps=p[prefix + "_steps"], batch=p["batch"], seq_len=p["seq_len"], lr=p[prefix + "_lr"],
+                warmup=p["warmup"], seed=p["seed"] + seed_offset, device=a.device, amp=p["amp"],
+                eval_every=p["eval_every"], eval_windows=p["eval_windows"])
+
+
+def stage_target(p, a, log):
+    train, valid = streams(a, p, a.valid_limit)
+    model = LlamaForCausalLM(lm_config(p["target"], p))
+    model.init_weights(torch.Generator().manual_seed(p["seed"]))
+    train_lm.train_lm(model, train, valid, log=log, name="target", **train_args(p, a, "target", 0))
+    out = os.path.join(a.out, "target")
+    save_hf_dir(model.cpu(), out, torch.bfloat16)
+    copy_tokenizer(a, out)
+    shipped = load_hf_dir(out, a.device)  # the BF16 weights as shipped, upcast
+    v = train_lm.evaluate(shipped, valid, p["batch"], a.device)
+    log.append({"model": "target", "shipped_bf16_valid_loss": round(v, 4), "parameters": model.config.num_parameters()})
+    print(f"[target] shipped (BF16) valid loss {v:.4f}", flush=True)
+
+
+def stage_draft(p, a, log):
+    train, valid = streams(a, p, a.valid_limit)
+    model = LlamaForCausalLM(lm_config(p["draft"], p))
+    model.init_weights(torch.Generator().manual_seed(p["seed"] + 1))
+    train_lm.train_lm(model, train, valid, log=log, name="draft-pretrain", **train_args(p, a, "draft", 1))
+    save_hf_dir(model.cpu(), os.path.join(a.work, "draft_pretrained"), torch.float32)
+
+
+def stage_heads(p, a, log):
+    train, valid = streams(a, p, a.valid_limit)
+    target = load_hf_dir(os.path.join(a.out, "target"), a.device)
+    draft = load_hf_dir(os.path.join(a.work, "draft_pretrained"), a.device).train()
+    draft_ids, coverage = train_heads.draft_vocabulary(train, target.config.vocab_size, p["draft_vocab_size"])
+    eagle = heads.Eagle3Head(heads.eagle3_config(target.config, p["draft_vocab_size"], p["aux_layers"]), draft_ids)
+    train_heads.seeded_init(eagle, p["seed"] + 2)
+    mtp = heads.MtpLayer(target.config, target.model.embed_tokens.weight, target.head_weight())
+    train_heads.seeded_init(mtp, p["seed"] + 3)
+    log.append({"stage": "heads", "draft_vocab_size": p["draft_vocab_size"], "draft_vocab_coverage": round(coverage, 4)})
+    train_heads.train_heads(target, draft, eagle, mtp, train, valid, steps=p["heads_steps"], batch=p["batch"],
+                            seq_len=p["seq_len"], lr=p["heads_lr"], draft_lr=p["distill_lr"], warmup=p["warmup"],
+                            seed=p["seed"] + 3, device=a.device, amp=p["amp"], ttt_steps=p["ttt_steps"],
+                            eval_every=p["eval_every"], eval_windows=p["eval_windows"], log=log)
+    out_draft = os.path.join(a.out, "draft")
+    save_hf_dir(draft.cpu(), out_draft, torch.bfloat16)
+    copy_tokenizer(a, out_draft)
+    heads.save_eagle3(eagle.cpu(), os.path.join(a.out, "eagle3"))
+    heads.save_mtp(mtp.cpu(), target.config, os.path.join(a.out, "mtp"))
+    v = train_lm.evaluate(load_hf_dir(out_draft, a.device), valid, p["batch"], a.device)
+    log.append({"model": "draft", "shipped_bf16_valid_loss": round(v, 4), "parameters": draft.config.num_parameters()})
+    print(f"[draft] shipped (BF16) valid loss {v:.4f}", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", choices=sorted(PRESETS), default=None, help="default: cpu, or cuda with --device cuda")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=None, help="family directory (default models/baton-tiny-code for cpu)")
+    ap.add_argument("--work", default=os.path.join(REPO, "build", "family"))
+    ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--valid-limit", type=int, default=None, help="cap validation windows (smoke runs)")
+    a = ap.parse_args(argv)
+    a.preset = a.preset or ("cuda" if a.device.startswith("cuda") else "cpu")
+    a.out = a.out or (os.path.join(REPO, "models", "baton-tiny-code") if a.preset != "cuda"
+                      else os.path.join(a.work, "baton-small-code"))
+    p = PRESETS[a.preset]
+    torch.set_num_threads(a.threads)
+    stages = a.stages.split(",")
+    unknown = set(stages) - set(STAGES)
+    if unknown:
+        raise SystemExit(f"unknown stages {sorted(unknown)}; known: {STAGES}")
+    os.makedirs(a.out, exist_ok=True)
+    log_path = os.path.join(a.out, "training_log.json")
+    log = []
+    if os.path.exists(log_path) and stages != list(STAGES):
+        with open(log_path) as f:
+            log = json.load(f)["log"]  # keep earlier stages' records when rerunning some
+    total = time.time()
+    for stage in STAGES:
+        if stage not in stages:
+            continue
+        t = time.time()
+        print(f"=== stage {stage} ({a.preset}, {a.device})", flush=True)
+        globals()["stage_" + stage](p, a, log)
+        log.append({"stage": stage, "wall_s": round(time.time() - t, 1), "preset": a.preset, "device": a.device})
+        with open(log_path, "w") as f:
+            json.dump({"preset": a.preset, "config": p, "log": log}, f, indent=1)
+            f.write("\n")
+    print(f"=== done in {(time.time() - total) / 60:.1f} min -> {a.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
