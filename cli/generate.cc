@@ -35,6 +35,7 @@ const std::vector<FlagSpec> kFlags = {
     {"logprobs", "N", "report the sampled token's logprob and the top N (with --json)"},
     {"output", "FORMAT", "text or token-ids (default: text when a tokenizer exists)"},
     {"json", "", "print one JSON object on stdout"},
+    {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
     {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
     {"threads", "N", "CPU threads (default: all cores)"},
     {"cpu-isa", "ISA", "auto, portable, avx2, avx512 (default auto)"},
@@ -112,6 +113,9 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f) {
   }
   BATON_ASSIGN_OR_RETURN(auto max_len, f.get_int("max-model-len"));
   if (max_len) c.max_model_len = static_cast<std::int32_t>(*max_len);
+  if (auto spec = f.get("speculative-config")) {
+    BATON_ASSIGN_OR_RETURN(c.speculative, SpeculativeConfig::parse(*spec, NodeRole::kColocated));
+  }
   return c;
 }
 
@@ -234,6 +238,16 @@ int generate_main(int argc, char** argv) {
     j["time_to_first_token_s"] = ttft;
     j["total_s"] = std::chrono::duration<double>(end - start).count();
     j["backend"] = (*engine)->describe();
+    if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
+      j["spec"] = {{"method", std::string(spec_method_name(config->speculative->method))},
+                   {"num_speculative_tokens", config->speculative->num_speculative_tokens},
+                   {"num_drafts", st->num_drafts},
+                   {"num_draft_tokens", st->num_draft_tokens},
+                   {"num_accepted_tokens", st->num_accepted_tokens},
+                   {"accepted_per_position", st->accepted_per_position},
+                   {"acceptance_rate", st->acceptance_rate()},
+                   {"mean_acceptance_length", st->mean_acceptance_length()}};
+    }
     if (sampling->logprobs >= 0) {
       nlohmann::json lp = nlohmann::json::array();
       for (const TokenOutput& t : tokens) {
@@ -252,6 +266,12 @@ int generate_main(int argc, char** argv) {
   }
   std::fprintf(stderr, "prompt: %zu tokens, prefill %.1f tokens/s | generated: %zu tokens, decode %.1f tokens/s | finish: %s\n",
                prompt_len, prefill_tps, ids.size(), decode_tps, finish_reason_name(reason));
+  if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
+    std::fprintf(stderr, "speculative %s: %lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
+                 std::string(spec_method_name(config->speculative->method)).c_str(), static_cast<long long>(st->num_drafts),
+                 static_cast<long long>(st->num_draft_tokens), static_cast<long long>(st->num_accepted_tokens),
+                 st->acceptance_rate(), st->mean_acceptance_length());
+  }
   return 0;
 }
 

@@ -99,8 +99,10 @@ void CpuBackend::linear(const TensorView& x, const TensorView& weight, const Ten
   a.k = x.dim(1);
   const std::int64_t n = weight.dim(0);
   if (a.rows == 0 || n == 0) return;
-  // Threads split output columns, so each thread streams its own slice of the weights once.
-  constexpr std::int64_t kMinColsPerThread = 16;
+  // Threads split output columns, so each thread streams its own slice of the weights once. A
+  // thread's share must be worth a wake-up (tiny GEMMs run on the calling thread alone).
+  constexpr std::int64_t kMinMacsPerThread = 1 << 16;
+  const std::int64_t kMinColsPerThread = std::max<std::int64_t>(16, kMinMacsPerThread / std::max<std::int64_t>(1, a.rows * a.k));
   if (!options_.batch_invariant && weight.dtype == DType::kF32 && a.rows >= 16) {
     pool_.parallel_for(n, kMinColsPerThread, 16, [&](std::int64_t b, std::int64_t e) { blas_gemm_f32(a, b, e); });
     return;
@@ -174,7 +176,10 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   const std::int64_t scratch_floats =
       attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
   const KernelTable& k = *kernels_;
-  pool_.parallel_for(batch.num_tokens * num_kv_heads, 1, 1, [&](std::int64_t b, std::int64_t e) {
+  // An item costs about context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
+  const std::int64_t item_cost = std::max<std::int64_t>(1, batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
+  const std::int64_t min_items = std::max<std::int64_t>(1, (1 << 15) / item_cost);
+  pool_.parallel_for(batch.num_tokens * num_kv_heads, min_items, 1, [&](std::int64_t b, std::int64_t e) {
     // Per-thread scratch that only grows: no allocation once the longest context has been seen.
     thread_local std::vector<float> scratch;
     if (static_cast<std::int64_t>(scratch.size()) < scratch_floats) scratch.resize(static_cast<std::size_t>(scratch_floats));

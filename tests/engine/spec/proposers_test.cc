@@ -377,10 +377,18 @@ TEST(SuffixTree, SpeculationMatchesBruteForce) {
     SuffixTree tree(depth);
     Reference ref(depth);
     const int num_seqs = 1 + static_cast<int>(rng() % 3);
+    std::vector<std::pair<SuffixSeqId, Tokens>> seqs;
     for (int i = 0; i < num_seqs; ++i) {
       const Tokens seq = random_tokens(rng, static_cast<int>(rng() % 40), alphabet);
-      tree.extend(tree.add_sequence(), seq);
+      seqs.emplace_back(tree.add_sequence(), seq);
+      tree.extend(seqs.back().first, seq);
       ref.add(seq);
+    }
+    // Each held sequence as the context, through the active suffixes and through matching.
+    for (const auto& [id, seq] : seqs) {
+      const float factor = factors[rng() % 4];
+      expect_same_speculation(tree.speculate_tail(id, 4, factor, 0.1f), ref.speculate(seq, 4, factor, 0.1f, alphabet));
+      expect_same_speculation(tree.speculate(seq, 4, factor, 0.1f), ref.speculate(seq, 4, factor, 0.1f, alphabet));
     }
     for (int q = 0; q < 5; ++q) {
       const Tokens ctx = random_tokens(rng, static_cast<int>(rng() % 10), alphabet);
@@ -502,6 +510,7 @@ TEST(SuffixProposer, IncrementalLocalTreeEqualsOneBuiltFromScratch) {
       ref.add(ctx);
       expect_same_counts(local, ref, 3);
       EXPECT_EQ(drafts, fresh.speculate(ctx, 5, 1.0f, 0.1f).tokens);
+      expect_same_speculation(local.speculate_tail(0, 5, 1.0f, 0.1f), fresh.speculate(ctx, 5, 1.0f, 0.1f));
       if (testing::Test::HasFailure()) FAIL() << "trial " << trial << " len " << len;
     }
   }

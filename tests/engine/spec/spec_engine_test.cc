@@ -1,0 +1,199 @@
+// Lossless speculative decoding end to end in the Engine: for every method and k in {1, 3, 5},
+// greedy output is token-for-token the output of plain greedy decoding, over many prompts in one
+// batch that mixes speculating requests, requests without drafts, and sampled requests; seeded
+// sampled output does not depend on the batch; acceptance counters are consistent; rejected KV is
+// rolled back (all blocks return to the pool).
+#include <map>
+#include <random>
+
+#include "engine/engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/fixtures.h"
+
+namespace baton {
+namespace {
+
+using testing::fixture_path;
+
+struct MethodCase {
+  std::string label;
+  std::string target;
+  std::string json;  // speculative_config without num_speculative_tokens
+};
+
+std::vector<MethodCase> method_cases() {
+  const std::string spec = fixture_path("spec/");
+  return {
+      {"ngram", "llama-f32", R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3)"},
+      {"suffix", "llama-f32", R"({"method": "suffix")"},
+      {"draft_model", "llama-f32", R"({"method": "draft_model", "model": ")" + spec + R"(draft-llama-f32")"},
+      {"eagle", "llama-f32", R"({"method": "eagle", "model": ")" + spec + R"(eagle-llama-f32")"},
+      {"eagle3", "llama-f32", R"({"method": "eagle3", "model": ")" + spec + R"(eagle3-llama-f32")"},
+      {"eagle3_speculators", "llama-f32", R"({"method": "eagle3", "model": ")" + spec + R"(eagle3-speculators-llama-f32")"},
+      {"mtp_deepseek", "llama-f32", R"({"method": "mtp", "model": ")" + spec + R"(mtp-deepseek-llama-f32")"},
+      {"mtp2_deepseek", "llama-f32", R"({"method": "mtp", "model": ")" + spec + R"(mtp2-deepseek-llama-f32")"},
+      {"mtp_qwen3next", "qwen3-bf16", R"({"method": "mtp", "model": ")" + spec + R"(mtp-qwen3next-qwen3-bf16")"},
+      {"draft_model_block", "llama-f32",
+       R"({"method": "draft_model", "rejection_sample_method": "block", "model": ")" + spec + R"(draft-llama-f32")"},
+      {"draft_model_probabilistic", "llama-f32",
+       R"({"method": "draft_model", "draft_sample_method": "probabilistic", "model": ")" + spec + R"(draft-llama-f32")"},
+      // The target drafting for itself: drafts are (almost) always accepted, so the accept, bonus
+      // and partial-rollback paths run too (the random heads above are nearly always rejected).
+      {"self_draft", "llama-f32", R"({"method": "draft_model", "model": ")" + fixture_path("llama-f32") + "\""},
+      {"self_draft_block_probabilistic", "llama-f32",
+       R"({"method": "draft_model", "rejection_sample_method": "block", "draft_sample_method": "probabilistic", "model": ")" +
+           fixture_path("llama-f32") + "\""},
+  };
+}
+
+struct Job {
+  std::string id;
+  std::vector<std::int32_t> prompt;
+  SamplingParams params;
+};
+
+// Prompts with repeats (so n-gram and suffix find matches) and without.
+std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
+  std::mt19937 rng(17);
+  std::vector<Job> jobs;
+  for (int i = 0; i < 8; ++i) {
+    Job j;
+    j.id = "g" + std::to_string(i);
+    std::vector<std::int32_t> motif(3 + rng() % 5);
+    for (auto& t : motif) t = static_cast<std::int32_t>(3 + rng() % static_cast<unsigned>(vocab - 3));
+    const int repeats = i % 3;  // 0: no repetition at all
+    for (int r = 0; r <= repeats; ++r) j.prompt.insert(j.prompt.end(), motif.begin(), motif.end());
+    j.prompt.push_back(static_cast<std::int32_t>(3 + rng() % static_cast<unsigned>(vocab - 3)));
+    j.params.temperature = 0;
+    j.params.max_tokens = 12 + i * 3;
+    j.params.ignore_eos = i % 2 == 0;
+    if (i == 5) j.params.repetition_penalty = 1.3f;  // penalties see accepted drafts too
+    jobs.push_back(j);
+  }
+  if (include_sampled) {
+    for (int i = 0; i < 2; ++i) {
+      Job j;
+      j.id = "s" + std::to_string(i);
+      j.prompt = jobs[static_cast<std::size_t>(i)].prompt;
+      j.params.temperature = 0.9f;
+      j.params.top_p = 0.95f;
+      j.params.seed = 100 + static_cast<std::uint64_t>(i);
+      j.params.max_tokens = 16;
+      j.params.ignore_eos = true;
+      jobs.push_back(j);
+    }
+  }
+  return jobs;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec) {
+  EngineConfig c;
+  c.model_dir = fixture_path(target);
+  c.backend.num_threads = 2;
+  c.kv_cache_bytes = 8 << 20;
+  c.scheduler.max_num_batched_tokens = 256;
+  c.scheduler.max_num_seqs = 16;
+  c.speculative = spec;
+  auto e = Engine::create(c);
+  BATON_CHECK(e.ok(), e.status().ToString());
+  return std::move(*e);
+}
+
+std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
+  for (const Job& j : jobs) {
+    const auto s = engine.add_request(j.id, j.prompt, j.params);
+    BATON_CHECK(s.ok(), s.ToString());
+  }
+  std::map<std::string, std::vector<std::int32_t>> out;
+  while (engine.has_unfinished()) {
+    auto outs = engine.step();
+    BATON_CHECK(outs.ok(), outs.status().ToString());
+    for (const auto& o : *outs)
+      for (const auto& t : o.new_tokens) out[o.request_id].push_back(t.token);
+  }
+  return out;
+}
+
+class SpecEquivalence : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(SpecEquivalence, GreedyOutputIsIdenticalToNonSpeculativeDecoding) {
+  const MethodCase m = method_cases()[static_cast<std::size_t>(std::get<0>(GetParam()))];
+  const int k = std::get<1>(GetParam());
+  auto plain = make_engine(m.target, std::nullopt);
+  const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
+  const auto expected = run(*plain, jobs);
+
+  auto spec = SpeculativeConfig::parse(m.json + ", \"num_speculative_tokens\": " + std::to_string(k) + "}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto engine = make_engine(m.target, *spec);
+  const auto got = run(*engine, jobs);
+  for (const Job& j : jobs) {
+    if (!j.params.greedy()) continue;
+    EXPECT_EQ(got.at(j.id), expected.at(j.id)) << m.label << " k=" << k << " request " << j.id;
+  }
+  const SpecDecodeStats& st = *engine->spec_stats();
+  EXPECT_GT(st.num_draft_tokens, 0) << m.label << ": never speculated";
+  EXPECT_LE(st.num_accepted_tokens, st.num_draft_tokens);
+  EXPECT_LE(st.num_draft_tokens, st.num_drafts * k);
+  std::int64_t per_position = 0;
+  for (std::size_t i = 0; i < st.accepted_per_position.size(); ++i) {
+    per_position += st.accepted_per_position[i];
+    if (i > 0) EXPECT_LE(st.accepted_per_position[i], st.accepted_per_position[i - 1]);
+  }
+  EXPECT_EQ(per_position, st.num_accepted_tokens);
+  EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
+  if (m.label.starts_with("self_draft") && k > 1) {
+    EXPECT_GT(st.mean_acceptance_length(), 1.5) << "a model drafting for itself should be accepted";
+  }
+  RecordProperty("mean_acceptance_length", std::to_string(st.mean_acceptance_length()));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, SpecEquivalence,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(method_cases().size())),
+                                            ::testing::Values(1, 3, 5)),
+                         [](const auto& p) {
+                           return method_cases()[static_cast<std::size_t>(std::get<0>(p.param))].label + "_k" +
+                                  std::to_string(std::get<1>(p.param));
+                         });
+
+TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
+  auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
+                                           fixture_path("spec/draft-llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok());
+  auto batched = make_engine("llama-f32", *spec);
+  const auto jobs = jobs_for(batched->model_config().vocab_size, true);
+  const auto all = run(*batched, jobs);
+  for (const Job& j : jobs) {
+    if (j.params.greedy()) continue;
+    auto alone = make_engine("llama-f32", *spec);
+    EXPECT_EQ(run(*alone, {j}).at(j.id), all.at(j.id)) << j.id;
+  }
+}
+
+TEST(SpecEngine, PreemptionAndChunkingKeepGreedyOutputIdentical) {
+  auto plain = make_engine("llama-f32", std::nullopt);
+  const auto jobs = jobs_for(plain->model_config().vocab_size, false);
+  const auto expected = run(*plain, jobs);
+  auto spec = SpeculativeConfig::parse(R"({"method": "eagle3", "num_speculative_tokens": 4, "model": ")" +
+                                           fixture_path("spec/eagle3-llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok());
+  EngineConfig c;
+  c.model_dir = fixture_path("llama-f32");
+  c.backend.num_threads = 2;
+  c.kv_cache_bytes = 6 * 2LL * 2 * 16 * 2 * 18 * 4;   // 6 blocks: requests must take turns
+  c.scheduler.max_num_batched_tokens = 7;              // chunked prefill, drafts trimmed to the budget
+  c.scheduler.max_num_seqs = 4;
+  c.speculative = *spec;
+  auto tight = Engine::create(c);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_EQ(run(**tight, jobs), expected);
+  EXPECT_GT((*tight)->stats().preemptions, 0);
+  EXPECT_EQ((*tight)->block_pool().num_in_use(), 0);
+}
+
+}  // namespace
+}  // namespace baton
