@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Speculative decoding on HumanEval prompts, batch 1, greedy: for each method, TPOT with and
+# without speculation (paired per prompt in one process), mean acceptance length and per-position
+# acceptance. One JSON object per method on stdout.
+#
+#   bench/run_spec_bench.sh [fixtures|family] [BUILD_DIR] [extra spec_bench flags]
+#
+# fixtures: the random fixture models (build/release/fixtures, made by the tests or
+#           tools/fixtures/make_fixtures.py); family: models/baton-tiny-code.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+which=${1:-fixtures}
+build=${2:-$root/build/release}
+shift $(( $# > 2 ? 2 : $# )) || true
+prompts=$(mktemp --suffix=.jsonl)
+trap 'rm -f "$prompts"' EXIT
+zcat "$root/../shared/data/HumanEval.jsonl.gz" > "$prompts"
+k=4
+if [ "$which" = family ]; then
+  m="$root/models/baton-tiny-code"
+  target="$m/target"
+  specs=(
+    "{\"method\":\"ngram\",\"num_speculative_tokens\":$k,\"prompt_lookup_min\":2,\"prompt_lookup_max\":5}"
+    "{\"method\":\"suffix\",\"num_speculative_tokens\":$k}"
+    "{\"method\":\"draft_model\",\"num_speculative_tokens\":$k,\"model\":\"$m/draft\"}"
+    "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$m/eagle3\"}"
+    "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$m/mtp\"}"
+  )
+else
+  f="$build/fixtures"
+  [ -f "$f/manifest.json" ] || /usr/bin/python3 "$root/tools/fixtures/make_fixtures.py" --out "$f" >/dev/null
+  target="$f/llama-f32"
+  specs=(
+    "{\"method\":\"ngram\",\"num_speculative_tokens\":$k,\"prompt_lookup_min\":2,\"prompt_lookup_max\":5}"
+    "{\"method\":\"suffix\",\"num_speculative_tokens\":$k}"
+    "{\"method\":\"draft_model\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/draft-llama-f32\"}"
+    "{\"method\":\"eagle\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/eagle-llama-f32\"}"
+    "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/eagle3-llama-f32\"}"
+    "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/mtp-deepseek-llama-f32\"}"
+  )
+fi
+args=()
+for s in "${specs[@]}"; do args+=(--spec "$s"); done
+"$build/bench/spec_bench" --model "$target" --prompts "$prompts" "${args[@]}" "$@"
