@@ -118,7 +118,8 @@ absl::Status NgramProposer::propose(std::span<ProposalRequest> batch) {
       continue;
     }
     RequestIndex& index = *found->second;
-    if (req.tokens.size() < index.size() || (index.size() > 0 && req.tokens[index.size() - 1] != index.last())) {
+    if (req.tokens.size() < index.size() ||
+        (index.size() > 0 && req.tokens[index.size() - 1] != index.last())) {
       status.Update(absl::FailedPreconditionError(str_cat(
           "ngram proposer: request ", req.key, " has ", req.tokens.size(),
           " tokens, which do not extend the ", index.size(),

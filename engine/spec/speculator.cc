@@ -18,7 +18,20 @@ TargetStateSpec Speculator::target_states() const {
 
 void Speculator::add_request(const Request& r) { proposer_->add_request(r.key, r.prompt()); }
 
-void Speculator::remove_request(const Request& r, bool finished) { proposer_->remove_request(r.key, finished); }
+void Speculator::remove_request(const Request& r, bool finished) {
+  if (finished) {
+    // Let the proposer see the final tokens first (suffix decoding learns whole outputs).
+    std::vector<std::int32_t> none;
+    ProposalRequest p;
+    p.key = r.key;
+    p.tokens = r.tokens;
+    p.prompt_len = r.prompt_len;
+    p.max_drafts = 0;
+    p.drafts = &none;
+    (void)proposer_->propose(std::span<ProposalRequest>(&p, 1));
+  }
+  proposer_->remove_request(r.key, finished);
+}
 
 void Speculator::observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
                          std::int32_t n_valid) {
@@ -77,8 +90,9 @@ absl::Status Speculator::propose(std::span<Request* const> requests, std::int32_
     r->draft_probs.clear();
     // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len.
     const std::int32_t room = std::min(r->params.max_tokens - r->num_output() - 1, max_model_len - r->num_tokens() - 1);
-    const std::int32_t max_drafts = std::min(config_.num_speculative_tokens, room);
-    if (max_drafts <= 0) continue;
+    // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
+    // state such as suffix trees in step with the output.
+    const std::int32_t max_drafts = std::max(0, std::min(config_.num_speculative_tokens, room));
     ProposalRequest p;
     p.key = r->key;
     p.tokens = r->tokens;

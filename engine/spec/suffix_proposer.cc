@@ -76,8 +76,8 @@ absl::Status SuffixProposer::propose(std::span<ProposalRequest> batch) {
 
     const std::int32_t max_tokens = std::min(config_.max_spec_tokens, req.max_drafts);
     if (max_tokens <= 0) continue;
-    SuffixSpeculation best = state.tree.speculate(req.tokens, max_tokens, config_.max_spec_factor,
-                                                  config_.min_token_prob);
+    SuffixSpeculation best = state.tree.speculate_tail(state.seq, max_tokens, config_.max_spec_factor,
+                                                       config_.min_token_prob);
     if (global_.num_sequences() > 0) {
       SuffixSpeculation global = global_.speculate(req.tokens, max_tokens, config_.max_spec_factor,
                                                    config_.min_token_prob);

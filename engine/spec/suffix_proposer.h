@@ -6,9 +6,12 @@
 // context (the local one on equal scores), at most min(max_spec_tokens, max_drafts) tokens,
 // variable length, one-hot (no draft probabilities).
 //
-// Memory: a local tree is O(context) (about 2 nodes per token, see suffix_tree.h) and goes with
-// the request; the global tree is O(sum of the cached outputs). Time per propose() and request:
-// O(D) per new token to extend the local tree, then two speculate() calls, O(D² + D·k) each.
+// Memory: a local tree is O(context) (at most about 2 nodes of 64 bytes per token, see
+// suffix_tree.h) and goes with the request; the global tree is O(sum of the cached outputs).
+// Time per propose() and request (D = max_tree_depth): O(D) per new token to extend the local
+// tree, O(D·k) to speculate from it (its tail suffixes are already located), O(D² + D·k) to
+// speculate from the global tree. add_request is O(prompt · D); a finished request costs
+// O(output · D) to insert and, once the cache is full, as much again to evict the oldest.
 //
 // Contract: add_request before the first propose() for a key; the sequence only grows between
 // calls. The global tree learns a finished request's output as far as propose() has seen it:

@@ -334,25 +334,50 @@ void SuffixTree::follow(Position at, std::int32_t max_tokens, float min_token_pr
   }
 }
 
+void SuffixTree::consider(Position at, std::int32_t m, std::int32_t max_tokens, float max_spec_factor,
+                          float min_token_prob, SuffixSpeculation* candidate,
+                          SuffixSpeculation* best) const {
+  // The slack takes the float factor as the decimal it was written as (10 × 0.7f gives 7, not 6).
+  const auto limit =
+      std::min<double>(max_tokens, std::floor(static_cast<double>(m) * max_spec_factor + 1e-4));
+  if (limit < 1) return;
+  candidate->tokens.clear();
+  candidate->score = 0.0f;
+  candidate->match_len = m;
+  follow(at, static_cast<std::int32_t>(limit), min_token_prob, candidate);
+  if (!candidate->tokens.empty() && candidate->score >= best->score) *best = *candidate;
+}
+
 SuffixSpeculation SuffixTree::speculate(std::span<const std::int32_t> context, std::int32_t max_tokens,
                                         float max_spec_factor, float min_token_prob) const {
   SuffixSpeculation best;
+  SuffixSpeculation candidate;
   const auto pattern_len = static_cast<std::int32_t>(
       std::min<std::size_t>(static_cast<std::size_t>(max_depth_), context.size()));
   const std::span<const std::int32_t> pattern = context.last(static_cast<std::size_t>(pattern_len));
-  SuffixSpeculation candidate;
   for (std::int32_t m = 1; m <= pattern_len; ++m) {
     const Position at = match(pattern.last(static_cast<std::size_t>(m)));
     if (at.node == kNone) break;  // longer suffixes contain this one: no match either
-    // The slack takes the float factor as the decimal it was written as (10 × 0.7f gives 7, not 6).
-    const auto limit =
-        std::min<double>(max_tokens, std::floor(static_cast<double>(m) * max_spec_factor + 1e-4));
-    if (limit < 1) continue;
-    candidate.tokens.clear();
-    candidate.score = 0.0f;
-    candidate.match_len = m;
-    follow(at, static_cast<std::int32_t>(limit), min_token_prob, &candidate);
-    if (!candidate.tokens.empty() && candidate.score >= best.score) best = candidate;
+    consider(at, m, max_tokens, max_spec_factor, min_token_prob, &candidate, &best);
+  }
+  return best;
+}
+
+SuffixSpeculation SuffixTree::speculate_tail(SuffixSeqId seq, std::int32_t max_tokens,
+                                             float max_spec_factor, float min_token_prob) const {
+  const Sequence& s = seqs_[static_cast<std::size_t>(seq)];
+  BATON_CHECK(s.live, "SuffixTree::speculate_tail: sequence ", seq, " is not held");
+  SuffixSpeculation best;
+  SuffixSpeculation candidate;
+  // active[size - m] ends the suffix of length m, for m = 1 .. min(size, max_depth - 1). The one
+  // of length max_depth (if any) ends at a leaf at max_depth: nothing follows it.
+  const std::size_t num = s.active.size();
+  for (std::size_t m = 1; m <= num; ++m) {
+    const std::int32_t id = s.active[num - m];
+    BATON_CHECK(node(id).depth == static_cast<std::int32_t>(m), "SuffixTree: active suffix ", m,
+                " of sequence ", seq, " ends at depth ", node(id).depth);
+    consider({id, node(id).len}, static_cast<std::int32_t>(m), max_tokens, max_spec_factor,
+             min_token_prob, &candidate, &best);
   }
   return best;
 }
@@ -393,9 +418,11 @@ absl::Status SuffixTree::validate() const {
       if (n.count <= 0 || n.len <= 0 || n.depth != p.depth + n.len || n.depth > max_depth_) {
         return fail("node ", id, " has count ", n.count, ", len ", n.len, ", depth ", n.depth);
       }
-      if (n.ref_seq < 0 || static_cast<std::size_t>(n.ref_seq) >= seqs_.size() ||
-          !seqs_[static_cast<std::size_t>(n.ref_seq)].live || n.ref_off < p.depth ||
-          static_cast<std::size_t>(n.ref_off + n.len) > seqs_[static_cast<std::size_t>(n.ref_seq)].tokens.size()) {
+      const bool live = n.ref_seq >= 0 && static_cast<std::size_t>(n.ref_seq) < seqs_.size() &&
+                        seqs_[static_cast<std::size_t>(n.ref_seq)].live;
+      if (!live || n.ref_off < p.depth ||
+          static_cast<std::size_t>(n.ref_off + n.len) >
+              seqs_[static_cast<std::size_t>(n.ref_seq)].tokens.size()) {
         return fail("node ", id, " has a bad label (", n.ref_seq, ", ", n.ref_off, ", ", n.len, ")");
       }
       const auto& seq = seqs_[static_cast<std::size_t>(n.ref_seq)].tokens;
@@ -424,8 +451,12 @@ absl::Status SuffixTree::validate() const {
       stack.emplace_back(c, path.size());
     }
     if (child_sum > n.count) return fail("children of ", id, " count ", child_sum, " > ", n.count);
-    if (num_children != n.num_children) return fail("node ", id, " has ", num_children, " children, not ", n.num_children);
-    if (id != 0 && best != best_child(id)) return fail("node ", id, " best child ", n.best_child, " != ", best);
+    if (num_children != n.num_children) {
+      return fail("node ", id, " has ", num_children, " children, not ", n.num_children);
+    }
+    if (id != 0 && best != best_child(id)) {
+      return fail("node ", id, " best child ", n.best_child, " != ", best);
+    }
     if (id != 0 && num_children == 1 && child_sum == n.count) return fail("node ", id, " is foldable");
   }
   if (seen != num_nodes_ || in_map != children_.size()) {

@@ -10,7 +10,7 @@
 // children are found through one hash map keyed by (parent, first token). No suffix ever ends
 // inside an edge, so every position along an edge has the edge's count, and a node with a single
 // child and no suffix ending at it is folded into that child: at most about 2 nodes per inserted
-// suffix (plus max_depth per sequence), 64 bytes each plus a map slot for branching children,
+// suffix (plus max_depth per sequence), 56 bytes each plus a map slot for branching children,
 // plus 4 bytes per held token.
 //
 // Costs (D = max_depth): extend() O(D) expected per token (each of the <= D suffixes still shorter
@@ -19,15 +19,15 @@
 // plus, after removals, a one-time scan of the children of a node whose leader lost count;
 // remove_sequence() O(n·D) for a sequence of n tokens (+ sorting the nodes it touched).
 //
-// Removal order (the global cache's FIFO): an edge label points into the newest sequence through
-// the edge, so removing the oldest held sequence never strands a label. remove_sequence() must be
-// given the oldest sequence still held, or one whose suffixes share no node with an older one
-// (checked: a violation aborts). Not thread-safe.
+// Removal order (the global cache's FIFO): an edge label points into the sequence that last
+// passed through the edge. With sequences extended one after another (each complete before the
+// next is added; the local tree's single sequence may grow forever) and removed oldest first, no
+// removal strands a label. remove_sequence() of any other sequence whose nodes are shared with
+// an older one aborts (checked). Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,6 +71,11 @@ class SuffixTree {
   // const: it refreshes cached most-frequent children.
   SuffixSpeculation speculate(std::span<const std::int32_t> context, std::int32_t max_tokens,
                               float max_spec_factor, float min_token_prob) const;
+  // speculate(sequence(seq), ...), without matching from the root: the tail suffixes shorter
+  // than max_depth are the ones extend() keeps, so their nodes are known. O(D·t) instead of
+  // O(D² + D·t); the local tree's hot path.
+  SuffixSpeculation speculate_tail(SuffixSeqId seq, std::int32_t max_tokens, float max_spec_factor,
+                                   float min_token_prob) const;
 
   // Number of indexed suffixes whose first path.size() tokens equal `path` (0 when path is not
   // in the tree or is longer than max_depth); for the empty path, all indexed suffixes.
@@ -146,6 +151,10 @@ class SuffixTree {
   Position match(std::span<const std::int32_t> path) const;
   void follow(Position at, std::int32_t max_tokens, float min_token_prob,
               SuffixSpeculation* out) const;
+  // Follows from `at` (the end of a match of length m) into *candidate and keeps it in *best
+  // when it scores at least as well.
+  void consider(Position at, std::int32_t m, std::int32_t max_tokens, float max_spec_factor,
+                float min_token_prob, SuffixSpeculation* candidate, SuffixSpeculation* best) const;
 
   std::int32_t max_depth_;
   std::vector<Node> nodes_;  // [0] is the root

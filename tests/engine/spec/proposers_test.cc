@@ -137,7 +137,8 @@ TEST(NgramProposer, MatchesBruteForceOnRandomGrowingSequences) {
     while (true) {
       const Tokens ctx(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(len));
       const int max_drafts = static_cast<int>(rng() % 7);
-      ASSERT_EQ(propose_one(p, 3, ctx, 0, max_drafts), ngram_reference(ctx, min_n, max_n, std::min(k, max_drafts)))
+      ASSERT_EQ(propose_one(p, 3, ctx, 0, max_drafts),
+                ngram_reference(ctx, min_n, max_n, std::min(k, max_drafts)))
           << "trial " << trial << " len " << len << " n in [" << min_n << ", " << max_n << "]";
       if (len == all.size()) break;
       len = std::min(all.size(), len + 1 + rng() % 4);  // 1..4 accepted tokens per step
@@ -276,7 +277,8 @@ TEST(SuffixTree, RandomInsertionsAndFifoRemovalsMatchTheReference) {
       // Speculation first: validate() would refresh most-frequent children left stale by removals.
       for (int q = 0; q < 4; ++q) {
         const Tokens ctx = random_tokens(rng, static_cast<int>(rng() % 8), alphabet);
-        expect_same_speculation(tree.speculate(ctx, 6, 2.0f, 0.1f), ref.speculate(ctx, 6, 2.0f, 0.1f, alphabet));
+        expect_same_speculation(tree.speculate(ctx, 6, 2.0f, 0.1f),
+                                ref.speculate(ctx, 6, 2.0f, 0.1f, alphabet));
       }
       expect_same_counts(tree, ref, alphabet);
       if (testing::Test::HasFatalFailure()) return;
@@ -387,8 +389,9 @@ TEST(SuffixTree, SpeculationMatchesBruteForce) {
     // Each held sequence as the context, through the active suffixes and through matching.
     for (const auto& [id, seq] : seqs) {
       const float factor = factors[rng() % 4];
-      expect_same_speculation(tree.speculate_tail(id, 4, factor, 0.1f), ref.speculate(seq, 4, factor, 0.1f, alphabet));
-      expect_same_speculation(tree.speculate(seq, 4, factor, 0.1f), ref.speculate(seq, 4, factor, 0.1f, alphabet));
+      const SuffixSpeculation want = ref.speculate(seq, 4, factor, 0.1f, alphabet);
+      expect_same_speculation(tree.speculate_tail(id, 4, factor, 0.1f), want);
+      expect_same_speculation(tree.speculate(seq, 4, factor, 0.1f), want);
     }
     for (int q = 0; q < 5; ++q) {
       const Tokens ctx = random_tokens(rng, static_cast<int>(rng() % 10), alphabet);

@@ -1,0 +1,115 @@
+// speculative_config parsing: vLLM's keys and defaults, errors that name the key, and the P/D rule
+// for each node role.
+#include "engine/spec/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace baton {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<SpeculativeConfig> parse(const std::string& json, NodeRole role = NodeRole::kColocated,
+                                        bool recurrent = false) {
+  return SpeculativeConfig::parse(json, role, recurrent);
+}
+
+TEST(SpeculativeConfig, DefaultsFollowVllm) {
+  auto c = parse(R"({"method": "ngram", "num_speculative_tokens": 4})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prompt_lookup_min, 5);
+  EXPECT_EQ(c->prompt_lookup_max, 5);
+  EXPECT_EQ(c->rejection_sample_method, RejectionMethod::kStandard);
+  EXPECT_EQ(c->draft_sample_method, DraftSampleMethod::kGreedy);
+  auto s = parse(R"({"method": "suffix"})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_speculative_tokens, 24);  // the tree depth
+  EXPECT_EQ(s->suffix_decoding_max_cached_requests, 10000);
+  EXPECT_FLOAT_EQ(s->suffix_decoding_min_token_prob, 0.1f);
+  auto m = parse(R"({"method": "mtp"})");
+  ASSERT_TRUE(m.ok()) << m.status();  // k defaults to the model's MTP layers, resolved at load
+}
+
+TEST(SpeculativeConfig, PromptLookupBoundsCopyAndCheck) {
+  auto only_min = parse(R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2})");
+  ASSERT_TRUE(only_min.ok());
+  EXPECT_EQ(only_min->prompt_lookup_max, 2);
+  auto only_max = parse(R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 7})");
+  ASSERT_TRUE(only_max.ok());
+  EXPECT_EQ(only_max->prompt_lookup_min, 7);
+  auto bad = parse(R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4, "prompt_lookup_max": 2})");
+  EXPECT_THAT(bad.status().message(), HasSubstr("prompt_lookup_min"));
+}
+
+TEST(SpeculativeConfig, ErrorsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"num_speculative_tokens": 3})", "`method` is required"},
+      {R"({"method": "lookahead", "num_speculative_tokens": 3})", "`method`"},
+      {R"({"method": "medusa", "num_speculative_tokens": 3, "model": "x"})", "medusa"},
+      {R"({"method": "eagle3", "num_speculative_tokens": 3})", "`model` is required"},
+      {R"({"method": "draft_model", "num_speculative_tokens": 3})", "`model` is required"},
+      {R"({"method": "ngram"})", "`num_speculative_tokens` is required"},
+      {R"({"method": "ngram", "num_speculative_tokens": -1})", "`num_speculative_tokens`"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "spec_tokens": 2})", "`spec_tokens` is not a known key"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "fast"})", "`rejection_sample_method`"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "draft_sample_method": "probabilistic"})", "`draft_sample_method`"},
+      {R"({"method": "suffix", "suffix_decoding_min_token_prob": 1.5})", "`suffix_decoding_min_token_prob`"},
+      {R"({"method": "eagle", "num_speculative_tokens": 2, "model": "x", "draft_tensor_parallel_size": 2})",
+       "`draft_tensor_parallel_size`"},
+      {"[1, 2]", "expected a JSON object"},
+      {"{not json", "expected a JSON object"},
+  };
+  for (const auto& [json, expected] : cases) {
+    auto c = parse(json);
+    EXPECT_FALSE(c.ok()) << json;
+    EXPECT_THAT(c.status().message(), HasSubstr(expected)) << json;
+  }
+}
+
+TEST(SpeculativeConfig, BlockAndProbabilisticParse) {
+  auto c = parse(R"({"method": "draft_model", "model": "d", "num_speculative_tokens": 3,
+                     "rejection_sample_method": "block", "draft_sample_method": "probabilistic"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rejection_sample_method, RejectionMethod::kBlock);
+  EXPECT_EQ(c->draft_sample_method, DraftSampleMethod::kProbabilistic);
+  // Round trip through to_json.
+  auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kColocated);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->to_json(), c->to_json());
+}
+
+TEST(PdRule, EachRoleIsChecked) {
+  EXPECT_TRUE(parse(R"({"method": "eagle3", "model": "m", "num_speculative_tokens": 1})", NodeRole::kPrefill).ok());
+  auto p = parse(R"({"method": "eagle3", "model": "m", "num_speculative_tokens": 3})", NodeRole::kPrefill);
+  EXPECT_THAT(p.status().message(), HasSubstr("prefill node"));
+  EXPECT_THAT(p.status().message(), HasSubstr("requires 1"));
+  auto d = parse(R"({"method": "eagle3", "model": "m", "num_speculative_tokens": 0})", NodeRole::kDecode);
+  EXPECT_THAT(d.status().message(), HasSubstr("k >= 1"));
+  EXPECT_TRUE(parse(R"({"method": "eagle3", "model": "m", "num_speculative_tokens": 5})", NodeRole::kDecode).ok());
+  // Recurrent models: prefill may run the decode nodes' k.
+  EXPECT_TRUE(parse(R"({"method": "mtp", "num_speculative_tokens": 3})", NodeRole::kPrefill, true).ok());
+}
+
+TEST(PdRule, PairingNamesBothValues) {
+  auto make = [](int k) {
+    SpeculativeConfig c;
+    c.method = SpecMethod::kMtp;
+    c.num_speculative_tokens = k;
+    return c;
+  };
+  EXPECT_TRUE(pd_compatible(make(1), make(4), false).ok());
+  EXPECT_THAT(pd_compatible(make(2), make(4), false).message(), HasSubstr("prefill must use 1"));
+  EXPECT_THAT(pd_compatible(make(1), make(0), false).message(), HasSubstr("decode must use >= 1"));
+  const auto recurrent = pd_compatible(make(1), make(4), true);
+  EXPECT_THAT(recurrent.message(), HasSubstr("recurrent layers"));
+  EXPECT_THAT(recurrent.message(), HasSubstr("prefill has 1, decode has 4"));
+  EXPECT_TRUE(pd_compatible(make(3), make(3), true).ok());
+  SpeculativeConfig other = make(4);
+  other.method = SpecMethod::kEagle3;
+  EXPECT_THAT(pd_compatible(make(1), other, false).message(), HasSubstr("method"));
+}
+
+}  // namespace
+}  // namespace baton
