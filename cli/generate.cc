@@ -257,7 +257,8 @@ int generate_main(int argc, char** argv) {
       }
       j["logprobs"] = lp;
     }
-    std::cout << j.dump() << std::endl;
+    // Text is valid UTF-8 by construction; replace rather than abort if it ever is not.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else if (stream_text) {
     std::cout << std::endl;
   } else {

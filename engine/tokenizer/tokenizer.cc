@@ -179,6 +179,11 @@ bool Tokenizer::in_byte_run(std::int32_t id) const {
   return token != nullptr && token->size() == 6 && token->compare(0, 3, "<0x") == 0 && token->back() == '>';
 }
 
+bool Tokenizer::is_special(std::int32_t id) const {
+  const AddedToken* added = added_->find(id);
+  return added != nullptr && added->special;
+}
+
 std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const {
   if (auto id = added_->token_to_id(token)) return id;
   return model_->token_to_id(token);
@@ -241,8 +246,10 @@ std::string DecodeStream::step(std::int32_t id) {
   // run of <0xXX> tokens is open (ByteFallback judges a run as a whole: valid, or one U+FFFD per
   // byte, so even "a" from <0x61> is only final once the run ends).
   constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  if (text.size() <= prefix_text_.size() || text.compare(0, prefix_text_.size(), prefix_text_) != 0 ||
-      std::string_view(text).ends_with(kReplacement) || tokenizer_.in_byte_run(id)) {
+  // A special token that decoding skips ends nothing: a byte run continues across it.
+  if ((skip_special_tokens_ && tokenizer_.is_special(id)) || text.size() <= prefix_text_.size() ||
+      text.compare(0, prefix_text_.size(), prefix_text_) != 0 || std::string_view(text).ends_with(kReplacement) ||
+      tokenizer_.in_byte_run(id)) {
     return {};
   }
   std::string fresh = text.substr(prefix_text_.size());
@@ -255,8 +262,11 @@ std::string DecodeStream::step(std::int32_t id) {
 std::string DecodeStream::flush() {
   std::string fresh;
   if (window_.size() > prefix_ids_) {
+    // Only text that extends what was already emitted: never half a character.
     std::string text = tokenizer_.decode(window_, skip_special_tokens_);
-    if (text.size() > prefix_text_.size()) fresh = text.substr(prefix_text_.size());
+    if (text.size() > prefix_text_.size() && text.compare(0, prefix_text_.size(), prefix_text_) == 0) {
+      fresh = text.substr(prefix_text_.size());
+    }
   }
   window_.clear();
   prefix_ids_ = 0;

@@ -57,6 +57,8 @@ class Tokenizer {
   Tokenizer();
   // True when `id` is a <0xXX> token and the decoder joins byte runs (see DecodeStream).
   bool in_byte_run(std::int32_t id) const;
+  // An added token marked special (dropped by decode with skip_special_tokens).
+  bool is_special(std::int32_t id) const;
   void encode_text(std::string_view text, bool at_input_start, std::vector<std::int32_t>& ids) const;
 
   std::unique_ptr<BpeModel> model_;

@@ -132,6 +132,39 @@ TEST(GenerateCliText, ChatPromptUsesTheTemplate) {
   EXPECT_THAT(bad.err, HasSubstr("--chat must be a JSON array"));
 }
 
+TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {
+  const std::string model = testing::fixture_path("llama-f32");
+  const std::string spec = testing::fixture_path("spec/");
+  const std::string base = "generate --model " + model + " --prompt-tokens 5,6,7,5,6,7,5,6 --max-tokens 24 --ignore-eos --json";
+  const ProcessResult plain = run_baton(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto expected = nlohmann::json::parse(plain.out)["token_ids"];
+  const std::vector<std::string> configs = {
+      R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":3})",
+      R"({"method":"suffix","num_speculative_tokens":3})",
+      R"({"method":"draft_model","num_speculative_tokens":3,"model":")" + spec + R"(draft-llama-f32"})",
+      R"({"method":"eagle","num_speculative_tokens":3,"model":")" + spec + R"(eagle-llama-f32"})",
+      R"({"method":"eagle3","num_speculative_tokens":3,"model":")" + spec + R"(eagle3-llama-f32"})",
+      R"({"method":"mtp","num_speculative_tokens":3,"model":")" + spec + R"(mtp-deepseek-llama-f32","rejection_sample_method":"block"})",
+  };
+  for (const std::string& c : configs) {
+    const ProcessResult r = run_baton(base + " --speculative-config '" + c + "'");
+    ASSERT_EQ(r.exit_code, 0) << c << "\n" << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["token_ids"], expected) << c;
+    ASSERT_TRUE(j.contains("spec")) << c;
+    for (const char* key : {"method", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_position",
+                            "acceptance_rate", "mean_acceptance_length"}) {
+      EXPECT_TRUE(j["spec"].contains(key)) << c << " lacks " << key;
+    }
+    EXPECT_GT(j["spec"]["num_draft_tokens"].get<int>(), 0) << c;
+    EXPECT_THAT(r.err, HasSubstr("mean acceptance length"));
+  }
+  const ProcessResult bad = run_baton(base + " --speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3}'");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("`model` is required"));
+}
+
 TEST(GenerateCliErrors, SamplingWithSeedIsReproducible) {
   const std::string base = "generate --model " + testing::fixture_path("qwen2-f32") +
                            " --prompt-tokens 5,6,7,8 --max-tokens 12 --temperature 1.0 --top-p 0.95 --ignore-eos --json";

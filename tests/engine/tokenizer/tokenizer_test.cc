@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -219,6 +220,53 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
 TEST(Tokenizer, InvalidUtf8IsRepaired) {
   auto tok = byte_tokenizer();
   EXPECT_EQ(tok->encode("a\xFF", false), tok->encode("a\xEF\xBF\xBD", false));
+}
+
+}  // namespace
+}  // namespace baton
+
+namespace baton {
+namespace {
+
+bool valid_utf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Random id sequences mixing special tokens, byte-fallback tokens and ordinary ones (what a random
+// model generates): the stream's pieces are valid UTF-8 and concatenate to the full decode, with
+// and without skipping specials (a skipped special inside a byte run must not end the run).
+TEST(DecodeStream, MatchesFullDecodeOnRandomIdsWithSpecials) {
+  for (const char* name : {"llama-f32", "qwen3-bf16", "mistral-f16", "llama3-bf16"}) {
+    auto tok = Tokenizer::load(std::string(BATON_FIXTURES_DIR) + "/" + name);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    std::mt19937 rng(7);
+    const auto vocab = static_cast<std::uint32_t>((*tok)->vocab_size());
+    for (int trial = 0; trial < 300; ++trial) {
+      Ids ids(1 + rng() % 30);
+      for (auto& id : ids) id = static_cast<std::int32_t>(rng() % 4 == 0 ? rng() % 8 : rng() % vocab);
+      for (bool skip : {true, false}) {
+        DecodeStream stream(**tok, skip);
+        std::string joined;
+        for (std::int32_t id : ids) {
+          const std::string piece = stream.step(id);
+          ASSERT_TRUE(valid_utf8(piece)) << name << " trial " << trial;
+          joined += piece;
+        }
+        joined += stream.flush();
+        EXPECT_EQ(joined, (*tok)->decode(ids, skip)) << name << " trial " << trial << " skip " << skip;
+      }
+    }
+  }
 }
 
 }  // namespace
