@@ -62,7 +62,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   to.block_size = config.block_size;
   BATON_ASSIGN_OR_RETURN(e->model_, Transformer::create(*e->backend_, model_config, std::move(weights), to));
   e->pool_ = std::make_unique<KvBlockPool>(num_blocks, config.block_size);
-  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_);
   if (config.speculative) {
     ProposerContext pc;
     pc.target_dir = config.model_dir;
@@ -78,7 +77,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Proposer> proposer, make_proposer(*config.speculative, pc));
     e->speculator_ = std::make_unique<Speculator>(*config.speculative, std::move(proposer), model_config.vocab_size,
                                                   model_config.eos_token_ids);
+    const TargetStateSpec states = e->speculator_->target_states();
+    if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
+      // A prefix-cache hit skips the target forward over those positions, but EAGLE/MTP heads need
+      // the target's hidden state at every position. Until the heads' KV lives in the target's
+      // block tables (and is shared with the prefix), the two do not mix.
+      spdlog::warn("prefix caching is off: the {} proposer needs the target's hidden states of every prompt position",
+                   spec_method_name(config.speculative->method));
+      sc.enable_prefix_caching = false;
+    }
   }
+  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_);
   e->seed_source_.seed(config.seed);
   spdlog::info("engine: {}", e->describe());
   return e;

@@ -173,6 +173,21 @@ TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
   }
 }
 
+TEST(SpecEngine, RepeatedPromptsWithHiddenStateProposersStayExact) {
+  // Prefix caching cannot skip positions whose hidden states a head needs; a repeated prompt must
+  // simply be computed again (and give the same tokens).
+  auto spec = SpeculativeConfig::parse(R"({"method": "mtp", "num_speculative_tokens": 2, "model": ")" +
+                                           fixture_path("spec/mtp-deepseek-llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok());
+  auto engine = make_engine("llama-f32", *spec);
+  Job j = jobs_for(engine->model_config().vocab_size, false)[2];
+  j.prompt.resize(40, 9);
+  const auto first = run(*engine, {j});
+  j.id = "again";
+  EXPECT_EQ(run(*engine, {j}).at("again"), first.begin()->second);
+}
+
 TEST(SpecEngine, PreemptionAndChunkingKeepGreedyOutputIdentical) {
   auto plain = make_engine("llama-f32", std::nullopt);
   const auto jobs = jobs_for(plain->model_config().vocab_size, false);
