@@ -19,12 +19,23 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<std::int32_t>;
 
+// Temporary directories this test process made, removed when it exits.
+struct TempDirs {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirs() {
+    std::error_code ignored;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ignored);
+  }
+};
+
 // Writes tokenizer.json (+ tokenizer_config.json) into a fresh temporary directory.
 std::string write_tokenizer(const json& tokenizer, const json& config = json::object()) {
   static int counter = 0;
+  static TempDirs temp_dirs;
   auto dir = std::filesystem::temp_directory_path() /
              ("baton-tokenizer-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   std::filesystem::create_directories(dir);
+  temp_dirs.dirs.push_back(dir);
   testing::write_file((dir / "tokenizer.json").string(), tokenizer.dump());
   testing::write_file((dir / "tokenizer_config.json").string(), config.dump());
   return dir.string();
