@@ -5,6 +5,7 @@
 // Prints one JSON object per configuration on stdout.
 //
 // usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--prefill-tokens 512] [--threads N]
+//                     [--cpu-isa auto|avx2|avx512|avx512bf16]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@ struct Args {
   int steps = 32;
   int prefill_tokens = 512;
   int threads = 0;
+  std::string cpu_isa = "auto";
 };
 
 Args parse(int argc, char** argv) {
@@ -37,6 +39,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::stoi(v);
     else if (k == "--prefill-tokens") a.prefill_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
+    else if (k == "--cpu-isa") a.cpu_isa = v;
     else if (k == "--batches") {
       a.batches.clear();
       std::size_t pos = 0;
@@ -66,6 +69,7 @@ std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs) {
   EngineConfig c;
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
+  c.backend.cpu_isa = a.cpu_isa;
   c.kv_cache_bytes = 2LL << 30;
   c.max_model_len = 2048;
   c.scheduler.max_num_batched_tokens = std::max(2048, a.prefill_tokens);

@@ -23,6 +23,7 @@ void check_f32(const TensorView& v, const char* what) {
 const KernelTable& kernel_table_for(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512: return avx512_kernel_table();
+    case CpuIsa::kAvx512Bf16: return avx512_bf16_kernel_table();
     case CpuIsa::kAvx2: return avx2_kernel_table();
     case CpuIsa::kPortable: break;
   }

@@ -32,6 +32,7 @@ bool CpuFeatures::supports(CpuIsa isa) const {
     case CpuIsa::kPortable: return true;
     case CpuIsa::kAvx2: return avx2;
     case CpuIsa::kAvx512: return avx512;
+    case CpuIsa::kAvx512Bf16: return avx512_bf16;
   }
   return false;
 }
@@ -50,13 +51,14 @@ std::string_view isa_name(CpuIsa isa) {
     case CpuIsa::kPortable: return "portable";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
 }
 
 absl::StatusOr<CpuIsa> resolve_isa(std::string_view name, const CpuFeatures& features) {
   if (name == "auto" || name.empty()) return features.best();
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (name != isa_name(isa)) continue;
     if (!features.supports(isa)) {
       return absl::FailedPreconditionError(str_cat("cpu_isa '", name, "' is not supported by this CPU (it has: ",
@@ -65,7 +67,7 @@ absl::StatusOr<CpuIsa> resolve_isa(std::string_view name, const CpuFeatures& fea
     return isa;
   }
   return absl::InvalidArgumentError(
-      str_cat("unknown cpu_isa '", name, "' (use auto, portable, avx2 or avx512)"));
+      str_cat("unknown cpu_isa '", name, "' (use auto, portable, avx2, avx512 or avx512bf16)"));
 }
 
 }  // namespace baton::cpu

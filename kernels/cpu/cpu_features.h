@@ -8,7 +8,10 @@
 
 namespace baton::cpu {
 
-enum class CpuIsa { kPortable, kAvx2, kAvx512 };
+// kAvx512Bf16 is an opt-in numerics mode, never chosen by "auto": GEMMs over BF16 weights round
+// the activations to BF16 and use the AVX512-BF16 dot-product instruction (as llama.cpp and oneDNN
+// do). Faster for BF16 prefill, but its results differ from the exact-f32 tiers.
+enum class CpuIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16 };
 
 struct CpuFeatures {
   bool avx2 = false;         // with FMA and F16C

@@ -72,5 +72,7 @@ inline std::int64_t attention_scratch_floats(std::int32_t num_heads, std::int32_
 const KernelTable& portable_kernel_table();
 const KernelTable& avx2_kernel_table();
 const KernelTable& avx512_kernel_table();
+// AVX-512 with BF16 dot products for BF16-weight GEMMs (activations rounded to BF16; opt-in).
+const KernelTable& avx512_bf16_kernel_table();
 
 }  // namespace baton::cpu

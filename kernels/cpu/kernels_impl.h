@@ -324,3 +324,10 @@ inline const baton::cpu::KernelTable& make_table(const char* name) {
                                              &attention, &dot, &exp_inplace};
   return table;
 }
+
+// The same table with another GEMM (a tier that only changes how some GEMMs are computed).
+inline baton::cpu::KernelTable make_table_with_gemm(const char* name,
+                                                    void (*gemm_fn)(const baton::cpu::GemmArgs&, std::int64_t,
+                                                                    std::int64_t)) {
+  return baton::cpu::KernelTable{name, gemm_fn, &rms_norm_row, &silu_mul_row, &attention, &dot, &exp_inplace};
+}

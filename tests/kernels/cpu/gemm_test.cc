@@ -168,3 +168,59 @@ TEST(Gemm, OpenBlasOptInMatchesWithinTolerance) {
 
 }  // namespace
 }  // namespace baton::cpu
+
+namespace baton::cpu {
+namespace {
+
+// The opt-in avx512bf16 tier rounds x to BF16 for BF16 weights and multiplies with VDPBF16PS:
+// exact products, f32 sums. Against a float64 reference over the BF16-rounded x it must be as
+// close as the exact tiers are, and its rows must be batch-invariant.
+TEST(Bf16DotTier, MatchesReferenceOverBf16RoundedActivations) {
+  if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const KernelTable& table = kernel_table_for(CpuIsa::kAvx512Bf16);
+  for (std::int64_t m : {1, 3, 6}) {
+    for (std::int64_t n : {1, 5, 33}) {
+      for (std::int64_t k : {1, 31, 32, 33, 100, 768}) {
+        const Problem p{m, n, k, DType::kBF16, true};
+        const auto x = random_floats(static_cast<std::size_t>(m * k), 51);
+        std::vector<float> w_rounded;
+        const auto w = encode(random_floats(static_cast<std::size_t>(n * k), 52, 0.5f), DType::kBF16, &w_rounded);
+        const auto bias = random_floats(static_cast<std::size_t>(n), 53);
+        const auto y = run_gemm(table, p, x, w, bias);
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t j = 0; j < n; ++j) {
+            double ref = bias[static_cast<std::size_t>(j)], mag = std::fabs(ref);
+            for (std::int64_t kk = 0; kk < k; ++kk) {
+              const double xr = bf16_to_f32(f32_to_bf16(x[static_cast<std::size_t>(i * k + kk)]));
+              const double prod = xr * w_rounded[static_cast<std::size_t>(j * k + kk)];
+              ref += prod;
+              mag += std::fabs(prod);
+            }
+            ASSERT_NEAR(y[static_cast<std::size_t>(i * n + j)], ref, 1e-6 * mag * std::sqrt(static_cast<double>(k)) + 1e-30)
+                << "m=" << m << " n=" << n << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16DotTier, RowsAreBatchInvariant) {
+  if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const KernelTable& table = kernel_table_for(CpuIsa::kAvx512Bf16);
+  const Problem full{11, 40, 300, DType::kBF16, false};
+  const auto x = random_floats(static_cast<std::size_t>(full.m * full.k), 61);
+  std::vector<float> unused;
+  const auto w = encode(random_floats(static_cast<std::size_t>(full.n * full.k), 62), DType::kBF16, &unused);
+  const auto batched = run_gemm(table, full, x, w, {}, /*n_split=*/13);
+  for (std::int64_t row = 0; row < full.m; ++row) {
+    Problem one = full;
+    one.m = 1;
+    const std::vector<float> xrow(x.begin() + row * full.k, x.begin() + (row + 1) * full.k);
+    const std::vector<float> from_batch(batched.begin() + row * full.n, batched.begin() + (row + 1) * full.n);
+    EXPECT_TRUE(same_bits(run_gemm(table, one, xrow, w, {}), from_batch)) << "row " << row;
+  }
+}
+
+}  // namespace
+}  // namespace baton::cpu
