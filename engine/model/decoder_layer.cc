@@ -4,6 +4,29 @@
 
 namespace baton {
 
+absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, std::int64_t max_tokens) {
+  const auto t = static_cast<std::size_t>(max_tokens) * sizeof(float);
+  const std::pair<DeviceBuffer*, std::int64_t> buffers[] = {
+      {&hidden_, c.hidden_size}, {&qkv_, c.q_size() + 2LL * c.kv_size()}, {&attn_, c.q_size()},
+      {&gate_up_, 2LL * c.intermediate_size}, {&act_, c.intermediate_size}};
+  for (const auto& [buffer, width] : buffers) {
+    auto b = backend.allocate(t * static_cast<std::size_t>(width));
+    if (!b.ok()) return b.status();
+    *buffer = std::move(*b);
+  }
+  return absl::OkStatus();
+}
+
+LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
+  LayerScratch s;
+  s.hidden = hidden_.view(DType::kF32, {t, c.hidden_size});
+  s.qkv = qkv_.view(DType::kF32, {t, c.q_size() + 2LL * c.kv_size()});
+  s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
+  s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
+  s.act = act_.view(DType::kF32, {t, c.intermediate_size});
+  return s;
+}
+
 void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
                    const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
                    const LayerBatch& lb, const TensorView& kv_layer) {

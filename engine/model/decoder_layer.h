@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "kernels/backend.h"
@@ -19,6 +21,16 @@ struct LayerScratch {
   TensorView attn;     // [T, heads, head_dim]
   TensorView gate_up;  // [T, 2 intermediate]
   TensorView act;      // [T, intermediate]
+};
+
+// The scratch buffers of one decoder layer, allocated once for up to max_tokens tokens.
+class LayerWorkspace {
+ public:
+  absl::Status allocate(Backend& backend, const ModelConfig& c, std::int64_t max_tokens);
+  LayerScratch views(const ModelConfig& c, std::int64_t tokens) const;
+
+ private:
+  DeviceBuffer hidden_, qkv_, attn_, gate_up_, act_;
 };
 
 // Per-batch inputs every layer shares.

@@ -58,11 +58,7 @@ absl::Status Transformer::allocate_workspace() {
   limits.vocab_size = config_.vocab_size;
   BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
   BATON_RETURN_IF_ERROR(alloc(&residual_, tu * static_cast<std::size_t>(h) * f32));
-  BATON_RETURN_IF_ERROR(alloc(&hidden_, tu * static_cast<std::size_t>(h) * f32));
-  BATON_RETURN_IF_ERROR(alloc(&qkv_, tu * static_cast<std::size_t>(config_.q_size() + 2 * config_.kv_size()) * f32));
-  BATON_RETURN_IF_ERROR(alloc(&attn_, tu * static_cast<std::size_t>(config_.q_size()) * f32));
-  BATON_RETURN_IF_ERROR(alloc(&gate_up_, tu * 2 * static_cast<std::size_t>(config_.intermediate_size) * f32));
-  BATON_RETURN_IF_ERROR(alloc(&act_, tu * static_cast<std::size_t>(config_.intermediate_size) * f32));
+  BATON_RETURN_IF_ERROR(layer_workspace_.allocate(backend_, config_, t));
   BATON_RETURN_IF_ERROR(alloc(&cos_sin_, tu * static_cast<std::size_t>(config_.head_dim) * f32));
   BATON_RETURN_IF_ERROR(alloc(&selected_, static_cast<std::size_t>(options_.max_num_logits) * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(alloc(&logits_, static_cast<std::size_t>(options_.max_num_logits) *
@@ -84,12 +80,7 @@ void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cach
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(i)];
   const ModelConfig& c = config_;
   const TensorView residual = residual_.view(DType::kF32, {t, c.hidden_size});
-  LayerScratch s;
-  s.hidden = hidden_.view(DType::kF32, {t, c.hidden_size});
-  s.qkv = qkv_.view(DType::kF32, {t, c.q_size() + 2LL * c.kv_size()});
-  s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
-  s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
-  s.act = act_.view(DType::kF32, {t, c.intermediate_size});
+  const LayerScratch s = layer_workspace_.views(c, t);
   LayerBatch lb;
   lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
   lb.slots = plan_.slots();

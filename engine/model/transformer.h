@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/batch_plan.h"
+#include "engine/model/decoder_layer.h"
 #include "engine/model/config.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/weights.h"
@@ -59,7 +60,8 @@ class Transformer {
 
   // Device workspace.
   DeviceBuffer inv_freq_;
-  DeviceBuffer residual_, hidden_, qkv_, attn_, gate_up_, act_, cos_sin_, selected_, logits_;
+  LayerWorkspace layer_workspace_;
+  DeviceBuffer residual_, cos_sin_, selected_, logits_;
   std::vector<DeviceBuffer> captures_;
   DeviceBuffer final_hidden_;
 };

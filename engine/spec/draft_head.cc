@@ -229,11 +229,7 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   BATON_RETURN_IF_ERROR(alloc(&emb_, t * h * f));
   BATON_RETURN_IF_ERROR(alloc(&cat_, t * 2 * h * f));
   BATON_RETURN_IF_ERROR(alloc(&resid_, t * h * f));
-  BATON_RETURN_IF_ERROR(alloc(&hidden_, t * h * f));
-  BATON_RETURN_IF_ERROR(alloc(&qkv_, t * static_cast<std::size_t>(config_.q_size() + 2 * config_.kv_size()) * f));
-  BATON_RETURN_IF_ERROR(alloc(&attn_, t * static_cast<std::size_t>(config_.q_size()) * f));
-  BATON_RETURN_IF_ERROR(alloc(&gate_up_, t * 2 * static_cast<std::size_t>(config_.intermediate_size) * f));
-  BATON_RETURN_IF_ERROR(alloc(&act_, t * static_cast<std::size_t>(config_.intermediate_size) * f));
+  BATON_RETURN_IF_ERROR(layer_workspace_.allocate(backend_, config_, o.max_num_tokens));
   BATON_RETURN_IF_ERROR(alloc(&cos_sin_, t * static_cast<std::size_t>(config_.head_dim) * f));
   const auto l = static_cast<std::size_t>(max_num_logits_);
   BATON_RETURN_IF_ERROR(alloc(&selected_, l * h * f));
@@ -271,12 +267,7 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   const TensorView cat = cat_.view(DType::kF32, {t, 2 * h});
   const TensorView left = cat.slice_last(0, h), right = cat.slice_last(h, 2 * h);
   const TensorView resid = resid_.view(DType::kF32, {t, h});
-  LayerScratch s;
-  s.hidden = hidden_.view(DType::kF32, {t, h});
-  s.qkv = qkv_.view(DType::kF32, {t, config_.q_size() + 2LL * config_.kv_size()});
-  s.attn = attn_.view(DType::kF32, {t, config_.num_heads, config_.head_dim});
-  s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * config_.intermediate_size});
-  s.act = act_.view(DType::kF32, {t, config_.intermediate_size});
+  const LayerScratch s = layer_workspace_.views(config_, t);
   LayerBatch lb;
   lb.cos_sin = cos_sin_.view(DType::kF32, {t, config_.head_dim});
   lb.slots = plan_.slots();

@@ -94,8 +94,8 @@ class DraftHead {
   std::int32_t max_num_logits_ = 0;
   std::int32_t block_size_ = 16;
   BatchPlan plan_;
-  DeviceBuffer inv_freq_, features_, emb_, cat_, resid_, hidden_, qkv_, attn_, gate_up_, act_, cos_sin_, selected_,
-      selected_normed_, logits_, zero_row_;
+  LayerWorkspace layer_workspace_;
+  DeviceBuffer inv_freq_, features_, emb_, cat_, resid_, cos_sin_, selected_, selected_normed_, logits_, zero_row_;
 };
 
 }  // namespace baton

@@ -90,19 +90,28 @@ void gemm_tile_dyn(const float* x, std::int64_t ldx, const typename WeightLoad<W
 }
 
 // Output columns [n_begin, n_end) for every row: column panels outside, row tiles inside, so a
-// panel of NR weight rows stays in L1 while all rows of x pass over it.
-template <baton::DType W>
-void gemm_typed(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) {
-  const auto* w = static_cast<const typename WeightLoad<W>::T*>(a.w);
+// panel of NR weight rows stays in L1 while all rows of x pass over it. tile(x, w, bias, y, mr, nr)
+// computes one mr x nr tile; x may be a packed copy with its own row stride ldx.
+template <class XT, class WT, class TileFn>
+void over_tiles(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end, const XT* x,
+                std::int64_t ldx, const WT* w, TileFn tile) {
   for (std::int64_t n = n_begin; n < n_end; n += kGemmMaxCols) {
     const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, n_end - n));
     const float* bias = a.bias != nullptr ? a.bias + n : nullptr;
     for (std::int64_t m = 0; m < a.rows; m += kGemmMaxRows) {
       const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, a.rows - m));
-      gemm_tile_dyn<W, kGemmMaxRows, kGemmMaxCols>(a.x + m * a.ldx, a.ldx, w + n * a.ldw, a.ldw,
-                                                   bias, a.y + m * a.ldy + n, a.ldy, a.k, mr, nr);
+      tile(x + m * ldx, w + n * a.ldw, bias, a.y + m * a.ldy + n, mr, nr);
     }
   }
+}
+
+template <baton::DType W>
+void gemm_typed(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) {
+  using T = typename WeightLoad<W>::T;
+  over_tiles(a, n_begin, n_end, a.x, a.ldx, static_cast<const T*>(a.w),
+             [&](const float* x, const T* w, const float* bias, float* y, int mr, int nr) {
+               gemm_tile_dyn<W, kGemmMaxRows, kGemmMaxCols>(x, a.ldx, w, a.ldw, bias, y, a.ldy, a.k, mr, nr);
+             });
 }
 
 // ---- BF16 weights in pair order ----------------------------------------------------------------
@@ -168,16 +177,10 @@ inline void gemm_bf16(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::
   const std::int64_t ldxp = (a.k + 31) / 32 * 32;
   if (static_cast<std::int64_t>(packed.size()) < a.rows * ldxp) packed.resize(static_cast<std::size_t>(a.rows * ldxp));
   for (std::int64_t m = 0; m < a.rows; ++m) pack_pairs(a.x + m * a.ldx, a.k, packed.data() + m * ldxp);
-  const auto* w = static_cast<const std::uint16_t*>(a.w);
-  for (std::int64_t n = n_begin; n < n_end; n += kGemmMaxCols) {
-    const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, n_end - n));
-    const float* bias = a.bias != nullptr ? a.bias + n : nullptr;
-    for (std::int64_t m = 0; m < a.rows; m += kGemmMaxRows) {
-      const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, a.rows - m));
-      gemm_tile_bf16_dyn<kGemmMaxRows, kGemmMaxCols>(packed.data() + m * ldxp, ldxp, w + n * a.ldw, a.ldw, bias,
-                                                     a.y + m * a.ldy + n, a.ldy, a.k, mr, nr);
-    }
-  }
+  over_tiles(a, n_begin, n_end, packed.data(), ldxp, static_cast<const std::uint16_t*>(a.w),
+             [&](const float* x, const std::uint16_t* w, const float* bias, float* y, int mr, int nr) {
+               gemm_tile_bf16_dyn<kGemmMaxRows, kGemmMaxCols>(x, ldxp, w, a.ldw, bias, y, a.ldy, a.k, mr, nr);
+             });
 }
 
 inline void gemm(const baton::cpu::GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) {

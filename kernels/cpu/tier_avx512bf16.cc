@@ -79,16 +79,10 @@ void gemm_bf16_dot(const GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) 
   const std::int64_t ldxp = (a.k + 31) / 32 * 32;
   if (static_cast<std::int64_t>(packed.size()) < a.rows * ldxp) packed.resize(static_cast<std::size_t>(a.rows * ldxp));
   for (std::int64_t m = 0; m < a.rows; ++m) pack_bf16(a.x + m * a.ldx, a.k, packed.data() + m * ldxp);
-  const auto* w = static_cast<const std::uint16_t*>(a.w);
-  for (std::int64_t n = n_begin; n < n_end; n += kGemmMaxCols) {
-    const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, n_end - n));
-    const float* bias = a.bias != nullptr ? a.bias + n : nullptr;
-    for (std::int64_t m = 0; m < a.rows; m += kGemmMaxRows) {
-      const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, a.rows - m));
-      tile_dot_dyn<kGemmMaxRows, kGemmMaxCols>(packed.data() + m * ldxp, ldxp, w + n * a.ldw, a.ldw, bias,
-                                               a.y + m * a.ldy + n, a.ldy, a.k, mr, nr);
-    }
-  }
+  over_tiles(a, n_begin, n_end, packed.data(), ldxp, static_cast<const std::uint16_t*>(a.w),
+             [&](const std::uint16_t* x, const std::uint16_t* w, const float* bias, float* y, int mr, int nr) {
+               tile_dot_dyn<kGemmMaxRows, kGemmMaxCols>(x, ldxp, w, a.ldw, bias, y, a.ldy, a.k, mr, nr);
+             });
 }
 
 }  // namespace

@@ -9,12 +9,18 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
 
 namespace baton {
 namespace {
 
 using testing::fixture_path;
+using testing::Job;
+
+std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
+  return testing::run_jobs(engine, jobs);
+}
 using testing::load_reference;
 using ::testing::HasSubstr;
 
@@ -32,28 +38,6 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& c) {
   auto e = Engine::create(c);
   BATON_CHECK(e.ok(), e.status().ToString());
   return std::move(*e);
-}
-
-struct Job {
-  std::string id;
-  std::vector<std::int32_t> prompt;
-  SamplingParams params;
-};
-
-// Runs jobs to completion (all added up front) and returns each one's tokens.
-std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
-  for (const Job& j : jobs) {
-    const auto s = engine.add_request(j.id, j.prompt, j.params);
-    BATON_CHECK(s.ok(), s.ToString());
-  }
-  std::map<std::string, std::vector<std::int32_t>> out;
-  while (engine.has_unfinished()) {
-    auto outs = engine.step();
-    BATON_CHECK(outs.ok(), outs.status().ToString());
-    for (const auto& o : *outs)
-      for (const auto& t : o.new_tokens) out[o.request_id].push_back(t.token);
-  }
-  return out;
 }
 
 std::vector<Job> random_jobs(int n, std::int32_t vocab, std::uint32_t seed, bool sampled) {

@@ -17,10 +17,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/chi_square.h"
 
 // Counts heap allocations of this binary, to check that the sampler allocates nothing once warm.
 // Not inlined, so that GCC does not pair a `new` expression with free() and warn.
 namespace {
+
+using ::baton::testing::chi_square_p_value;
 std::atomic<std::size_t> g_allocations{0};
 }  // namespace
 
@@ -618,44 +621,6 @@ TEST(Seeds, ARequestsDrawsIgnoreOtherRequestsInBetween) {
   EXPECT_EQ(got, expected);
 }
 
-// Upper tail of the chi-square distribution, Q(df / 2, x / 2) (regularized incomplete gamma by
-// its series below a + 1 and its continued fraction above).
-double chi_square_p_value(double x, int df) {
-  const double a = df / 2.0, z = x / 2.0;
-  if (z <= 0.0) return 1.0;
-  const double front = std::exp(-z + a * std::log(z) - std::lgamma(a));
-  if (z < a + 1.0) {
-    double term = 1.0 / a, sum = term, ap = a;
-    for (int n = 0; n < 10000 && std::fabs(term) > std::fabs(sum) * 1e-16; ++n) {
-      ap += 1.0;
-      term *= z / ap;
-      sum += term;
-    }
-    return 1.0 - sum * front;
-  }
-  const double tiny = 1e-300;
-  double b = z + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1.0 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1.0) < 1e-16) break;
-  }
-  return front * h;
-}
-
-TEST(ChiSquare, PValueMatchesTables) {
-  EXPECT_NEAR(chi_square_p_value(3.841, 1), 0.05, 1e-4);
-  EXPECT_NEAR(chi_square_p_value(16.919, 9), 0.05, 1e-4);
-  EXPECT_NEAR(chi_square_p_value(27.877, 9), 0.001, 1e-5);
-  EXPECT_NEAR(chi_square_p_value(2.0, 2), std::exp(-1.0), 1e-12);
-}
 
 // Goodness of fit of observed token counts to p over the tokens p keeps; a token outside the
 // support that was drawn fails outright (p-value 0).

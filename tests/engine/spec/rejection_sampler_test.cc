@@ -20,9 +20,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/chi_square.h"
 
 namespace baton {
 namespace {
+
+using ::baton::testing::chi_square_p_value;
 
 // ---------------------------------------------------------------------------------------------
 // Cases and the reference implementation
@@ -637,50 +640,6 @@ TEST(ExactEnumeration, BlockEqualsTokenWiseInLawForOneHotDrafts) {
 // ---------------------------------------------------------------------------------------------
 // Chi-square goodness of fit
 
-// Upper tail of the chi-square distribution, Q(df / 2, x / 2) (regularized incomplete gamma by
-// its series below a + 1 and its continued fraction above).
-double chi_square_p_value(double x, int df) {
-  const double a = df / 2.0, z = x / 2.0;
-  if (z <= 0.0) return 1.0;
-  const double front = std::exp(-z + a * std::log(z) - std::lgamma(a));
-  if (z < a + 1.0) {
-    double term = 1.0 / a, total = term, ap = a;
-    for (int n = 0; n < 10000 && std::fabs(term) > std::fabs(total) * 1e-16; ++n) {
-      ap += 1.0;
-      term *= z / ap;
-      total += term;
-    }
-    return 1.0 - total * front;
-  }
-  const double tiny = 1e-300;
-  double b = z + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1.0 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1.0) < 1e-16) break;
-  }
-  return front * h;
-}
-
-TEST(ChiSquare, PValueMatchesTables) {
-  EXPECT_NEAR(chi_square_p_value(3.841, 1), 0.05, 1e-4);
-  EXPECT_NEAR(chi_square_p_value(6.635, 1), 0.01, 1e-5);
-  EXPECT_NEAR(chi_square_p_value(11.070, 5), 0.05, 1e-5);
-  EXPECT_NEAR(chi_square_p_value(16.919, 9), 0.05, 1e-4);
-  EXPECT_NEAR(chi_square_p_value(27.877, 9), 0.001, 1e-5);
-  EXPECT_NEAR(chi_square_p_value(43.773, 30), 0.05, 1e-5);
-  EXPECT_NEAR(chi_square_p_value(59.703, 30), 0.001, 1e-6);
-  EXPECT_NEAR(chi_square_p_value(4.865, 10), 0.9, 1e-4);  // the lower tail, by the series
-  EXPECT_NEAR(chi_square_p_value(2.0, 2), std::exp(-1.0), 1e-12);
-  EXPECT_NEAR(chi_square_p_value(50.0, 2), std::exp(-25.0), 1e-20);
-}
 
 // Observed counts against expected probabilities; a count in a cell of probability 0 fails
 // outright (p-value 0).

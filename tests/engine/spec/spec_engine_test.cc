@@ -9,12 +9,18 @@
 #include "engine/engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
 
 namespace baton {
 namespace {
 
 using testing::fixture_path;
+using testing::Job;
+
+std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
+  return testing::run_jobs(engine, jobs);
+}
 
 struct MethodCase {
   std::string label;
@@ -46,12 +52,6 @@ std::vector<MethodCase> method_cases() {
            fixture_path("llama-f32") + "\""},
   };
 }
-
-struct Job {
-  std::string id;
-  std::vector<std::int32_t> prompt;
-  SamplingParams params;
-};
 
 // Prompts with repeats (so n-gram and suffix find matches) and without.
 std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
@@ -100,21 +100,6 @@ std::unique_ptr<Engine> make_engine(const std::string& target, const std::option
   return std::move(*e);
 }
 
-std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
-  for (const Job& j : jobs) {
-    const auto s = engine.add_request(j.id, j.prompt, j.params);
-    BATON_CHECK(s.ok(), s.ToString());
-  }
-  std::map<std::string, std::vector<std::int32_t>> out;
-  while (engine.has_unfinished()) {
-    auto outs = engine.step();
-    BATON_CHECK(outs.ok(), outs.status().ToString());
-    for (const auto& o : *outs)
-      for (const auto& t : o.new_tokens) out[o.request_id].push_back(t.token);
-  }
-  return out;
-}
-
 class SpecEquivalence : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(SpecEquivalence, GreedyOutputIsIdenticalToNonSpeculativeDecoding) {
@@ -140,7 +125,9 @@ TEST_P(SpecEquivalence, GreedyOutputIsIdenticalToNonSpeculativeDecoding) {
   std::int64_t per_position = 0;
   for (std::size_t i = 0; i < st.accepted_per_position.size(); ++i) {
     per_position += st.accepted_per_position[i];
-    if (i > 0) EXPECT_LE(st.accepted_per_position[i], st.accepted_per_position[i - 1]);
+    if (i > 0) {
+      EXPECT_LE(st.accepted_per_position[i], st.accepted_per_position[i - 1]);
+    }
   }
   EXPECT_EQ(per_position, st.num_accepted_tokens);
   EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
