@@ -38,7 +38,7 @@ const std::vector<FlagSpec> kFlags = {
     {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
     {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
     {"threads", "N", "CPU threads (default: all cores)"},
-    {"cpu-isa", "ISA", "auto, portable, avx2, avx512 (default auto)"},
+    {"cpu-isa", "ISA", "auto, portable, avx2, avx512, or avx512bf16 (opt-in BF16 dot products; changes results)"},
     {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
     {"kv-cache-memory", "GIB", "KV cache size in GiB (default 1)"},
     {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
