@@ -366,7 +366,8 @@ def to_target_id(head, draft_id):
 
 def run(head, target, tokens, k):
     """Catch up and draft k tokens. Returns dict with drafts (target ids), margins (top1 - top2
-    of the draft logits at each step), catch_up_logits [L][n-1][V] (each layer's logits at
+    of the draft logits at each step), draft_logits (the k logit rows the drafts were taken
+    from; heads only), catch_up_logits [L][n-1][V] (each layer's logits at
     p = 0..n-2; for a draft model [1][n][V], its logits at every position of tokens)."""
     tokens = [int(t) for t in tokens]
     n = len(tokens)
@@ -388,7 +389,7 @@ def run(head, target, tokens, k):
                 last_out = out
         catch_up.append(torch.stack(rows))
     logits = catch_up[0][-1]
-    drafts, margins = [], []
+    drafts, margins, draft_logits = [], [], []
     for j in range(k):
         if j > 0:
             last_out, logits = head_step(head, target, caches, j % len(head.blocks), n - 2 + j,
@@ -396,7 +397,8 @@ def run(head, target, tokens, k):
         top2 = torch.topk(logits, 2)
         drafts.append(to_target_id(head, int(top2.indices[0])))
         margins.append(float(top2.values[0] - top2.values[1]))
-    return {"drafts": drafts, "margins": margins, "catch_up_logits": catch_up}
+        draft_logits.append(logits)
+    return {"drafts": drafts, "margins": margins, "draft_logits": draft_logits, "catch_up_logits": catch_up}
 
 
 def draft(head, target, tokens, k):

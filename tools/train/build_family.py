@@ -50,8 +50,8 @@ TINY_DRAFT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, n
                   num_key_value_heads=1, head_dim=64)
 PRESETS = {
     "cpu": dict(target=TINY_TARGET, draft=TINY_DRAFT, seq_len=512, batch=8, amp=True, seed=1234,
-                target_steps=700, target_lr=2e-3, draft_steps=700, draft_lr=3e-3,
-                heads_steps=200, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, warmup=50,
+                target_steps=1800, target_lr=2e-3, draft_steps=1000, draft_lr=3e-3,
+                heads_steps=400, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, chain_fraction=0.25, warmup=50,
                 draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
                              num_key_value_heads=4, head_dim=64),
@@ -59,7 +59,7 @@ PRESETS = {
                             num_key_value_heads=2, head_dim=64),
                  seq_len=1024, batch=16, amp=True, seed=1234, target_steps=2000, target_lr=1e-3,
                  draft_steps=2000, draft_lr=2e-3, heads_steps=1500, heads_lr=1e-3, distill_lr=5e-4,
-                 ttt_steps=4, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
+                 ttt_steps=4, chain_fraction=0.5, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
                  eval_windows=64),
 }
 PRESETS["smoke"] = dict(PRESETS["cpu"], seq_len=128, batch=2, target_steps=6, draft_steps=6, heads_steps=4,
@@ -134,12 +134,16 @@ def stage_heads(p, a, log):
     draft_ids, coverage = train_heads.draft_vocabulary(train, target.config.vocab_size, p["draft_vocab_size"])
     eagle = heads.Eagle3Head(heads.eagle3_config(target.config, p["draft_vocab_size"], p["aux_layers"]), draft_ids)
     train_heads.seeded_init(eagle, p["seed"] + 2)
+    with torch.no_grad():  # start from the target's output space: its head rows and final norm
+        eagle.lm_head.weight.copy_(target.head_weight()[eagle.draft_ids])
+        eagle.norm.weight.copy_(target.model.norm.weight)
     mtp = heads.MtpLayer(target.config, target.model.embed_tokens.weight, target.head_weight())
     train_heads.seeded_init(mtp, p["seed"] + 3)
     log.append({"stage": "heads", "draft_vocab_size": p["draft_vocab_size"], "draft_vocab_coverage": round(coverage, 4)})
     train_heads.train_heads(target, draft, eagle, mtp, train, valid, steps=p["heads_steps"], batch=p["batch"],
                             seq_len=p["seq_len"], lr=p["heads_lr"], draft_lr=p["distill_lr"], warmup=p["warmup"],
                             seed=p["seed"] + 3, device=a.device, amp=p["amp"], ttt_steps=p["ttt_steps"],
+                            chain_fraction=p["chain_fraction"],
                             eval_every=p["eval_every"], eval_windows=p["eval_windows"], log=log)
     out_draft = os.path.join(a.out, "draft")
     save_hf_dir(draft.cpu(), out_draft, torch.bfloat16)
@@ -160,11 +164,18 @@ def main(argv=None):
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--valid-limit", type=int, default=None, help="cap validation windows (smoke runs)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a preset number for experiments, e.g. --set heads_steps=100")
     a = ap.parse_args(argv)
     a.preset = a.preset or ("cuda" if a.device.startswith("cuda") else "cpu")
     a.out = a.out or (os.path.join(REPO, "models", "baton-tiny-code") if a.preset != "cuda"
                       else os.path.join(a.work, "baton-small-code"))
-    p = PRESETS[a.preset]
+    p = dict(PRESETS[a.preset])
+    for item in a.set:
+        key, _, value = item.partition("=")
+        if key not in p or isinstance(p[key], (dict, tuple)):
+            raise SystemExit(f"--set {item}: not a numeric preset key ({sorted(p)})")
+        p[key] = type(p[key])(value)
     torch.set_num_threads(a.threads)
     stages = a.stages.split(",")
     unknown = set(stages) - set(STAGES)
@@ -180,10 +191,12 @@ def main(argv=None):
     for stage in STAGES:
         if stage not in stages:
             continue
-        t = time.time()
+        t, cpu = time.time(), time.process_time()
         print(f"=== stage {stage} ({a.preset}, {a.device})", flush=True)
         globals()["stage_" + stage](p, a, log)
-        log.append({"stage": stage, "wall_s": round(time.time() - t, 1), "preset": a.preset, "device": a.device})
+        # cpu_s (all threads) / threads estimates the wall time on an otherwise idle machine.
+        log.append({"stage": stage, "wall_s": round(time.time() - t, 1), "cpu_s": round(time.process_time() - cpu, 1),
+                    "preset": a.preset, "device": a.device})
         with open(log_path, "w") as f:
             json.dump({"preset": a.preset, "config": p, "log": log}, f, indent=1)
             f.write("\n")

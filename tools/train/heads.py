@@ -4,7 +4,7 @@ What it is for
   train_heads.py trains both with the target frozen, unrolled k steps the way they draft
   ("training-time test"); save_eagle3 / save_mtp write the exact layouts of
   models/baton-tiny-code/{eagle3,mtp} (REFERENCE §4; names below are the checkpoint's names).
-  tools/reference/spec_heads_ref.py is the independent float64 forward the engine is tested
+  tools/reference/draft_heads_ref.py is the independent float64 forward the engine is tested
   against; this file's math must equal it.
 
   EAGLE-3 (one step, norm_before_residual = false):
@@ -41,29 +41,35 @@ from llama import MLP, Attention, RMSNorm, causal_bias, rope_cos_sin, write_json
 from safetensors_io import write_safetensors
 
 
-def chain_attention(q, k0, v0, ks, vs):
-    """Attention of step-j queries of every chain (REFERENCE §4 drafting, unrolled for training).
+def chain_attention(q, k0, v0, ks, vs, chain_pos=None):
+    """Attention of step-j queries of chains (REFERENCE §4 drafting, unrolled for training).
 
-    q [B, P, H, hd]: query of chain p (at position p + j). k0/v0 [B, P, KV, hd]: first-step
+    q [B, S, H, hd]: query of chain p (at position p + j). k0/v0 [B, P, KV, hd]: first-step
     entries at positions 0..P-1; chain p sees those at <= p. ks/vs: lists (steps 1..j) of
-    [B, P, KV, hd], the chain's own later-step entries (chain p sees only its own, index p).
-    Returns [B, P, H*hd].
+    [B, S, KV, hd], the chain's own later-step entries (each chain sees only its own row).
+    chain_pos [S]: the p of each query row (None: S == P, row i is chain i). Returns [B, S, H*hd].
     """
-    b, p, h, hd = q.shape
+    b, s, h, hd = q.shape
+    p = k0.shape[1]
     group = h // k0.shape[2]
 
-    def heads(x):  # [B, P, KV, hd] -> [B, H, P, hd]
+    def heads(x):  # [B, N, KV, hd] -> [B, H, N, hd]
         return x.repeat_interleave(group, dim=2).transpose(1, 2)
 
+    if chain_pos is None:
+        bias = causal_bias(p, q.device)
+    else:
+        allowed = torch.arange(p, device=q.device)[None, :] <= chain_pos[:, None]
+        bias = torch.zeros(s, p, device=q.device).masked_fill(~allowed, float("-inf"))
     qh = (q * (1.0 / math.sqrt(hd))).transpose(1, 2)
     k0h, v0h = heads(k0), heads(v0)
-    scores = [qh @ k0h.transpose(-1, -2) + causal_bias(p, q.device)]
+    scores = [qh @ k0h.transpose(-1, -2) + bias]
     scores += [(qh * heads(k)).sum(-1, keepdim=True) for k in ks]
     probs = torch.softmax(torch.cat(scores, dim=-1), dim=-1)
     out = probs[..., :p] @ v0h
     for i, v in enumerate(vs):
         out = out + probs[..., p + i:p + i + 1] * heads(v)
-    return out.transpose(1, 2).reshape(b, p, h * hd)
+    return out.transpose(1, 2).reshape(b, s, h * hd)
 
 
 class Midlayer(nn.Module):
@@ -96,8 +102,9 @@ class Eagle3Head(nn.Module):
         self.register_buffer("t2d", t2d)
         self.register_buffer("d2t", draft_ids - torch.arange(len(draft_ids)))
 
-    def step(self, emb, h, cos, sin, first_kv, chain_kv):
-        """One drafting step for all chains. emb/h [B, P, H]; returns (out, logits, (k, v))."""
+    def step(self, emb, h, cos, sin, first_kv, chain_kv, chain_pos):
+        """One drafting step for chains (all when first_kv is None). emb/h [B, S, H];
+        returns (out, logits, (k, v))."""
         m = self.midlayer
         x = torch.cat([m.input_layernorm(emb), m.hidden_norm(h)], dim=-1)
         q, k, v = m.self_attn.qkv(x, cos, sin)
@@ -105,7 +112,7 @@ class Eagle3Head(nn.Module):
             first_kv, ks, vs = (k, v), [], []
         else:
             ks, vs = [kv[0] for kv in chain_kv] + [k], [kv[1] for kv in chain_kv] + [v]
-        r = h + m.self_attn.o_proj(chain_attention(q, first_kv[0], first_kv[1], ks, vs))
+        r = h + m.self_attn.o_proj(chain_attention(q, first_kv[0], first_kv[1], ks, vs, chain_pos))
         out = r + m.mlp(m.post_attention_layernorm(r))
         return out, self.lm_head(self.norm(out)), (k, v)
 
@@ -130,41 +137,45 @@ class MtpLayer(nn.Module):
         self.register_buffer("embed_weight", embed_weight.detach().clone(), persistent=False)
         self.register_buffer("head_weight", head_weight.detach().clone(), persistent=False)
 
-    def step(self, emb, h, cos, sin, first_kv, chain_kv):
+    def step(self, emb, h, cos, sin, first_kv, chain_kv, chain_pos):
         x = self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(h)], dim=-1))
         q, k, v = self.self_attn.qkv(self.input_layernorm(x), cos, sin)
         if first_kv is None:
             first_kv, ks, vs = (k, v), [], []
         else:
             ks, vs = [kv[0] for kv in chain_kv] + [k], [kv[1] for kv in chain_kv] + [v]
-        r = x + self.self_attn.o_proj(chain_attention(q, first_kv[0], first_kv[1], ks, vs))
+        r = x + self.self_attn.o_proj(chain_attention(q, first_kv[0], first_kv[1], ks, vs, chain_pos))
         out = r + self.mlp(self.post_attention_layernorm(r))
         return out, self.shared_head.norm(out) @ self.head_weight.T, (k, v)
 
 
-def unroll(head, embed_weight, ids, first_h, steps, head_dim, rope_theta, zero_pos0_embedding):
-    """Runs `steps` drafting steps for every chain p = 0..T-2 of ids [B, T].
+def unroll(head, embed_weight, ids, first_h, steps, head_dim, rope_theta, zero_pos0_embedding, chains=None):
+    """Runs `steps` drafting steps for chains p of ids [B, T] (p = 0..T-2).
 
-    first_h [B, T-1, H]: the first-step hidden state of chain p (from target position p). Step j of
-    chain p reads token ids[p + j + 1] (0 past the end) at position p + j. Returns a list of
-    logits [B, T-1, V'] per step; step j's logits at p predict the token at p + j + 2.
+    first_h [B, T-1, H]: the first-step hidden state of chain p (from target position p). Step 0
+    runs every chain (its entries are the keys all later steps read); steps >= 1 run the chains in
+    `chains` (sorted LongTensor; None = all). Step j of chain p reads token ids[p + j + 1] (0 past
+    the end) at position p + j. Returns (list of logits per step [B, S_j, V'], chain index tensor
+    of steps >= 1); step j's logits for chain p predict the token at p + j + 2.
     """
     b, t = ids.shape
     p = t - 1
     padded = torch.cat([ids, ids.new_zeros(b, steps)], dim=1)
-    first_kv, chain_kv, h, out_logits = None, [], first_h, []
-    for j in range(steps):
-        emb = F.embedding(padded[:, j + 1:j + 1 + p], embed_weight)
-        if j == 0 and zero_pos0_embedding:
-            emb = torch.cat([torch.zeros_like(emb[:, :1]), emb[:, 1:]], dim=1)
-        cos, sin = rope_cos_sin(torch.arange(j, j + p, device=ids.device), head_dim, rope_theta)
-        h, logits, kv = head.step(emb, h, cos, sin, first_kv, chain_kv)
-        if j == 0:
-            first_kv = kv
-        else:
-            chain_kv.append(kv)
+    emb = F.embedding(padded[:, 1:1 + p], embed_weight)
+    if zero_pos0_embedding:
+        emb = torch.cat([torch.zeros_like(emb[:, :1]), emb[:, 1:]], dim=1)
+    cos, sin = rope_cos_sin(torch.arange(p, device=ids.device), head_dim, rope_theta)
+    h, logits, first_kv = head.step(emb, first_h, cos, sin, None, [], None)
+    out_logits = [logits]
+    sel = torch.arange(p, device=ids.device) if chains is None else chains.to(ids.device)
+    h, chain_kv = h[:, sel], []
+    for j in range(1, steps):
+        emb = F.embedding(padded[:, sel + j + 1], embed_weight)
+        cos, sin = rope_cos_sin(sel + j, head_dim, rope_theta)
+        h, logits, kv = head.step(emb, h, cos, sin, first_kv, chain_kv, sel)
+        chain_kv.append(kv)
         out_logits.append(logits)
-    return out_logits
+    return out_logits, sel
 
 
 def eagle3_config(target_cfg, draft_vocab_size, aux_layers, intermediate_size=None):

@@ -5,11 +5,15 @@ What it is for
   For the family's target, EAGLE-3 head and MTP layer as written on disk:
     - llama.py's forward (float32) vs tools/reference/transformer_ref.py (float64): logits and the
       hidden states the heads read;
-    - heads.unroll (the training-time unrolled drafting, teacher-forced with the sequence's own
-      tokens) vs tools/reference/spec_heads_ref.py's entry-list drafting with the same tokens,
-      for every step and several chain starts; for EAGLE-3 and for MTP;
-    - the saved tensors round-trip (names, d2t/t2d consistent with the draft vocabulary).
-  Prints the largest differences and exits 1 if any exceeds TOL.
+    - heads.unroll (the training-time unrolled drafting) vs tools/reference/draft_heads_ref.py,
+      the reference the engine's heads are tested against: for several chain starts p, the
+      reference drafts k tokens after ids[:p+2]; the training unroll, teacher-forced with those
+      same drafts, must give the same logits at every drafting step (EAGLE-3 and MTP), and the
+      same logits when only a subset of chains runs the later steps (chain_fraction < 1);
+    - the saved EAGLE-3 vocabulary maps are consistent (t2d marks exactly the ids d + d2t[d]).
+  Prints the largest differences and exits 1 if any exceeds TOL. With the training code equal to
+  draft_heads_ref.py and the engine equal to it (tests/engine/spec/heads_test.cc), what was
+  trained is what Baton runs.
 
 What it must not do
   Train anything or write files; loosen TOL to make a failure pass (a float32 vs float64
@@ -26,8 +30,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import draft_heads_ref as dh  # noqa: E402
 import heads  # noqa: E402
-import spec_heads_ref as sref  # noqa: E402
 import transformer_ref as ref  # noqa: E402
 from llama import load_hf_dir  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
@@ -47,22 +51,24 @@ def load_training_heads(family, target):
     m_w = {k[len(prefix):]: v.float() for k, v in m_raw.items()}
     mtp = heads.MtpLayer(target.config, m_w.pop("embed_tokens.weight"), m_w.pop("shared_head.head.weight"))
     mtp.load_state_dict(m_w)
-    return eagle.eval(), mtp.eval()
+    return eagle.eval(), mtp.eval(), e_raw
 
 
-def reference_chain_logits(layer_fn, logits_fn, embed, ids, first_h, p, steps):
-    """Reference logits of chain p, teacher-forced: step j reads ids[p + j + 1]."""
-    tokens = list(ids[1:p + 2])
-    hidden = [first_h[i] for i in range(p + 1)]
-    out_logits = []
-    for j in range(steps):
-        out, _ = layer_fn(embed[torch.as_tensor(tokens)], torch.stack(hidden), torch.arange(len(tokens)))
-        out_logits.append(logits_fn(out[-1]))
-        if p + j + 2 >= len(ids):
-            break
-        tokens.append(ids[p + j + 2])
-        hidden.append(out[-1])
-    return out_logits
+@torch.no_grad()
+def training_chain_logits(target, head, seq, p, steps, chains):
+    """heads.unroll over seq (teacher-forced) -> logits of chain p at each step, [V'] each."""
+    c = target.config
+    ids = torch.tensor([seq])
+    _, states = target(ids, states=True)
+    if isinstance(head, heads.Eagle3Head):
+        aux = torch.cat([states[i] for i in head.config["eagle_aux_hidden_state_layer_ids"]], dim=-1)[:, :-1]
+        first, zero0 = head.first_hidden(aux), False
+    else:
+        first, zero0 = states[-1][:, :-1], True
+    out, sel = heads.unroll(head, target.model.embed_tokens.weight, ids, first, steps, c.head_dim, c.rope_theta,
+                            zero_pos0_embedding=zero0, chains=chains)
+    row = int((sel == p).nonzero()[0, 0])
+    return [out[0][0, p]] + [out[j][0, row] for j in range(1, steps)]
 
 
 def main(argv=None):
@@ -83,40 +89,25 @@ def main(argv=None):
     report["target_logits"] = float((logits[0].double() - r_logits).abs().max())
     report["target_states"] = max(float((s[0].double() - r).abs().max()) for s, r in zip(states, r_states))
 
-    eagle, mtp = load_training_heads(args.family, target)
-    r_eagle, r_mtp = sref.load_eagle3(os.path.join(args.family, "eagle3")), sref.load_mtp(os.path.join(args.family, "mtp"))
-    assert torch.equal(eagle.t2d, r_eagle["t2d"]), "t2d differs from the draft vocabulary implied by d2t"
-    c = target.config
-    t_ids = torch.tensor([ids])
-    aux = torch.cat([states[i] for i in eagle.config["eagle_aux_hidden_state_layer_ids"]], dim=-1)[:, :-1]
-    with torch.no_grad():
-        e_steps = heads.unroll(eagle, target.model.embed_tokens.weight, t_ids, eagle.first_hidden(aux), args.steps,
-                               c.head_dim, c.rope_theta, zero_pos0_embedding=False)
-        m_steps = heads.unroll(mtp, target.model.embed_tokens.weight, t_ids, states[-1][:, :-1], args.steps,
-                               c.head_dim, c.rope_theta, zero_pos0_embedding=True)
-    r_aux = torch.cat([r_states[i][:-1] for i in r_eagle["layers"]], dim=-1)
-    r_first = r_aux @ r_eagle["w"]["fc.weight"].T
-    embed = rt.weights["model.embed_tokens.weight"]
-
-    def e_logits(o):
-        return sref.eagle3_logits(r_eagle, o)
-
-    def m_logits(o):
-        return sref.mtp_logits(r_mtp, o)
-
-    worst = {"eagle3": 0.0, "mtp": 0.0}
-    for p in (0, 1, args.length // 2, args.length - 3):
-        for name, steps_out, fn, lg, first in (
-                ("eagle3", e_steps, lambda e, h, pos: sref.eagle3_layer(r_eagle, e, h, pos), e_logits, r_first),
-                ("mtp", m_steps, lambda e, h, pos: sref.mtp_layer(r_mtp, e, h, pos), m_logits, r_states[-1][:-1])):
-            ref_logits = reference_chain_logits(fn, lg, embed, ids, first, p, args.steps)
-            for j, rl in enumerate(ref_logits):
-                worst[name] = max(worst[name], float((steps_out[j][0, p].double() - rl).abs().max()))
-    report.update({f"{k}_unroll_vs_reference": v for k, v in worst.items()})
-    seq = ids[:args.length // 2]
-    report["eagle3_draft_example"] = sref.eagle3_draft(rt, r_eagle, seq, args.steps)
-    report["mtp_draft_example"] = sref.mtp_draft(rt, r_mtp, seq, args.steps)
-    bad = {k: v for k, v in report.items() if isinstance(v, float) and v > TOL}
+    eagle, mtp, e_raw = load_training_heads(args.family, target)
+    marked = e_raw["t2d"].nonzero().flatten()
+    report["t2d_matches_d2t"] = torch.equal(marked, torch.arange(len(e_raw["d2t"])) + e_raw["d2t"])
+    for name, head in (("eagle3", eagle), ("mtp", mtp)):
+        r_head = dh.load_head(os.path.join(args.family, name), rt)
+        worst, worst_subset = 0.0, 0.0
+        for p in (0, 1, args.length // 2, args.length - 3):
+            r = dh.run(r_head, rt, ids[:p + 2], args.steps)
+            seq = ids[:p + 2] + r["drafts"][:-1]  # chain p teacher-forced with the reference's drafts
+            for chains, which in ((None, "all"), (torch.tensor([p]), "subset")):
+                got = training_chain_logits(target, head, seq, p, args.steps, chains)
+                err = max(float((g.double() - w).abs().max()) for g, w in zip(got, r["draft_logits"]))
+                if which == "all":
+                    worst = max(worst, err)
+                else:
+                    worst_subset = max(worst_subset, err)
+        report[f"{name}_unroll_vs_reference"] = worst
+        report[f"{name}_chain_subset_vs_reference"] = worst_subset
+    bad = {k: v for k, v in report.items() if (isinstance(v, float) and v > TOL) or v is False}
     report["ok"] = not bad
     print(json.dumps(report, indent=1))
     return 0 if not bad else 1

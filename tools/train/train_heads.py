@@ -11,7 +11,9 @@ What it is for
             target argmax is in the draft vocabulary (a head cannot propose other tokens);
     MTP     the same unrolled steps over the full vocabulary.
   Labels are the target's, never the data's: a proposer is only useful when it agrees with the
-  target. evaluate_heads() reports the same losses on validation windows plus top-1 agreement with
+  target. Steps >= 1 of the unrolled drafting run on a random `chain_fraction` of the chain
+  starts (step 0 always runs every position, since later steps read its keys): the later steps
+  cost that fraction of step 0, so more batches fit in the same time. evaluate_heads() reports the same losses on validation windows plus top-1 agreement with
   the target's argmax per drafting step (what greedy acceptance depends on).
 
 What it must not do
@@ -55,8 +57,9 @@ def target_pass(target, ids, aux_layers, device, amp):
     return logits, aux, states[-1].float()[:, :-1]
 
 
-def head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp):
-    """Returns (losses dict, agreement dict) for one batch ids [B, T]."""
+def head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains=None):
+    """Returns (losses dict, agreement dict) for one batch ids [B, T]. chains: the chain starts
+    trained at drafting steps >= 1 (None = all); step 0 always covers every position."""
     c = target.config
     embed = target.model.embed_tokens.weight.detach()
     t_logits, aux, final = target_pass(target, ids, eagle.config["eagle_aux_hidden_state_layer_ids"], device, amp)
@@ -71,23 +74,34 @@ def head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp):
         losses["draft"] = soft_ce(dl, t_probs)
         agree["draft"] = [float((dl.argmax(-1) == t_arg).float().mean())]
     with autocast(device, amp):
-        e_steps = heads.unroll(eagle, embed, ids, eagle.first_hidden(aux), ttt_steps, c.head_dim, c.rope_theta,
-                               zero_pos0_embedding=False)
-        m_steps = heads.unroll(mtp, embed, ids, final, ttt_steps, c.head_dim, c.rope_theta,
-                               zero_pos0_embedding=True)
-    p = ids.shape[1] - 1
+        e_steps, sel = heads.unroll(eagle, embed, ids, eagle.first_hidden(aux), ttt_steps, c.head_dim, c.rope_theta,
+                                    zero_pos0_embedding=False, chains=chains)
+        m_steps, _ = heads.unroll(mtp, embed, ids, final, ttt_steps, c.head_dim, c.rope_theta,
+                                  zero_pos0_embedding=True, chains=chains)
+    t = ids.shape[1]
     losses["eagle3"], losses["mtp"], agree["eagle3"], agree["mtp"] = 0.0, 0.0, [], []
     for j in range(ttt_steps):
-        n = p - j  # chains whose step-j label (target position p + j + 1) exists
+        rows = torch.arange(t - 1, device=ids.device) if j == 0 else sel
+        label_pos = (rows + j + 1).clamp(max=t - 1)  # target position whose distribution is the label
+        valid = (rows + j + 1 <= t - 1)[None, :].expand(ids.shape[0], -1)
         w = STEP_WEIGHT ** j
-        mask = in_draft[:, j + 1:j + 1 + n]
-        el, ml = e_steps[j][:, :n], m_steps[j][:, :n]
-        losses["eagle3"] = losses["eagle3"] + w * soft_ce(el, d_probs[:, j + 1:j + 1 + n], mask)
-        losses["mtp"] = losses["mtp"] + w * soft_ce(ml, t_probs[:, j + 1:j + 1 + n])
-        label = t_arg[:, j + 1:j + 1 + n]
-        agree["eagle3"].append(float((eagle.draft_ids[el.argmax(-1)] == label).float().mean()))
-        agree["mtp"].append(float((ml.argmax(-1) == label).float().mean()))
+        el, ml = e_steps[j], m_steps[j]
+        losses["eagle3"] = losses["eagle3"] + w * soft_ce(el, d_probs[:, label_pos], valid & in_draft[:, label_pos])
+        losses["mtp"] = losses["mtp"] + w * soft_ce(ml, t_probs[:, label_pos], valid)
+        label = t_arg[:, label_pos]
+        n = valid.sum().clamp(min=1)
+        agree["eagle3"].append(float(((eagle.draft_ids[el.argmax(-1)] == label) & valid).sum() / n))
+        agree["mtp"].append(float(((ml.argmax(-1) == label) & valid).sum() / n))
     return losses, agree
+
+
+def chain_subset(t, fraction, seed, step, device):
+    """A sorted random subset (fraction of the T-1 chains) for steps >= 1; None = all chains."""
+    if fraction >= 1.0:
+        return None
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    count = max(1, int(round((t - 1) * fraction)))
+    return torch.randperm(t - 1, generator=g)[:count].sort().values.to(device)
 
 
 @torch.no_grad()
@@ -112,7 +126,7 @@ def evaluate_heads(target, draft, eagle, mtp, windows, batch, ttt_steps, device)
 
 
 def train_heads(target, draft, eagle, mtp, stream, valid, *, steps, batch, seq_len, lr, draft_lr, warmup,
-                seed, device, amp, ttt_steps, eval_every, eval_windows, log):
+                seed, device, amp, ttt_steps, chain_fraction, eval_every, eval_windows, log):
     target.to(device).eval()
     for p in target.parameters():
         p.requires_grad_(False)
@@ -126,7 +140,8 @@ def train_heads(target, draft, eagle, mtp, stream, valid, *, steps, batch, seq_l
     start = time.time()
     for step in range(steps):
         ids = data.train_batch(stream, step, batch, seq_len, seed + SEED_OFFSET).to(device)
-        losses, agree = head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp)
+        chains = chain_subset(ids.shape[1], chain_fraction, seed, step, device)
+        losses, agree = head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains)
         for opt, _ in opts.values():
             opt.zero_grad(set_to_none=True)
         sum(losses.values()).backward()
