@@ -12,7 +12,10 @@ What it is for
     ids 1..256      the 256 byte symbols (GPT-2's byte -> printable character map), in byte order
     ids 257..4095   merges in training order (VOCAB_SIZE = 4096 in all)
   Pre-tokenizer: Split on PATTERN (Llama-3's regex: letters with one leading non-letter, digit runs
-  of 1-3, punctuation runs, newlines, whitespace) then ByteLevel without prefix space.
+  of 1-3, punctuation runs, newlines, whitespace — except that punctuation does not swallow the
+  newlines after it) then ByteLevel without prefix space. With Llama-3's `[^\s\p{L}\p{N}]+[\r\n]*`
+  "):\n" is one token, so a completion prompt ending in ":" (`def f(n):`) stops at a token
+  boundary the model never saw in training, and a model this small then derails.
   Why 4096: the target has hidden size 256, so each 1024 vocabulary entries cost 262k parameters
   (3.5% of the target) in the tied embedding; at 4096 the embedding is 1/7 of the model, the corpus
   (8.6 MB) still gives every token hundreds of occurrences, and a token averages ~3.3 bytes of
@@ -41,7 +44,7 @@ VOCAB_SIZE = 4096
 EOT = "<|endoftext|>"
 # Exactly what tokenizer.json carries (Rust regex syntax).
 PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
-           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+           r" ?[^\s\p{L}\p{N}]+|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def byte_alphabet():
