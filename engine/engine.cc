@@ -81,8 +81,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
       // A prefix-cache hit skips the target forward over those positions, but EAGLE/MTP heads need
       // the target's hidden state at every position. Until the heads' KV lives in the target's
-      // block tables (and is shared with the prefix), the two do not mix.
-      spdlog::warn("prefix caching is off: the {} proposer needs the target's hidden states of every prompt position",
+      // block tables (and is shared with the prefix), the two do not mix. Info, not a warning: prefix
+      // caching is on by default, so the user asked for nothing that is being refused.
+      spdlog::info("prefix caching is off: the {} proposer needs the target's hidden states of every prompt position",
                    spec_method_name(config.speculative->method));
       sc.enable_prefix_caching = false;
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled model, all set-up included: installs dependencies, builds the
-# `baton` CLI, makes the tiny fixture models (tools/fixtures), and runs `baton generate` with a
-# text prompt on the Llama-3-style one. Prints the generated text on stdout (streamed as it is
-# generated) and the prefill/decode speed on stderr.
+# `baton` CLI and completes a Python prompt with the bundled trained model
+# (models/baton-tiny-code/target), drafting with its EAGLE-3 head (lossless: the output is exactly
+# the target's greedy output). Prints the generated text on stdout (streamed as it is generated),
+# then the speed and the speculative-decoding acceptance on stderr. Extra flags go to `baton generate`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -10,8 +11,7 @@ cd "$root"
 bash scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "${BATON_JOBS:-$(nproc)}" --target baton >/dev/null
-fixtures=build/release/fixtures
-[ -f "$fixtures/manifest.json" ] || /usr/bin/python3 tools/fixtures/make_fixtures.py --out "$fixtures" >/dev/null
+family=models/baton-tiny-code
 
-build/release/cli/baton generate --model "$fixtures/llama3-bf16" --prompt "def fibonacci(n):" \
-  --max-tokens 32 "$@"
+build/release/cli/baton generate --model "$family/target" --prompt "def fibonacci(n):" --max-tokens 96 \
+  --speculative-config "{\"method\":\"eagle3\",\"model\":\"$family/eagle3\",\"num_speculative_tokens\":4}" "$@"

@@ -80,6 +80,8 @@ std::vector<TokenizerDir> real_tokenizer_dirs() {
   return dirs;
 }
 
+TokenizerDir bundled_tokenizer_dir() { return {"baton-tiny-code", source_dir() + "/models/baton-tiny-code/target"}; }
+
 std::vector<TokenizerDir> fixture_tokenizer_dirs() {
   static const std::string root = [] {
     const char* env = std::getenv("BATON_FIXTURES_DIR");

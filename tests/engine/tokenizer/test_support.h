@@ -26,5 +26,7 @@ std::vector<TokenizerDir> real_tokenizer_dirs();
 // The fixture tokenizers: $BATON_FIXTURES_DIR when it holds them, else written once into a
 // temporary directory by tools/fixtures/fixture_tokenizers.py.
 std::vector<TokenizerDir> fixture_tokenizer_dirs();
+// The tokenizer Baton trained for its bundled model family (models/baton-tiny-code/target).
+TokenizerDir bundled_tokenizer_dir();
 
 }  // namespace baton::testing

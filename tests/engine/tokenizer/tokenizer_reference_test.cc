@@ -86,6 +86,15 @@ TEST(TokenizerReference, RealTokenizersMatchHuggingFace) {
   for (const auto& dir : testing::real_tokenizer_dirs()) compare_with_reference(dir);
 }
 
+// The family's byte-level BPE, trained by tools/train/tokenizer_bpe.py: what Hugging Face loads
+// from the shipped files must encode exactly as we do (tools/train/check_tokenizer.py also checks
+// every line of the training corpus's validation split).
+TEST(TokenizerReference, BundledModelTokenizerMatchesHuggingFace) {
+  std::string problem = testing::reference_setup_problem();
+  ASSERT_TRUE(problem.empty()) << problem;
+  compare_with_reference(testing::bundled_tokenizer_dir());
+}
+
 TEST(TokenizerReference, FixtureTokenizersMatchHuggingFace) {
   std::string problem = testing::reference_setup_problem();
   ASSERT_TRUE(problem.empty()) << problem;
