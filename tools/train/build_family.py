@@ -51,7 +51,7 @@ TINY_DRAFT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, n
 PRESETS = {
     "cpu": dict(target=TINY_TARGET, draft=TINY_DRAFT, seq_len=512, batch=8, amp=True, seed=1234,
                 target_steps=2200, target_lr=2e-3, draft_steps=1000, draft_lr=3e-3,
-                heads_steps=400, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, chain_fraction=0.25, warmup=50,
+                heads_steps=800, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, chain_fraction=0.25, warmup=50,
                 draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
                              num_key_value_heads=4, head_dim=64),

@@ -166,10 +166,11 @@ def main(argv=None):
         pos = ", ".join(f"{x:.2f}" for x in b["acceptance_per_position"])
         w(f"| {method} | {b['mean_acceptance_length']:.2f} | {b['acceptance_rate']:.2f} | {pos} | "
           f"{b['tpot_ratio_median']:.2f} | {b['greedy_mismatches']} |")
-    w("\nTPOT ratios above 1 are expected at this size: a 7M-parameter target step is mostly fixed per-step "
-      "overhead, so a proposer forward costs almost as much as the target's and k = 4 drafts outweigh what "
-      "verification saves; the CPU proposers (ngram, suffix) cost nearly nothing and do gain. Acceptance is "
-      "the figure that carries over to real models, where a target step is far dearer than a draft step.\n")
+    w("\nTPOT ratios above 1 are expected at this size for the model-based proposers: a 7M-parameter target "
+      "step is mostly fixed per-step overhead, so a proposer forward costs almost as much as the target's and "
+      "k = 4 drafting steps can outweigh what verification saves; the CPU proposers (ngram, suffix) cost nearly "
+      "nothing. Acceptance is the figure that carries over to real models, where a target step is far dearer "
+      "than a draft step.\n")
 
     w("## Example\n")
     w("`baton generate --model models/baton-tiny-code/target --prompt 'def fibonacci(n):'` (greedy):\n")
