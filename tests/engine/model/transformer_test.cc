@@ -23,6 +23,25 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Greedy decoding one token per forward after the prompt's logits, until EOS or the reference's
+// max_new_tokens; returns the generated tokens.
+std::vector<std::int32_t> continue_greedily(ModelHarness& h, TestSequence& seq, std::vector<std::vector<float>> logits,
+                                            const testing::Reference& ref) {
+  std::vector<std::int32_t> generated;
+  ForwardBatch batch;
+  while (true) {
+    const std::int32_t next = argmax(logits.back());
+    generated.push_back(next);
+    seq.tokens.push_back(next);
+    if (std::find(ref.eos.begin(), ref.eos.end(), next) != ref.eos.end() ||
+        static_cast<int>(generated.size()) >= ref.max_new_tokens) {
+      return generated;
+    }
+    batch.sequences = {seq.chunk(*h.pool, 1)};
+    logits = h.forward(batch);
+  }
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 // F32 compute over exactly-representable weights: the same 1e-4 bound holds for F32, BF16 and F16
@@ -51,22 +70,10 @@ TEST_P(FixtureTest, GreedyContinuationMatchesReference) {
   auto h = ModelHarness::load(fixture_path(GetParam()));
   TestSequence seq;
   seq.tokens = ref.prompt;
-  std::vector<std::int32_t> generated;
   ForwardBatch batch;
   batch.sequences.push_back(seq.chunk(*h.pool, static_cast<std::int32_t>(ref.prompt.size())));
   auto logits = h.forward(batch);
-  while (true) {
-    const std::int32_t next = argmax(logits.back());
-    generated.push_back(next);
-    seq.tokens.push_back(next);
-    if (std::find(ref.eos.begin(), ref.eos.end(), next) != ref.eos.end() ||
-        static_cast<int>(generated.size()) >= ref.max_new_tokens) {
-      break;
-    }
-    batch.sequences = {seq.chunk(*h.pool, 1)};
-    logits = h.forward(batch);
-  }
-  EXPECT_EQ(generated, ref.greedy) << GetParam();
+  EXPECT_EQ(continue_greedily(h, seq, std::move(logits), ref), ref.greedy) << GetParam();
 }
 
 TEST_P(FixtureTest, PrefillThenDecodeIsBitIdenticalToOneForward) {
@@ -166,19 +173,7 @@ TEST(Transformer, Bf16DotTierStaysCloseAndKeepsTheGreedyContinuation) {
     }
     EXPECT_LE(worst, kBf16DotRelativeTolerance) << name;
     RecordProperty("bf16_dot_relative_logit_error_" + name, std::to_string(worst));
-    std::vector<std::int32_t> generated;
-    while (true) {
-      const std::int32_t next = argmax(logits.back());
-      generated.push_back(next);
-      seq.tokens.push_back(next);
-      if (std::find(ref.eos.begin(), ref.eos.end(), next) != ref.eos.end() ||
-          static_cast<int>(generated.size()) >= ref.max_new_tokens) {
-        break;
-      }
-      batch.sequences = {seq.chunk(*h.pool, 1)};
-      logits = h.forward(batch);
-    }
-    EXPECT_EQ(generated, ref.greedy) << name;
+    EXPECT_EQ(continue_greedily(h, seq, std::move(logits), ref), ref.greedy) << name;
   }
 }
 
