@@ -1,3 +1,5 @@
+// The Engine's life cycle and step. The prefill/decode hand-off (reserve, commit, release, leases,
+// pools and fingerprint) is in engine_handoff.cc.
 #include "engine/engine.h"
 
 #include <chrono>
@@ -8,9 +10,10 @@
 
 namespace baton {
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, EngineHooks hooks) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
+  e->hooks_ = std::move(hooks);
   BATON_ASSIGN_OR_RETURN(e->backend_, make_cpu_backend(config.backend));
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
@@ -52,14 +55,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     return absl::InvalidArgumentError(str_cat("without chunked prefill max_num_batched_tokens (", sc.max_num_batched_tokens,
                                               ") must be at least max_model_len (", max_len, ")"));
   }
-  const std::int32_t k = config.speculative ? std::max(0, config.speculative->num_speculative_tokens) : 0;
+  const std::int32_t k_given = config.speculative ? std::max(1, config.speculative->num_speculative_tokens) : 0;
   TransformerOptions to;
   to.max_num_tokens = sc.max_num_batched_tokens;
   to.max_num_seqs = sc.max_num_seqs;
-  // A verifying request needs logits at its pending token and at each draft.
-  to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (k + 1));
   to.max_model_len = max_len;
   to.block_size = config.block_size;
+  // A verifying request needs logits at its pending token and at each draft (k resolved below;
+  // MTP's default is at most its module count, which the head checks against this).
+  to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (std::max(k_given, 8) + 1));
   BATON_ASSIGN_OR_RETURN(e->model_, Transformer::create(*e->backend_, model_config, std::move(weights), to));
   e->pool_ = std::make_unique<KvBlockPool>(num_blocks, config.block_size);
   if (config.speculative) {
@@ -75,7 +79,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.max_num_seqs = sc.max_num_seqs;
     pc.dtype = config.dtype;
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Proposer> proposer, make_proposer(*config.speculative, pc));
-    e->speculator_ = std::make_unique<Speculator>(*config.speculative, std::move(proposer), model_config.vocab_size,
+    // num_speculative_tokens in effect (MTP's default: one per module), then the P/D rule for this
+    // node's role on that value.
+    SpeculativeConfig resolved = *config.speculative;
+    if (resolved.num_speculative_tokens < 1) {
+      const std::optional<std::int32_t> k = proposer->default_num_speculative_tokens();
+      if (!k) return absl::InvalidArgumentError("speculative_config: `num_speculative_tokens` is required");
+      resolved.num_speculative_tokens = *k;
+    }
+    BATON_RETURN_IF_ERROR(validate_for_role(resolved, config.role, model_config.has_recurrent_layers));
+    if (sc.max_num_batched_tokens < resolved.num_speculative_tokens + 1) {
+      return absl::InvalidArgumentError(str_cat("max_num_batched_tokens (", sc.max_num_batched_tokens,
+                                                ") must hold a verification of num_speculative_tokens + 1 = ",
+                                                resolved.num_speculative_tokens + 1, " tokens"));
+    }
+    if (to.max_num_logits < std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (resolved.num_speculative_tokens + 1))) {
+      return absl::InvalidArgumentError(str_cat("num_speculative_tokens ", resolved.num_speculative_tokens,
+                                                " is larger than this engine was sized for"));
+    }
+    if (e->hooks_.wrap_proposer) proposer = e->hooks_.wrap_proposer(std::move(proposer));
+    e->speculator_ = std::make_unique<Speculator>(resolved, std::move(proposer), model_config.vocab_size,
                                                   model_config.eos_token_ids);
     const TargetStateSpec states = e->speculator_->target_states();
     if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
@@ -87,12 +110,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                    spec_method_name(config.speculative->method));
       sc.enable_prefix_caching = false;
     }
+  } else if (config.role != NodeRole::kColocated) {
+    BATON_RETURN_IF_ERROR(validate_for_role(std::nullopt, config.role, model_config.has_recurrent_layers));
   }
-  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_);
+  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
   e->seed_source_.seed(config.seed);
   spdlog::info("engine: {}", e->describe());
   return e;
 }
+
+Engine::~Engine() = default;
 
 std::string Engine::describe() const {
   const ModelConfig& c = model_->config();
@@ -104,11 +131,22 @@ std::string Engine::describe() const {
   return str_cat(c.architecture_name, " (", c.num_layers, " layers, hidden ", c.hidden_size, ", ",
                  model_->weights().matrix_dtype(), " weights) on ", backend_->describe(), "; KV cache ",
                  cache_->num_blocks(), " blocks of ", config_.block_size, " tokens; max_model_len ", max_model_len_,
-                 "; ", spec);
+                 "; ", node_role_name(config_.role), " role; ", spec);
 }
 
-absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t> prompt, const SamplingParams& params) {
+Request* Engine::find(const std::string& id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t> prompt, const SamplingParams& params,
+                                 const AddRequestOptions& options) {
   if (requests_.contains(id)) return absl::AlreadyExistsError(str_cat("request id '", id, "' is already in use"));
+  if (options.prefill_only != (config_.role == NodeRole::kPrefill)) {
+    return absl::FailedPreconditionError(
+        str_cat("request '", id, "': ", options.prefill_only ? "prefill-only requests need an engine in the prefill role"
+                                                              : "an engine in the prefill role takes prefill-only requests"));
+  }
   const ModelConfig& c = model_->config();
   BATON_RETURN_IF_ERROR(params.validate(c.vocab_size));
   if (prompt.empty()) return absl::InvalidArgumentError(str_cat("request '", id, "': prompt is empty"));
@@ -127,7 +165,8 @@ absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t
     return absl::InvalidArgumentError(str_cat("request '", id, "': stop strings need a tokenizer, and this model has none"));
   }
   const std::uint64_t seed = params.seed.has_value() ? *params.seed : seed_source_();
-  auto r = std::make_unique<Request>(next_key_++, id, std::move(prompt), params, seed, config_.block_size);
+  auto r = std::make_unique<Request>(next_key_++, id, std::move(prompt), params, seed, config_.block_size, now());
+  r->prefill_only = options.prefill_only;
   if (decoder_factory_) r->decoder = decoder_factory_();
   r->stop_checker = std::make_unique<StopChecker>(r->params, c.eos_token_ids, r->decoder.get());
   if (speculator_) speculator_->add_request(*r);
@@ -136,17 +175,17 @@ absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t
   return absl::OkStatus();
 }
 
-void Engine::abort(const std::string& id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return;
-  scheduler_->remove(it->second.get());
-  if (speculator_) speculator_->remove_request(*it->second, /*finished=*/false);
-  requests_.erase(it);
+void Engine::fill_counts(const Request* r, RequestOutput& o) const {
+  o.num_prompt_tokens = r->prompt_len;
+  o.num_cached_prompt_tokens = r->num_cached_prompt;
+  o.num_output_tokens = r->num_output();
+  o.arrival_time = r->arrival;
+  o.first_token_time = r->first_token_time;
+  o.finish_time = r->finish_time;
 }
 
-RequestOutput& Engine::output_for(Request* r, std::vector<RequestOutput>& outs,
-                                  std::unordered_map<Request*, std::size_t>& index) {
-  auto [it, inserted] = index.emplace(r, outs.size());
+RequestOutput& Engine::output_for(Request* r, std::vector<RequestOutput>& outs) {
+  auto [it, inserted] = output_index_.emplace(r, outs.size());
   if (inserted) {
     outs.emplace_back();
     outs.back().request_id = r->id;
@@ -162,11 +201,34 @@ void Engine::register_final_blocks(Request* r) {
 }
 
 void Engine::finish(Request* r, FinishReason reason) {
-  register_final_blocks(r);
+  if (reason != FinishReason::kError) register_final_blocks(r);
   r->state = RequestState::kFinished;
   r->finish_reason = reason;
+  r->finish_time = now();
+  r->drafts.clear();
+  r->draft_probs.clear();
   scheduler_->remove(r);
-  if (speculator_) speculator_->remove_request(*r, /*finished=*/reason != FinishReason::kAbort);
+  if (speculator_) {
+    speculator_->remove_request(*r, /*finished=*/reason == FinishReason::kStop || reason == FinishReason::kLength);
+  }
+}
+
+void Engine::fail(Request* r, const absl::Status& why, std::vector<RequestOutput>& outs) {
+  if (r->finished()) return;
+  spdlog::warn("request '{}' failed and was finished: {}", r->id, why.ToString());
+  ++stats_.request_faults;
+  r->error = std::string(why.message());
+  finish(r, FinishReason::kError);
+  RequestOutput& o = output_for(r, outs);
+  o.finished = true;
+  o.finish_reason = FinishReason::kError;
+  o.error = r->error;
+  fill_counts(r, o);
+}
+
+void Engine::drop(Request* r) {
+  auto it = requests_.find(r->id);
+  if (it != requests_.end() && it->second.get() == r) requests_.erase(it);
 }
 
 std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> tokens,
@@ -176,7 +238,7 @@ std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> toke
     r->tokens.push_back(tokens[i]);
     ++appended;
     ++stats_.output_tokens;
-    if (r->num_output() == 1) r->first_token_time = std::chrono::steady_clock::now();
+    if (r->num_output() == 1) r->first_token_time = now();
     TokenOutput t{tokens[i], 0.0f, {}};
     if (r->params.logprobs >= 0 && i < logprobs.size()) {
       t.logprob = logprobs[i].logprob;
@@ -196,123 +258,152 @@ std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> toke
       finish(r, d.reason);
     }
   }
-  o.num_prompt_tokens = r->prompt_len;
-  o.num_cached_prompt_tokens = r->num_cached_prompt;
-  o.num_output_tokens = r->num_output();
+  fill_counts(r, o);
   return appended;
 }
 
-absl::Status Engine::speculate(const std::vector<Request*>& decoding) {
-  if (!speculator_ || decoding.empty()) return absl::OkStatus();
-  return speculator_->propose(decoding, max_model_len_);
+void Engine::abort(const std::string& id) {
+  Request* r = find(id);
+  if (r == nullptr) return;
+  if (r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) {
+    release_held(r);  // frees the blocks and forgets r
+  } else {
+    finish(r, FinishReason::kAbort);
+  }
+  RequestOutput o;
+  o.request_id = id;
+  o.finished = true;
+  o.finish_reason = FinishReason::kAbort;
+  if (Request* still = find(id); still == r) {
+    r->finish_time = now();
+    fill_counts(r, o);
+    drop(r);
+  }
+  pending_outputs_.push_back(std::move(o));
+}
+
+void Engine::propose_pending(std::vector<RequestOutput>& outs) {
+  if (!speculator_) return;
+  std::vector<Request*> want;
+  for (Request* r : scheduler_->running()) {
+    if (r->needs_drafts && r->decoding() && !r->finished()) want.push_back(r);
+  }
+  if (want.empty()) return;
+  for (Request* r : want) r->needs_drafts = false;
+  for (const ProposalFailure& f : speculator_->propose(want, max_model_len_)) fail(f.first, f.second, outs);
+}
+
+absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs) {
+  const TargetStateSpec states = speculator_ ? speculator_->target_states() : TargetStateSpec{};
+  ForwardBatch batch = step_batch_.build(plan.chunks, states);
+  if (layer_callback_) {
+    layer_writes_.clear();
+    for (const ScheduledChunk& c : plan.chunks) {
+      layer_writes_.push_back(KvLayerWrite{&c.request->id, c.start, c.num_tokens, c.request->blocks.blocks()});
+    }
+    batch.on_layer_written = [this](std::int32_t layer) { layer_callback_(layer, layer_writes_); };
+  }
+  for (const ScheduledChunk& c : plan.chunks) {
+    stats_.prompt_tokens_computed += std::max(0, std::min(c.start + c.num_tokens, c.request->prompt_len) - c.start);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<ForwardOutput> fwd = model_->forward(batch, *cache_);
+  if (!fwd.ok()) {
+    // Pin the failure on the chunks that fail alone; the others run again next step.
+    bool culprit = false;
+    for (const ScheduledChunk& c : plan.chunks) {
+      ForwardBatch one = step_batch_.build(std::span<const ScheduledChunk>(&c, 1), states);
+      if (absl::StatusOr<ForwardOutput> alone = model_->forward(one, *cache_); !alone.ok()) {
+        fail(c.request, alone.status(), outs);
+        culprit = true;
+      }
+    }
+    if (!culprit) return fwd.status();
+    return false;
+  }
+  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size);
+  stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
+void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs) {
+  Request* r = c.request;
+  if (r->finished()) return;
+  const std::span<const float> rows = step_batch_.states(index);
+  if (!c.samples) {
+    r->num_computed = c.start + c.num_tokens;
+    if (speculator_) {
+      if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+        fail(r, s, outs);
+        return;
+      }
+      // A recompute after preemption stops at the pending token, which is verified with drafts.
+      if (r->decoding()) r->needs_drafts = true;
+    }
+    return;
+  }
+  RequestOutput& o = output_for(r, outs);
+  const std::span<const float> logits = step_batch_.logits(index);
+  if (c.num_drafts > 0) {
+    const VerifiedTokens verified = speculator_->verify(*r, logits);
+    // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
+    r->num_computed = c.start + 1 + verified.num_accepted;
+    r->blocks.shrink_to(*pool_, r->num_computed);
+    if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted); !s.ok()) {
+      fail(r, s, outs);
+      return;
+    }
+    append_tokens(r, verified.tokens, verified.logprobs, o);
+  } else {
+    r->num_computed = c.start + c.num_tokens;
+    if (speculator_) {
+      if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+        fail(r, s, outs);
+        return;
+      }
+    }
+    // The draw that decides token num_tokens() (random.h): the same wherever this step runs.
+    RandomStream rng = token_stream(r->seed, r->num_tokens());
+    const SampleResult s = sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
+                                           model_->config().eos_token_ids, rng);
+    append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);
+  }
+  if (!r->finished()) {
+    register_final_blocks(r);
+    if (speculator_ && r->decoding()) r->needs_drafts = true;
+  }
 }
 
 absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
-  std::vector<RequestOutput> outs;
+  std::vector<RequestOutput> outs = std::move(pending_outputs_);
+  pending_outputs_.clear();
+  output_index_.clear();
+  expire_leases(outs);
+  // Committed hand-offs take free running slots before anything is proposed or scheduled, so a
+  // promoted request is never verified without its drafts.
+  scheduler_->promote_ready();
+  propose_pending(outs);
   const SchedulerOutput plan = scheduler_->schedule();
   stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
-  if (plan.empty()) return outs;
-  ++stats_.steps;
-
-  ForwardBatch batch;
-  logits_indices_.resize(plan.chunks.size());
-  verify_tokens_.resize(plan.chunks.size());
-  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
-    const ScheduledChunk& c = plan.chunks[i];
-    Request* r = c.request;
-    ForwardSequence s;
-    logits_indices_[i].clear();
-    if (c.num_drafts > 0) {
-      // Verification: the pending token and the drafts, with logits at every one of them.
-      verify_tokens_[i].assign(1, r->tokens[static_cast<std::size_t>(c.start)]);
-      verify_tokens_[i].insert(verify_tokens_[i].end(), r->drafts.begin(), r->drafts.end());
-      for (std::int32_t j = 0; j <= c.num_drafts; ++j) logits_indices_[i].push_back(j);
-      s.tokens = verify_tokens_[i];
-    } else {
-      if (c.samples) logits_indices_[i].push_back(c.num_tokens - 1);
-      s.tokens = std::span<const std::int32_t>(r->tokens).subspan(static_cast<std::size_t>(c.start),
-                                                                  static_cast<std::size_t>(c.num_tokens));
-    }
-    s.start_position = c.start;
-    s.block_table = r->blocks.blocks();
-    s.logits_indices = logits_indices_[i];
-    batch.sequences.push_back(s);
-    stats_.prompt_tokens_computed += std::max(0, std::min(c.start + c.num_tokens, r->prompt_len) - c.start);
+  if (speculator_) {
+    for (Request* r : plan.preempted) speculator_->reset_request(*r);
   }
-  const TargetStateSpec states = speculator_ ? speculator_->target_states() : TargetStateSpec{};
-  batch.capture_layer_inputs = states.layer_inputs;
-  batch.capture_final_hidden = states.final_hidden;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  BATON_ASSIGN_OR_RETURN(ForwardOutput fwd, model_->forward(batch, *cache_));
-  const std::int32_t vocab = model_->config().vocab_size;
-  host_logits_.resize(static_cast<std::size_t>(fwd.logits.numel()));
-  backend_->copy_to_host(host_logits_.data(), fwd.logits.data, host_logits_.size() * sizeof(float));
-  // Captured states, interleaved per token as the proposer wants them: [tokens, width].
-  const std::int32_t hidden = model_->config().hidden_size;
-  const std::int32_t width = states.width(hidden);
-  if (width > 0) {
-    const auto num_tokens = static_cast<std::size_t>(batch.num_tokens());
-    host_states_.resize(num_tokens * static_cast<std::size_t>(width));
-    std::vector<TensorView> views = fwd.layer_inputs;
-    if (states.final_hidden) views.push_back(fwd.final_hidden);
-    for (std::size_t v = 0; v < views.size(); ++v) {
-      for (std::size_t t = 0; t < num_tokens; ++t) {
-        backend_->copy_to_host(host_states_.data() + t * static_cast<std::size_t>(width) + v * static_cast<std::size_t>(hidden),
-                               views[v].ptr<const float>() + t * static_cast<std::size_t>(hidden),
-                               static_cast<std::size_t>(hidden) * sizeof(float));
-      }
+  if (!plan.empty()) {
+    ++stats_.steps;
+    BATON_ASSIGN_OR_RETURN(const bool ran, run_forward(plan, outs));
+    if (ran) {
+      for (std::size_t i = 0; i < plan.chunks.size(); ++i) process_chunk(plan.chunks[i], i, outs);
+      propose_pending(outs);
+      park_prefilled(outs);
     }
   }
-  stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  std::unordered_map<Request*, std::size_t> index;
-  std::vector<Request*> decoding;
-  std::size_t logits_row = 0, token_row = 0;
-  for (const ScheduledChunk& c : plan.chunks) {
-    Request* r = c.request;
-    const auto rows = width > 0 ? std::span<const float>(host_states_).subspan(token_row * static_cast<std::size_t>(width),
-                                                                                static_cast<std::size_t>(c.num_tokens) *
-                                                                                    static_cast<std::size_t>(width))
-                                : std::span<const float>();
-    token_row += static_cast<std::size_t>(c.num_tokens);
-    if (!c.samples) {
-      r->num_computed = c.start + c.num_tokens;
-      if (speculator_) speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens);
-      continue;
-    }
-    const auto v = static_cast<std::size_t>(vocab);
-    RequestOutput& o = output_for(r, outs, index);
-    if (c.num_drafts > 0) {
-      const std::span<const float> logits(host_logits_.data() + logits_row * v, static_cast<std::size_t>(c.num_drafts + 1) * v);
-      logits_row += static_cast<std::size_t>(c.num_drafts + 1);
-      const VerifiedTokens verified = speculator_->verify(*r, logits);
-      // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
-      r->num_computed = c.start + 1 + verified.num_accepted;
-      r->blocks.shrink_to(*pool_, r->num_computed);
-      speculator_->observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted);
-      append_tokens(r, verified.tokens, verified.logprobs, o);
-    } else {
-      const std::span<const float> row(host_logits_.data() + logits_row * v, v);
-      ++logits_row;
-      r->num_computed = c.start + c.num_tokens;
-      if (speculator_) speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens);
-      const SampleResult s = sampler_.sample(row, r->params, TokenHistory{r->prompt(), r->output()},
-                                             model_->config().eos_token_ids, r->rng);
-      append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);
-    }
-    if (!r->finished()) {
-      register_final_blocks(r);
-      if (r->decoding()) decoding.push_back(r);
-    }
-  }
-  BATON_RETURN_IF_ERROR(speculate(decoding));
   stats_.prefix_cache_queries = pool_->prefix_queries();
   stats_.prefix_cache_hits = pool_->prefix_hits();
   // Finished requests leave the engine once reported.
-  for (const RequestOutput& o : outs) {
-    if (o.finished) requests_.erase(o.request_id);
+  for (const auto& [r, index] : output_index_) {
+    if (r->finished()) drop(r);
   }
+  output_index_.clear();
   return outs;
 }
 

@@ -1,12 +1,27 @@
-// Engine: the model runtime's public API — add_request / step / abort over one model, its KV
-// cache, the scheduler and the sampler. One step = schedule, one batched forward, sample, check
-// stops, report what each request gained.
+// Engine: the model runtime's public API over one model, its KV cache, the scheduler, the sampler
+// and (optionally) a speculative proposer. One step = schedule, one batched forward, verify or
+// sample, check stops, propose the next drafts, report what each request gained.
+//
+// Roles (ARCHITECTURE.md "Roles"):
+//   colocated  add_request / step / abort: prefill and decode in this engine.
+//   prefill    add_request with prefill_only: the request stops after its first token; its KV
+//              (and its proposer's state) stay under a lease and its RequestOutput carries a
+//              HandoffRecord; release() frees them once the transport is done.
+//   decode     reserve() blocks for an incoming request under a lease; commit() its HandoffRecord
+//              (after the transport copied the KV) and it continues decoding here. Requests added
+//              with add_request run colocated (local prefill).
+// A request's tokens depend only on model, prompt, sampling parameters, seed and speculative
+// config: not on the batch, the token budget, other requests or where its prefill ran.
+//
+// Faults: an error in one request's proposer or state finishes that request (reason kError, with
+// a message); the step goes on for the others. Nothing leaks: every path returns its blocks.
 //
 // The engine never sees networking, tokenizers or text formats: text comes in through an
 // optional TextDecoderFactory (for stop strings and streamed text). Not thread-safe: one thread
-// owns an Engine (the node binaries put it behind their own loop).
+// owns an Engine (EngineLoop runs one on its own thread for servers).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,14 +32,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/handoff.h"
 #include "engine/kv/block_pool.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/layout_fingerprint.h"
 #include "engine/model/transformer.h"
 #include "engine/request.h"
 #include "engine/sample/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/spec/config.h"
 #include "engine/spec/speculator.h"
+#include "engine/step_batch.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -37,8 +55,21 @@ struct EngineConfig {
   std::int64_t kv_cache_bytes = 1LL << 30;
   std::int32_t max_model_len = 0;      // 0: the model's max_position_embeddings, capped by the cache
   SchedulerConfig scheduler;
-  std::uint64_t seed = 0;              // seeds the streams of requests that bring no seed
+  std::uint64_t seed = 0;              // draws the seeds of requests that bring none
   std::optional<SpeculativeConfig> speculative;  // nullopt: no speculative decoding
+  // The node role this engine serves; its speculative config must obey the P/D rule for it
+  // (checked at create() with num_speculative_tokens resolved, e.g. MTP's default).
+  NodeRole role = NodeRole::kColocated;
+  // How long a prefilled request's KV (prefill role) or a reservation (decode role) is held
+  // without release or commit before the engine reclaims it.
+  std::chrono::milliseconds handoff_lease{60000};
+};
+
+// Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault
+// injection). Defaults: the steady clock, the proposer as configured.
+struct EngineHooks {
+  std::function<EngineClock::time_point()> clock;
+  std::function<std::unique_ptr<Proposer>(std::unique_ptr<Proposer>)> wrap_proposer;
 };
 
 using TextDecoderFactory = std::function<std::unique_ptr<TextDecoder>()>;
@@ -56,11 +87,24 @@ struct RequestOutput {
   std::string new_text;  // newly visible text (with a TextDecoderFactory)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  std::string error;  // finish_reason kError: what went wrong
   std::optional<std::int32_t> stop_token;
   std::optional<std::string> stop_string;
   std::int32_t num_prompt_tokens = 0;
   std::int32_t num_cached_prompt_tokens = 0;
   std::int32_t num_output_tokens = 0;
+  // Prefill role: the request is prefilled and parked under a lease; send this to the decode
+  // engine, then release() it. Not finished: its KV is still held.
+  std::optional<HandoffRecord> handoff;
+  // For TTFT / TPOT / end-to-end latency (this engine's clock; first_token_time is zero until
+  // the first token exists, finish_time until it finishes).
+  EngineClock::time_point arrival_time{};
+  EngineClock::time_point first_token_time{};
+  EngineClock::time_point finish_time{};
+};
+
+struct AddRequestOptions {
+  bool prefill_only = false;  // prefill role (required there)
 };
 
 // Counters since the engine started (for metrics and the CLI's speed report).
@@ -71,62 +115,130 @@ struct EngineStats {
   std::int64_t preemptions = 0;
   std::int64_t prefix_cache_queries = 0;
   std::int64_t prefix_cache_hits = 0;       // in blocks
+  std::int64_t request_faults = 0;          // requests finished with kError
+  std::int64_t handoffs_exported = 0;       // prefill role
+  std::int64_t handoffs_committed = 0;      // decode role
+  std::int64_t lease_expiries = 0;          // prefilled KV or reservations reclaimed by deadline
   double forward_seconds = 0;
 };
 
+// One KV pool's memory and block usage (the target's, then the proposer's, if it has one).
+struct KvPoolInfo {
+  std::string name;  // "target", "draft"
+  KvCache* cache = nullptr;
+  std::int32_t num_blocks = 0;
+  std::int32_t used = 0;      // held by requests (running, parked or reserved)
+  std::int32_t free = 0;      // allocatable (free + evictable prefix-cache blocks)
+  std::int32_t cached = 0;    // of free: evictable prefix-cache blocks
+  std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills)
+};
+
+// A step's KV writes of one layer, for transports (prefill role: push layer i while i+1 computes).
+struct KvLayerWrite {
+  const std::string* request_id = nullptr;
+  std::int32_t start = 0;       // first position written
+  std::int32_t num_tokens = 0;  // positions [start, start + num_tokens)
+  std::span<const BlockId> blocks;  // the request's block table (target pool)
+};
+using KvLayerCallback = std::function<void(std::int32_t layer, std::span<const KvLayerWrite> writes)>;
+
 class Engine {
  public:
-  static absl::StatusOr<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  static absl::StatusOr<std::unique_ptr<Engine>> create(const EngineConfig& config, EngineHooks hooks = {});
+  ~Engine();
 
   // Validates and queues a request. Errors name the field (InvalidArgument) or say the request can
   // never fit (e.g. longer than max_model_len); the engine is unchanged on error.
-  absl::Status add_request(const std::string& id, std::vector<std::int32_t> prompt, const SamplingParams& params);
-  // One scheduling step. Returns the requests that gained tokens or finished.
+  absl::Status add_request(const std::string& id, std::vector<std::int32_t> prompt, const SamplingParams& params,
+                           const AddRequestOptions& options = {});
+  // One scheduling step (after reclaiming expired leases). Returns the requests that gained
+  // tokens, finished, were prefilled for a hand-off, or were aborted since the last step.
   absl::StatusOr<std::vector<RequestOutput>> step();
-  // Finishes a request (reason abort) and frees its blocks; unknown ids are ignored.
+  // Finishes a request (reason abort) wherever it is — queued, running, prefilled or reserved —
+  // and frees its blocks; its final output comes with the next step(). Unknown ids are ignored.
   void abort(const std::string& id);
 
-  bool has_unfinished() const { return scheduler_->has_work(); }
+  // ---- decode role -------------------------------------------------------------------------
+  // Holds blocks for a prompt of prompt_len tokens (and the proposer's share) until commit(),
+  // release() or the lease ends. ResourceExhausted when they are not free now.
+  absl::StatusOr<KvReservation> reserve(const std::string& id, std::int32_t prompt_len);
+  // Admits a reserved request straight into decoding; the transport has copied the KV of the
+  // record's blocks into the reservation's. Errors name what does not match; the reservation is
+  // released on error.
+  absl::Status commit(const std::string& id, const HandoffRecord& record);
+  // Frees a prefilled request's KV (prefill role) or a reservation (decode role).
+  absl::Status release(const std::string& id);
+
+  // True while requests are queued, running, parked or reserved.
+  bool has_unfinished() const { return !requests_.empty() || !pending_outputs_.empty(); }
+  // True when step() has something to do now (a loop can block otherwise, until next_deadline()).
+  bool has_work() const { return scheduler_->has_work() || !pending_outputs_.empty(); }
+  // The earliest lease deadline, if any request is parked or reserved.
+  std::optional<EngineClock::time_point> next_deadline() const;
+
   void set_text_decoder_factory(TextDecoderFactory factory) { decoder_factory_ = std::move(factory); }
+  // Called for every target forward, layer by layer (see KvLayerWrite).
+  void set_kv_layer_callback(KvLayerCallback callback) { layer_callback_ = std::move(callback); }
 
   const ModelConfig& model_config() const { return model_->config(); }
   const Transformer& model() const { return *model_; }
   std::int32_t max_model_len() const { return max_model_len_; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }
+  // The speculative config in effect (num_speculative_tokens resolved); nullptr without one.
+  const SpeculativeConfig* speculative_config() const { return speculator_ ? &speculator_->config() : nullptr; }
   // Speculative decoding counters; nullptr when the engine runs without speculation.
   const SpecDecodeStats* spec_stats() const { return speculator_ ? &speculator_->stats() : nullptr; }
+  std::size_t num_waiting() const { return scheduler_->num_waiting(); }
+  std::size_t num_running() const { return scheduler_->num_running() + scheduler_->num_ready(); }
+  std::vector<KvPoolInfo> kv_pools() const;
+  KvLayoutFingerprint layout_fingerprint() const;
   std::string describe() const;
 
  private:
   Engine() = default;
-  RequestOutput& output_for(Request* r, std::vector<RequestOutput>& outs, std::unordered_map<Request*, std::size_t>& index);
+  EngineClock::time_point now() const { return hooks_.clock ? hooks_.clock() : EngineClock::now(); }
+  Request* find(const std::string& id) const;
+  RequestOutput& output_for(Request* r, std::vector<RequestOutput>& outs);
   // Appends tokens one by one, stopping at the first that finishes the request; returns how many
   // were appended.
   std::size_t append_tokens(Request* r, std::span<const std::int32_t> tokens, std::span<const SampleResult> logprobs,
                             RequestOutput& o);
+  void fill_counts(const Request* r, RequestOutput& o) const;
   void finish(Request* r, FinishReason reason);
+  void fail(Request* r, const absl::Status& why, std::vector<RequestOutput>& outs);
+  void drop(Request* r);  // forgets a request that holds nothing any more
   void register_final_blocks(Request* r);
-  absl::Status speculate(const std::vector<Request*>& decoding);
+
+  // Step phases.
+  void expire_leases(std::vector<RequestOutput>& outs);
+  void propose_pending(std::vector<RequestOutput>& outs);
+  absl::StatusOr<bool> run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs);
+  void process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs);
+  void park_prefilled(std::vector<RequestOutput>& outs);
+  absl::StatusOr<HandoffRecord> make_handoff(Request* r);
+  void release_held(Request* r);
 
   EngineConfig config_;
+  EngineHooks hooks_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvBlockPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Speculator> speculator_;
   Sampler sampler_;
-  std::mt19937_64 seed_source_{0};  // streams for requests without a seed
+  StepBatch step_batch_;
+  std::mt19937_64 seed_source_{0};  // seeds for requests without one
   std::int32_t max_model_len_ = 0;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unordered_map<Request*, std::size_t> output_index_;  // this step's outputs, by request
+  std::vector<RequestOutput> pending_outputs_;  // final outputs of aborts and expiries between steps
   TextDecoderFactory decoder_factory_;
+  KvLayerCallback layer_callback_;
+  std::vector<KvLayerWrite> layer_writes_;
   EngineStats stats_;
-  std::unique_ptr<Speculator> speculator_;
   std::uint64_t next_key_ = 1;
-  std::vector<std::vector<std::int32_t>> logits_indices_;  // reused per step
-  std::vector<std::vector<std::int32_t>> verify_tokens_;   // pending token + drafts, per chunk
-  std::vector<float> host_logits_;
-  std::vector<float> host_states_;
 };
 
 }  // namespace baton

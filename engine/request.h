@@ -1,5 +1,5 @@
 // Request: one generation request's state inside the engine — its tokens (prompt, then output),
-// how many have KV in the cache, its blocks, its random stream and its finish state.
+// how many have KV in the cache, its blocks, its seed, its drafts, its finish state and times.
 //
 // Owned by the Engine; the Scheduler only reorders pointers to it. Not thread-safe.
 #pragma once
@@ -12,47 +12,60 @@
 #include <vector>
 
 #include "engine/kv/block_table.h"
-#include "engine/sample/sampler.h"
 #include "engine/sample/sampling_params.h"
 #include "engine/sample/stop_checker.h"
 
 namespace baton {
 
-enum class RequestState { kWaiting, kRunning, kFinished };
+using EngineClock = std::chrono::steady_clock;
+
+enum class RequestState {
+  kWaiting,    // queued; holds no KV
+  kRunning,    // scheduled each step (prefill chunks, then decode / verification)
+  kPrefilled,  // prefill role: first token sampled, KV kept under a lease for a decode engine
+  kReserved,   // decode role: blocks reserved under a lease, waiting for the hand-off commit
+  kFinished,
+};
 
 struct Request {
   Request(std::uint64_t key_, std::string id_, std::vector<std::int32_t> prompt, SamplingParams params_,
-          std::uint64_t seed, std::int32_t block_size)
+          std::uint64_t seed_, std::int32_t block_size, EngineClock::time_point now)
       : key(key_),
         id(std::move(id_)),
         params(std::move(params_)),
         tokens(std::move(prompt)),
         prompt_len(static_cast<std::int32_t>(tokens.size())),
         blocks(block_size),
-        rng(seed),
-        arrival(std::chrono::steady_clock::now()) {}
+        seed(seed_),
+        arrival(now) {}
 
   std::uint64_t key;  // engine-unique number, for proposers' per-request state
   std::string id;
   SamplingParams params;
   std::vector<std::int32_t> tokens;  // prompt followed by output
   std::int32_t prompt_len;
-  std::int32_t num_computed = 0;     // leading tokens whose KV is in the cache
+  std::int32_t num_computed = 0;       // leading tokens whose KV is in the cache
   std::int32_t num_cached_prompt = 0;  // prompt tokens served by the prefix cache at admission
   BlockTable blocks;
-  RequestRng rng;
+  std::uint64_t seed;  // every random draw is keyed by it (random.h)
   RequestState state = RequestState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
+  std::string error;  // finish_reason kError: what went wrong
   std::unique_ptr<TextDecoder> decoder;  // only when the engine has a tokenizer
   std::unique_ptr<StopChecker> stop_checker;
-  std::size_t text_sent = 0;             // bytes of visible text already reported
+  std::size_t text_sent = 0;  // bytes of visible text already reported
   std::int32_t num_preemptions = 0;
+  bool prefill_only = false;  // prefill role: stop after the first token and hand the KV off
+  bool starved = false;       // the last step had no budget for its verification: goes first next
   // Speculative decoding: drafts proposed for the next step (verified together with the pending
   // token) and, for probabilistic drafts, their distributions q ([drafts.size(), vocab]).
   std::vector<std::int32_t> drafts;
   std::vector<float> draft_probs;
-  std::chrono::steady_clock::time_point arrival;
-  std::chrono::steady_clock::time_point first_token_time{};
+  bool needs_drafts = false;  // decoding, and the proposer has not seen its newest token yet
+  EngineClock::time_point arrival;
+  EngineClock::time_point first_token_time{};
+  EngineClock::time_point finish_time{};
+  EngineClock::time_point lease_deadline{};  // kPrefilled / kReserved
 
   std::int32_t num_tokens() const { return static_cast<std::int32_t>(tokens.size()); }
   std::int32_t num_output() const { return num_tokens() - prompt_len; }

@@ -1,10 +1,16 @@
 // Scheduler: the continuous-batching policy. Each step it picks which requests run and how many
 // of their tokens, under a token budget: running requests first (a decode step is one token, a
-// prefill continues in chunks), then waiting ones in arrival order. It allocates their KV blocks
-// (using the prefix cache for new prompts) and, when blocks run out, preempts the most recently
-// arrived running request by recompute (its blocks are freed; it re-enters the waiting queue at
-// the front and later recomputes prompt + output). A decoding request with drafts is scheduled for
-// 1 + drafts tokens (its pending token and the drafts to verify), drafts trimmed to the budget.
+// prefill continues in chunks), then committed hand-offs waiting for a running slot, then waiting
+// requests in arrival order. It allocates their KV blocks (using the prefix cache for new prompts)
+// and, when blocks run out, preempts the most recently admitted running request that is not
+// scheduled yet by recompute (its blocks are freed; it re-enters the waiting queue at the front
+// and later recomputes prompt + output).
+//
+// Speculation never depends on the budget: a decoding request with drafts is scheduled for its
+// pending token and ALL its drafts, or not at all this step (it then goes first next step), so a
+// request's draft count — and with it its seeded tokens — is a function of the request alone.
+// With speculation on, a preempted request recomputes up to its pending token only, and verifies
+// that token with fresh drafts as it would have without the preemption.
 //
 // It never runs the model or samples; the Engine does, with what schedule() returns.
 #pragma once
@@ -42,25 +48,43 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvBlockPool& pool);
+  // `speculative`: the engine verifies drafts (see the header comment for what changes).
+  Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative);
 
   void add(Request* request);
+  // A request that already holds the KV of its prompt (a committed hand-off): it runs as soon as a
+  // running slot is free, before waiting requests.
+  void add_ready(Request* request);
+  // Moves ready requests into free running slots. The engine calls it before it proposes drafts
+  // for the step, so a promoted request is never scheduled without its drafts.
+  void promote_ready();
   // Removes a request wherever it is and frees its blocks.
   void remove(Request* request);
+  // Removes a request but leaves its blocks with it (a prefilled request kept for a hand-off).
+  void detach(Request* request);
   SchedulerOutput schedule();
 
-  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !ready_.empty(); }
   std::size_t num_waiting() const { return waiting_.size(); }
   std::size_t num_running() const { return running_.size(); }
+  std::size_t num_ready() const { return ready_.size(); }
+  const std::vector<Request*>& running() const { return running_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
   void preempt(Request* request);
+  // Tokens of `r` to compute before it samples or verifies: all of them, except that with
+  // speculation a request with output recomputes up to its pending token only.
+  std::int32_t compute_target(const Request& r) const;
+  // Schedules running request r; false if it could not get blocks even after preempting.
+  bool schedule_running(Request* r, std::int32_t& budget, SchedulerOutput& out, std::vector<Request*>& scheduled);
   bool admit(Request* request, std::int32_t budget, SchedulerOutput* out);
 
   SchedulerConfig config_;
   KvBlockPool& pool_;
+  bool speculative_;
   std::deque<Request*> waiting_;
+  std::deque<Request*> ready_;
   std::vector<Request*> running_;  // in admission order; preemption takes from the back
 };
 

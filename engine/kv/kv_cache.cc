@@ -24,19 +24,30 @@ absl::StatusOr<KvCache> KvCache::create(Backend& backend, const KvCacheLayout& l
   KvCache cache;
   cache.layout_ = layout;
   cache.num_blocks_ = num_blocks;
-  cache.layers_.reserve(static_cast<std::size_t>(layout.num_layers));
-  const auto bytes = static_cast<std::size_t>(layout.bytes_per_block_per_layer() * num_blocks);
-  for (std::int32_t i = 0; i < layout.num_layers; ++i) {
-    BATON_ASSIGN_OR_RETURN(DeviceBuffer buffer, backend.allocate(bytes));
-    cache.layers_.push_back(std::move(buffer));
-  }
+  cache.device_ = backend.device();
+  const auto bytes = static_cast<std::size_t>(layout.bytes_per_block() * num_blocks);
+  BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
   return cache;
 }
 
+std::size_t KvCache::layer_stride() const {
+  return static_cast<std::size_t>(layout_.bytes_per_block_per_layer()) * static_cast<std::size_t>(num_blocks_);
+}
+
 TensorView KvCache::layer(std::int32_t i) const {
-  BATON_CHECK(i >= 0 && i < layout_.num_layers, "KV layer ", i);
-  return layers_[static_cast<std::size_t>(i)].view(
-      layout_.dtype, {num_blocks_, 2, layout_.block_size, layout_.num_kv_heads, layout_.head_dim});
+  BATON_CHECK(i >= 0 && i < layout_.num_layers, "KV layer ", i, " of ", layout_.num_layers);
+  void* base = static_cast<char*>(memory_.data()) + static_cast<std::size_t>(i) * layer_stride();
+  return TensorView::contiguous(base, layout_.dtype,
+                                {num_blocks_, 2, layout_.block_size, layout_.num_kv_heads, layout_.head_dim}, device_);
+}
+
+KvRegion KvCache::region() const { return KvRegion{memory_.data(), memory_.bytes(), device_}; }
+
+KvSpan KvCache::span(std::int32_t layer, std::int32_t block) const {
+  BATON_CHECK(layer >= 0 && layer < layout_.num_layers, "KV layer ", layer, " of ", layout_.num_layers);
+  BATON_CHECK(block >= 0 && block < num_blocks_, "KV block ", block, " of ", num_blocks_);
+  const auto per = static_cast<std::size_t>(layout_.bytes_per_block_per_layer());
+  return KvSpan{static_cast<std::size_t>(layer) * layer_stride() + static_cast<std::size_t>(block) * per, per};
 }
 
 }  // namespace baton

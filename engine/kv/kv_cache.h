@@ -1,13 +1,16 @@
-// KvCache: the KV memory of one model on one device — per layer a contiguous pool
-// [num_blocks, 2, block_size, kv_heads, head_dim] allocated through the Backend, so one layer's
-// blocks can be sent (or received) as soon as that layer is done.
+// KvCache: the KV memory of one model (a "pool": the target's, or a draft model's or draft
+// head's) on one device — ONE allocation laid out [num_layers, num_blocks, 2, block_size,
+// kv_heads, head_dim], so that
+//   - a transport registers the pool once (region()), and
+//   - the KV of one (layer, block) is one contiguous span at a computable offset (span()), which
+//     can leave as soon as that layer is written, and land directly in a peer's block.
 //
 // It owns memory only; which block belongs to whom is KvBlockPool's and BlockTable's business.
+// It never moves, resizes or frees its region while it lives (a registered region stays valid).
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
@@ -21,11 +24,26 @@ struct KvCacheLayout {
   std::int32_t block_size = 16;
   DType dtype = DType::kF32;
 
+  // Bytes of one (layer, block): [2, block_size, kv_heads, head_dim].
   std::int64_t bytes_per_block_per_layer() const {
     return 2LL * block_size * num_kv_heads * head_dim * static_cast<std::int64_t>(dtype_size(dtype));
   }
   std::int64_t bytes_per_block() const { return bytes_per_block_per_layer() * num_layers; }
   std::string describe() const;
+  friend bool operator==(const KvCacheLayout&, const KvCacheLayout&) = default;
+};
+
+// A pool's memory as a transport sees it.
+struct KvRegion {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  Device device{};
+};
+
+// Where one (layer, block) lives inside the region: [offset, offset + bytes).
+struct KvSpan {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
 };
 
 class KvCache {
@@ -39,10 +57,17 @@ class KvCache {
   // One layer's pool: [num_blocks, 2, block_size, kv_heads, head_dim].
   TensorView layer(std::int32_t i) const;
 
+  KvRegion region() const;
+  // Byte stride between consecutive layers: num_blocks * bytes_per_block_per_layer().
+  std::size_t layer_stride() const;
+  // The span of (layer, block); both must be in range (checked).
+  KvSpan span(std::int32_t layer, std::int32_t block) const;
+
  private:
   KvCacheLayout layout_;
   std::int32_t num_blocks_ = 0;
-  std::vector<DeviceBuffer> layers_;
+  DeviceBuffer memory_;
+  Device device_{};
 };
 
 }  // namespace baton

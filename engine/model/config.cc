@@ -1,10 +1,12 @@
 #include "engine/model/config.h"
 
+#include <cctype>
 #include <filesystem>
 
 #include "common/status.h"
 #include "common/text_file.h"
 #include "nlohmann/json.hpp"
+#include "xxhash.h"
 
 namespace baton {
 namespace {
@@ -144,9 +146,45 @@ absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
   return parse(config, have_gen ? &gen : nullptr, config_path);
 }
 
+bool has_recurrent_layers_in(const json& config) {
+  if (!config.is_object()) return false;
+  const auto names_recurrent = [](const std::string& s) {
+    for (const char* word : {"linear_attention", "mamba", "recurrent", "ssm", "rwkv", "lightning"}) {
+      std::string lower = s;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (lower.find(word) != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (const char* key : {"layer_types", "layers_block_type"}) {
+    if (auto it = config.find(key); it != config.end() && it->is_array()) {
+      for (const json& t : *it) {
+        if (t.is_string() && names_recurrent(t.get<std::string>())) return true;
+      }
+    }
+  }
+  if (auto it = config.find("hybrid_override_pattern"); it != config.end() && it->is_string()) {
+    if (it->get<std::string>().find('M') != std::string::npos) return true;
+  }
+  if (auto it = config.find("architectures"); it != config.end() && it->is_array()) {
+    for (const json& a : *it) {
+      if (!a.is_string()) continue;
+      const std::string name = a.get<std::string>();
+      for (const char* family : {"Mamba", "Jamba", "Zamba", "FalconH1", "RecurrentGemma", "Qwen3Next", "NemotronH",
+                                 "Rwkv", "MiniMaxM1", "MiniMaxText01", "Plamo2", "GraniteMoeHybrid", "Lfm2"}) {
+        if (name.find(family) != std::string::npos) return true;
+      }
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* gen, const std::string& where) {
   if (!config.is_object()) return absl::InvalidArgumentError(str_cat(where, ": expected a JSON object"));
   ModelConfig c;
+  c.has_recurrent_layers = has_recurrent_layers_in(config);
+  const std::string canonical = config.dump();  // std::map-backed: keys sorted, so the dump is canonical
+  c.identity = XXH3_64bits(canonical.data(), canonical.size());
   auto arch = config.find("architectures");
   if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
     return field_error(where, "architectures", "must be a non-empty list of names, e.g. [\"LlamaForCausalLM\"]");
@@ -161,6 +199,10 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   } else if (c.architecture_name == "Qwen3ForCausalLM") {
     c.architecture = Architecture::kQwen3;
   } else {
+    if (c.has_recurrent_layers) {
+      return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
+                                              "\" has recurrent layers; hybrid recurrent models are not supported yet"));
+    }
     return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
                                             "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                                             "Qwen2ForCausalLM, Qwen3ForCausalLM)"));

@@ -52,6 +52,13 @@ struct ModelConfig {
   std::optional<DType> torch_dtype;
   std::optional<std::int32_t> bos_token_id;
   std::vector<std::int32_t> eos_token_ids;  // config.json and generation_config.json together
+  // Recurrent-state layers (Mamba, linear attention): the P/D rule makes prefill and decode use
+  // the same num_speculative_tokens for such models. Derived from config.json (see
+  // has_recurrent_layers_in); no architecture Baton loads today has them.
+  bool has_recurrent_layers = false;
+  // xxh3-64 of config.json's canonical serialization: which model this is, for the KV layout
+  // fingerprint that two engines compare before KV moves between them.
+  std::uint64_t identity = 0;
 
   // Reads dir/config.json and, when present, dir/generation_config.json.
   static absl::StatusOr<ModelConfig> load(const std::string& model_dir);
@@ -63,5 +70,11 @@ struct ModelConfig {
   std::int32_t kv_size() const { return num_kv_heads * head_dim; }
   std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
 };
+
+// Whether a config.json describes a hybrid model with recurrent layers: `layer_types` naming
+// linear-attention / Mamba / recurrent layers (Qwen3-Next, MiniMax, Jamba-style configs),
+// `layers_block_type` (Jamba) or `hybrid_override_pattern` (Nemotron-H) with Mamba layers, or an
+// architecture of a recurrent family (Mamba, Jamba, Zamba, Falcon-H1, RecurrentGemma, Qwen3-Next).
+bool has_recurrent_layers_in(const nlohmann::json& config);
 
 }  // namespace baton

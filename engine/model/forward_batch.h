@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ForwardBatch {
   // stream entering layer i; EAGLE-3's aux states), and optionally the final norm's output.
   std::vector<std::int32_t> capture_layer_inputs;
   bool capture_final_hidden = false;
+  // Called after decoder layer i has written this batch's keys and values (and the backend has
+  // finished doing so), before layer i + 1 starts: a transport can push layer i's blocks while
+  // the next layer computes. Must not touch the forward's buffers or call into the model.
+  std::function<void(std::int32_t layer)> on_layer_written;
 
   std::int64_t num_tokens() const;
   std::int64_t num_logits() const;

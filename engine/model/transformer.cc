@@ -119,6 +119,10 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
       if (batch.capture_layer_inputs[c] == i) backend_.copy(residual, out.layer_inputs[c]);
     }
     layer_forward(i, t, kv_cache);
+    if (batch.on_layer_written) {
+      backend_.synchronize();
+      batch.on_layer_written(i);
+    }
   }
 
   const TensorView rows = plan_.logits_rows();

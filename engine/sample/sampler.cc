@@ -58,11 +58,6 @@ std::size_t checked_token(std::int32_t token, std::size_t vocab) {
 
 }  // namespace
 
-double RequestRng::uniform() {
-  // 53 random bits k in [0, 2^53) map to (k + 1) / 2^53 in (0, 1].
-  return static_cast<double>((gen_() >> 11) + 1) * 0x1.0p-53;
-}
-
 void Sampler::load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                           std::span<const std::int32_t> eos_token_ids, bool mask_stops) {
   const std::size_t vocab = logits.size();
@@ -311,7 +306,7 @@ void Sampler::target_probs(std::span<const float> logits, const SamplingParams& 
 }
 
 SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                             std::span<const std::int32_t> eos_token_ids, RequestRng& rng) {
+                             std::span<const std::int32_t> eos_token_ids, RandomStream& rng) {
   probs_.resize(logits.size());
   const std::int32_t argmax = process(logits, params, history, eos_token_ids, probs_);
   const std::int32_t token = argmax >= 0 ? argmax : draw(probs_, rng);
@@ -323,7 +318,7 @@ SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams
   return raw_logprobs(logits, token, params.logprobs);
 }
 
-std::int32_t Sampler::draw(std::span<const float> probs, RequestRng& rng) {
+std::int32_t Sampler::draw(std::span<const float> probs, RandomStream& rng) {
   const double u = rng.uniform();
   // cum first reaches u (> 0) at a token whose probability raised it, so zeros need no branch
   // (after top-p, zero or not is a coin flip per token).

@@ -5,30 +5,19 @@
 // rejection sampler can reuse target_probs() as p: penalties (seeing prompt + output so far),
 // temperature, top-k, top-p, min-p, softmax in fp32.
 //
-// Must not: allocate per call once warmed up (scratch is reused), keep per-request state (the
-// caller owns the RequestRng), or depend on anything but the row, the params, the history and the
-// request's own generator (so seeded requests are batch-independent).
+// Must not: allocate per call once warmed up (scratch is reused), keep per-request state, or depend
+// on anything but the row, the params, the history and the stream the caller passes (a keyed
+// stream of the request's seed, random.h, so seeded requests are batch-independent).
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
 
+#include "engine/sample/random.h"
 #include "engine/sample/sampling_params.h"
 
 namespace baton {
-
-// A request's own random stream. Seeded requests use their seed; others get one from the engine.
-class RequestRng {
- public:
-  explicit RequestRng(std::uint64_t seed) : gen_(seed) {}
-  // Uniform in (0, 1], drawn in double precision.
-  double uniform();
-
- private:
-  std::mt19937_64 gen_;
-};
 
 // What the penalties look at: the prompt and the tokens generated so far (for verification,
 // including the drafts accepted earlier in the same step).
@@ -64,14 +53,14 @@ struct SampleResult {
 // Not thread-safe (scratch); use one Sampler per thread.
 class Sampler {
  public:
-  // Applies the processing above and draws from target_probs() with `rng` (greedy: the argmax,
-  // without touching `rng`). `logits` has vocab entries (finite or -inf, no NaN) and is not
-  // modified. Token ids in `history` must be in [0, vocab); EOS ids outside it are ignored.
+  // Applies the processing above and draws from target_probs() with `rng` (the engine passes
+  // token_stream(seed, position)); greedy: the argmax, without touching `rng`. `logits` has vocab
+  // entries (finite or -inf, no NaN) and is not modified. Token ids in `history` must be in [0, vocab); EOS ids outside it are ignored.
   // When params.logprobs >= 0 the result carries raw logprobs (see raw_logprobs); otherwise
   // `logprob` is 0 and `top` empty. Allocates nothing once warmed up for this vocab size, except
   // `top` when logprobs > 0.
   SampleResult sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                      std::span<const std::int32_t> eos_token_ids, RequestRng& rng);
+                      std::span<const std::int32_t> eos_token_ids, RandomStream& rng);
 
   // The processed target distribution p (sums to 1; zeros outside the kept set) for sampled
   // requests; for greedy requests a one-hot at the argmax. Writes vocab entries into probs.
@@ -84,7 +73,7 @@ class Sampler {
   // first token whose cumulative probability (summed in double, in id order) reaches u. If
   // rounding leaves the total below u, the last token with nonzero probability. Tokens with
   // probability 0 are never returned. probs must be >= 0 (no NaN), at least one positive.
-  static std::int32_t draw(std::span<const float> probs, RequestRng& rng);
+  static std::int32_t draw(std::span<const float> probs, RandomStream& rng);
 
   // vLLM's raw logprobs: log_softmax of the unprocessed logits (max-subtracted, log-sum-exp in
   // double) for `token` and the `top_n` best tokens (best first, lower id first on ties). For

@@ -20,6 +20,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
   }
   return "unknown";
 }

@@ -28,8 +28,11 @@ class TextDecoder {
   virtual std::string decode(std::span<const std::int32_t> output_tokens, bool final) = 0;
 };
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
-// "stop", "length", "abort"; "none" for kNone (a running request: OpenAI's finish_reason is null).
+// kError: the engine finished the request because of a fault of its own (its proposer or state);
+// the output carries the message. Other requests are unaffected.
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+// "stop", "length", "abort", "error"; "none" for kNone (a running request: OpenAI's finish_reason
+// is null).
 const char* finish_reason_name(FinishReason r);
 
 struct StopDecision {

@@ -154,18 +154,9 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     return key_error("draft_sample_method", str_cat("probabilistic needs a model-based method; ", m, " drafts are deterministic"));
   }
 
-  // The P/D rule for this node's role. (For models with recurrent layers prefill runs the decode
-  // nodes' k instead; that equality is checked when nodes are paired, in pd_compatible().)
-  if (role == NodeRole::kPrefill && !model_has_recurrent_layers && c.num_speculative_tokens >= 0 &&
-      c.num_speculative_tokens != 1) {
-    return key_error("num_speculative_tokens",
-                     str_cat("is ", c.num_speculative_tokens, " on a prefill node; the P/D rule requires 1 there "
-                             "(prefill makes one draft token; decode nodes use k >= 1)"));
-  }
-  if ((role == NodeRole::kDecode || role == NodeRole::kPrefill) && c.num_speculative_tokens == 0) {
-    return key_error("num_speculative_tokens", str_cat("is 0 on a ", node_role_name(role),
-                                                       " node; the P/D rule requires k >= 1 (or no speculative_config)"));
-  }
+  // The P/D rule for this node's role, when k is known here (MTP's default is resolved by the
+  // engine, which checks it then).
+  if (c.num_speculative_tokens >= 0) BATON_RETURN_IF_ERROR(validate_for_role(c, role, model_has_recurrent_layers));
   return c;
 }
 
@@ -182,6 +173,24 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"draft_tensor_parallel_size", draft_tensor_parallel_size},
           {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
+}
+
+absl::Status validate_for_role(const std::optional<SpeculativeConfig>& c, NodeRole role, bool model_has_recurrent_layers) {
+  if (role == NodeRole::kColocated) return absl::OkStatus();
+  const std::string kind = model_has_recurrent_layers ? "a hybrid model with recurrent layers" : "an attention-only model";
+  if (!c) return absl::OkStatus();  // no speculation on this node; pairing is checked by pd_compatible()
+  const std::int32_t k = c->num_speculative_tokens;
+  if (role == NodeRole::kPrefill && !model_has_recurrent_layers && k != 1) {
+    return key_error("num_speculative_tokens",
+                     str_cat("is ", k, " on a prefill node serving ", kind, "; the P/D rule requires 1 there "
+                             "(prefill makes one draft token; decode nodes use k >= 1)",
+                             c->method == SpecMethod::kMtp ? " — for MTP an unset value means one per MTP layer" : ""));
+  }
+  if (k < 1) {
+    return key_error("num_speculative_tokens", str_cat("is ", k, " on a ", node_role_name(role), " node serving ", kind,
+                                                       "; the P/D rule requires k >= 1 (or no speculative_config)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status pd_compatible(const SpeculativeConfig& prefill, const SpeculativeConfig& decode,

@@ -47,6 +47,13 @@ struct SpeculativeConfig {
   nlohmann::json to_json() const;
 };
 
+// The P/D rule for one node (num_speculative_tokens resolved): a prefill node runs k = 1, a decode
+// node k >= 1, for attention-only models; with recurrent layers both run the decode nodes' k,
+// which pd_compatible() checks when nodes are paired. Colocated engines are unconstrained. The
+// error names the value, the model kind and the rule.
+absl::Status validate_for_role(const std::optional<SpeculativeConfig>& config, NodeRole role,
+                               bool model_has_recurrent_layers);
+
 // Whether a prefill node's and a decode node's configurations may be paired (the P/D rule).
 // The error names both values, the model kind and the rule.
 absl::Status pd_compatible(const SpeculativeConfig& prefill, const SpeculativeConfig& decode,

@@ -140,7 +140,13 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
       BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, prefix, {.input_norm = false, .in_width = 2 * hs}));
       BATON_ASSIGN_OR_RETURN(m.out_norm, load.vector_f32({{"norm.weight", hs}}, "[hidden]"));
       BATON_ASSIGN_OR_RETURN(m.lm_head, load.matrix("lm_head.weight", h->out_vocab_, hs, "[draft_vocab_size, hidden]"));
+      // A head that ships its own embeddings uses them (as vLLM does); otherwise the target's.
       m.embed = target_weights.embed;
+      for (const char* name : {"embed_tokens.weight", "model.embed_tokens.weight"}) {
+        if (load.has(name)) {
+          BATON_ASSIGN_OR_RETURN(m.embed, load.matrix(name, target.vocab_size, hs, "[vocab, hidden]"));
+        }
+      }
       if (h->out_vocab_ != target.vocab_size || load.has("d2t")) {
         BATON_ASSIGN_OR_RETURN(const auto d2t, load.int64_vector("d2t", h->out_vocab_, "[draft_vocab_size] offsets"));
         for (std::size_t i = 0; i < d2t.size(); ++i) {

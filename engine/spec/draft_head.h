@@ -70,6 +70,7 @@ class DraftHead {
   std::int32_t target_feature_width() const;  // floats per token of target features
   KvCacheLayout kv_layout() const;            // one layer per module
   const ModelConfig& layer_config() const { return config_; }
+  DType weight_dtype() const { return modules_.front().fuse.dtype; }
 
   // Runs module `m` over a batch. features: host [batch tokens, width] — target features
   // (from_target) or the head's own outputs ([.., hidden()]).

@@ -24,10 +24,6 @@ absl::StatusOr<nlohmann::json> vocabulary_of(const std::string& dir) {
                         {"added", added}};
 }
 
-std::int32_t argmax(std::span<const float> row) {
-  return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
 }  // namespace
 
 absl::Status check_same_vocabulary(const std::string& target_dir, const ModelConfig& target,
@@ -64,11 +60,7 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(c
   BATON_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::load(draft_config, checkpoint, *ctx.backend, wo));
 
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
-  p->k_ = config.num_speculative_tokens;
-  p->budget_ = ctx.max_num_batched_tokens;
-  p->block_size_ = ctx.block_size;
-  p->probabilistic_ = config.draft_sample_method == DraftSampleMethod::kProbabilistic;
-  p->eos_ = ctx.target_config->eos_token_ids;
+  p->init_sampling(config, ctx);
   TransformerOptions to;
   to.max_num_tokens = ctx.max_num_batched_tokens;
   to.max_num_seqs = ctx.max_num_seqs;
@@ -76,157 +68,117 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(c
   to.max_model_len = ctx.max_model_len;
   to.block_size = ctx.block_size;
   BATON_ASSIGN_OR_RETURN(p->model_, Transformer::create(*ctx.backend, draft_config, std::move(weights), to));
-  // As many token slots as the target's cache, plus room for every sequence's drafts.
-  const KvCacheLayout target_layout{ctx.target_config->num_layers, ctx.target_config->num_kv_heads,
-                                    ctx.target_config->head_dim, ctx.block_size, ctx.backend->activation_dtype()};
-  const std::int32_t blocks = KvCache::blocks_for_budget(target_layout, ctx.kv_cache_bytes) +
-                              ctx.max_num_seqs * BlockTable::blocks_for(p->k_ + 1, ctx.block_size);
-  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*ctx.backend, p->model_->kv_layout(), blocks));
-  p->cache_ = std::make_unique<KvCache>(std::move(cache));
-  p->pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size);
+  BATON_RETURN_IF_ERROR(p->init_kv(*ctx.backend, p->model_->kv_layout(), ctx, config.num_speculative_tokens));
   spdlog::info("draft model {}: {} layers, hidden {}, {} KV blocks", config.model, draft_config.num_layers,
-               draft_config.hidden_size, blocks);
+               draft_config.hidden_size, p->pool_->num_blocks());
   return p;
 }
 
-void DraftModelProposer::add_request(RequestKey key, std::span<const std::int32_t> /*prompt*/) {
-  states_.try_emplace(key, block_size_);
+std::optional<KvPoolFingerprint> DraftModelProposer::kv_fingerprint() const {
+  return KvPoolFingerprint{"draft", model_->config().architecture_name, model_->config().identity,
+                           model_->weights().matrix_dtype(), cache_->layout()};
 }
 
-void DraftModelProposer::remove_request(RequestKey key, bool /*finished*/) {
-  auto it = states_.find(key);
-  if (it == states_.end()) return;
-  it->second.table.release_all(*pool_);
-  states_.erase(it);
+void DraftModelProposer::add_request(RequestKey key, std::span<const std::int32_t> prompt) {
+  DraftingProposer::add_request(key, prompt);
+  model_state(*state_of(key)).prompt_len = static_cast<std::int32_t>(prompt.size());
 }
 
-void DraftModelProposer::sync(State& s, std::span<const std::int32_t> tokens) {
+void DraftModelProposer::sync(ModelState& s, std::span<const std::int32_t> tokens) {
   std::size_t common = 0;
-  while (common < s.fed.size() && common < tokens.size() && s.fed[common] == tokens[common]) ++common;
-  // The newest token is always fed again: its logits give the first draft.
+  const std::size_t fed = std::min(s.fed.size(), static_cast<std::size_t>(s.computed));
+  while (common < fed && common < tokens.size() && s.fed[common] == tokens[common]) ++common;
   if (!tokens.empty()) common = std::min(common, tokens.size() - 1);
   s.fed.resize(common);
-  s.table.shrink_to(*pool_, static_cast<std::int32_t>(common));
+  s.computed = static_cast<std::int32_t>(common);
+  s.table.shrink_to(*pool_, s.computed);
 }
 
-std::int32_t DraftModelProposer::pick(std::span<const float> logits, ProposalRequest& p) {
-  if (!probabilistic_) return argmax(logits);
-  // Sampled drafts use the request's own processing (REFERENCE §2: the same processing defines q)
-  // and its own random stream; q is kept for the rejection sampler.
-  const auto v = logits.size();
-  const auto output = p.tokens.subspan(static_cast<std::size_t>(p.prompt_len));
-  history_.assign(output.begin(), output.end());
-  history_.insert(history_.end(), p.drafts->begin(), p.drafts->end());
-  probs_.resize(v);
-  sampler_.target_probs(logits, *p.sampling, TokenHistory{p.tokens.first(static_cast<std::size_t>(p.prompt_len)), history_},
-                        eos_, probs_);
-  p.draft_probs->insert(p.draft_probs->end(), probs_.begin(), probs_.end());
-  return Sampler::draw(probs_, *p.rng);
+absl::Status DraftModelProposer::run(const ForwardBatch& batch, std::span<Work* const> owners) {
+  BATON_ASSIGN_OR_RETURN(ForwardOutput out, model_->forward(batch, *cache_));
+  host_logits_.resize(static_cast<std::size_t>(out.logits.numel()));
+  model_->backend().copy_to_host(host_logits_.data(), out.logits.data, host_logits_.size() * sizeof(float));
+  const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    ProposalRequest& p = *owners[i]->p;
+    p.drafts->push_back(pick(std::span<const float>(host_logits_).subspan(i * vocab, vocab), p));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DraftModelProposer::propose(std::span<ProposalRequest> batch) {
-  struct Work {
-    ProposalRequest* p;
-    State* s;
-    bool ok = true;
-  };
   std::vector<Work> work;
+  work.reserve(batch.size());
   for (ProposalRequest& p : batch) {
-    auto it = states_.find(p.key);
-    if (it == states_.end() || p.max_drafts <= 0 || p.tokens.empty()) continue;
-    sync(it->second, p.tokens);
-    work.push_back({&p, &it->second});
-  }
-  const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
-  const std::size_t max_seqs = static_cast<std::size_t>(model_->options().max_num_seqs);
-
-  // Runs one draft forward over `seqs` (each paired with its work item) and picks a draft for
-  // every sequence that asked for logits.
-  auto run = [&](std::vector<ForwardSequence>& seqs, std::vector<Work*>& owners) -> absl::Status {
-    if (seqs.empty()) return absl::OkStatus();
-    ForwardBatch fb;
-    fb.sequences = seqs;
-    BATON_ASSIGN_OR_RETURN(ForwardOutput out, model_->forward(fb, *cache_));
-    host_logits_.resize(static_cast<std::size_t>(out.logits.numel()));
-    model_->backend().copy_to_host(host_logits_.data(), out.logits.data, host_logits_.size() * sizeof(float));
-    std::size_t row = 0;
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      if (seqs[i].logits_indices.empty()) continue;
-      owners[i]->p->drafts->push_back(pick(std::span<const float>(host_logits_).subspan(row * vocab, vocab), *owners[i]->p));
-      ++row;
+    State* s = state_of(p.key);
+    if (s == nullptr) {
+      p.status = absl::FailedPreconditionError(str_cat("draft_model proposer: request key ", p.key, " was never added"));
+      continue;
     }
-    seqs.clear();
-    owners.clear();
-    return absl::OkStatus();
-  };
-
-  static constexpr std::int32_t kLast[1] = {0};
-  std::vector<ForwardSequence> seqs;
-  std::vector<Work*> owners;
-  std::vector<std::int32_t> last_index;  // storage for logits indices, one per sequence
-  last_index.reserve(work.size());
-
-  // Catch-up: feed every accepted token the draft has not seen, in forwards of at most the token
-  // budget; the chunk ending at a request's newest token yields its first draft.
-  for (bool pending = true; pending;) {
-    pending = false;
-    std::int32_t budget = budget_;
-    last_index.clear();
-    for (Work& w : work) {
-      const auto fed = static_cast<std::int32_t>(w.s->fed.size());
-      const auto n = static_cast<std::int32_t>(w.p->tokens.size());
-      if (!w.ok || fed >= n) continue;
-      if (budget == 0 || seqs.size() == max_seqs) {
-        pending = true;
-        continue;
-      }
-      const std::int32_t m = std::min(n - fed, budget);
-      if (!w.s->table.grow_to(*pool_, fed + m)) {
-        w.ok = false;  // out of draft KV: no drafts for this request this step
-        continue;
-      }
-      ForwardSequence s;
-      s.tokens = w.p->tokens.subspan(static_cast<std::size_t>(fed), static_cast<std::size_t>(m));
-      s.start_position = fed;
-      s.block_table = w.s->table.blocks();
-      last_index.push_back(m - 1);
-      if (fed + m == n) s.logits_indices = std::span<const std::int32_t>(&last_index.back(), 1);
-      seqs.push_back(s);
-      owners.push_back(&w);
-      w.s->fed.insert(w.s->fed.end(), s.tokens.begin(), s.tokens.end());
-      budget -= m;
-      if (fed + m < n) pending = true;
-    }
-    BATON_RETURN_IF_ERROR(run(seqs, owners));
+    if (p.max_drafts <= 0 || p.tokens.empty()) continue;
+    sync(model_state(*s), p.tokens);
+    work.push_back(Work{&p, s, true});
   }
-
+  // Catch-up: every accepted token the draft has not seen; the chunk ending at a request's newest
+  // token yields its first draft.
+  std::vector<CatchUp> items;
+  for (Work& w : work) {
+    const auto computed = static_cast<std::size_t>(w.s->computed);
+    items.push_back(CatchUp{&w, w.s->computed, w.p->tokens.subspan(computed), {}});
+  }
+  BATON_RETURN_IF_ERROR(run_catch_ups(items, 0, [&](const ForwardBatch& b, std::span<const float>, std::span<Work* const> owners) {
+    return run(b, owners);
+  }));
+  for (Work& w : work) {
+    ModelState& s = model_state(*w.s);
+    s.fed.assign(w.p->tokens.begin(), w.p->tokens.begin() + s.computed);
+  }
   // Autoregressive steps: feed each request's latest draft until it has max_drafts of them.
+  static constexpr std::int32_t kLast[1] = {0};
   for (std::int32_t step = 1; step < k_; ++step) {
+    ForwardBatch b;
+    std::vector<Work*> owners;
     for (Work& w : work) {
       if (!w.ok || static_cast<std::int32_t>(w.p->drafts->size()) != step || step >= w.p->max_drafts) continue;
-      if (seqs.size() == max_seqs) break;  // the rest keep fewer drafts
-      const auto pos = static_cast<std::int32_t>(w.s->fed.size());
-      if (!w.s->table.grow_to(*pool_, pos + 1)) {
-        w.ok = false;
-        continue;
-      }
-      w.s->fed.push_back(w.p->drafts->back());
-      ForwardSequence s;
-      s.tokens = std::span<const std::int32_t>(&w.s->fed.back(), 1);
-      s.start_position = pos;
-      s.block_table = w.s->table.blocks();
-      s.logits_indices = std::span<const std::int32_t>(kLast, 1);
-      seqs.push_back(s);
+      ModelState& s = model_state(*w.s);
+      const std::int32_t pos = s.computed;
+      if (!reserve_positions(w, pos + 1)) continue;
+      s.fed.push_back(w.p->drafts->back());
+      s.computed = pos + 1;
+      ForwardSequence seq;
+      seq.tokens = std::span<const std::int32_t>(&s.fed.back(), 1);
+      seq.start_position = pos;
+      seq.block_table = s.table.blocks();
+      seq.logits_indices = std::span<const std::int32_t>(kLast, 1);
+      b.sequences.push_back(seq);
       owners.push_back(&w);
     }
-    BATON_RETURN_IF_ERROR(run(seqs, owners));
+    if (b.sequences.empty()) break;
+    BATON_RETURN_IF_ERROR(run(b, owners));
   }
-  for (Work& w : work) {
-    if (static_cast<std::int32_t>(w.p->drafts->size()) > w.p->max_drafts) {
-      w.p->drafts->resize(static_cast<std::size_t>(w.p->max_drafts));
-      if (probabilistic_) w.p->draft_probs->resize(static_cast<std::size_t>(w.p->max_drafts) * vocab);
-    }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProposerHandoff> DraftModelProposer::export_state(RequestKey key) const {
+  const State* s = state_of(key);
+  if (s == nullptr) return absl::NotFoundError(str_cat("draft_model proposer: no state for request key ", key));
+  const auto& ms = static_cast<const ModelState&>(*s);
+  ProposerHandoff h;
+  h.kv_positions = std::min(ms.computed, ms.prompt_len);
+  h.kv_blocks = blocks_for_positions(*s, h.kv_positions);
+  return h;
+}
+
+absl::Status DraftModelProposer::import_state(RequestKey key, const ProposerHandoff& h,
+                                              std::span<const std::int32_t> tokens) {
+  State* s = nullptr;
+  BATON_RETURN_IF_ERROR(adopt_handoff_kv(key, h, &s));
+  if (h.kv_positions > static_cast<std::int32_t>(tokens.size())) {
+    return absl::InvalidArgumentError(str_cat("draft_model hand-off: KV for ", h.kv_positions, " positions but only ",
+                                              tokens.size(), " tokens"));
   }
+  ModelState& ms = model_state(*s);
+  ms.fed.assign(tokens.begin(), tokens.begin() + h.kv_positions);
   return absl::OkStatus();
 }
 

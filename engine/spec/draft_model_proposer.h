@@ -1,63 +1,58 @@
 // DraftModelProposer: speculative drafts from a second, smaller Hugging Face model with the same
-// tokenizer. It keeps its own paged KV cache, catches up on each request's accepted tokens, then
-// runs k autoregressive steps for all requests in one batch per step. Drafts are the draft model's
-// argmax (greedy, one-hot), or sampled from its processed distribution with q recorded
-// (draft_sample_method = probabilistic).
+// tokenizer. It keeps its own paged KV (DraftingProposer), catches up on each request's accepted
+// tokens, then runs k autoregressive steps for all requests in one batch per step. Drafts are the
+// draft model's argmax (greedy, one-hot), or sampled from its processed distribution with q
+// recorded (draft_sample_method = probabilistic).
 //
-// It never touches the target's KV. When its own cache runs out it simply proposes nothing for
-// the requests it cannot fit (speculation degrades, output stays exact).
+// Hand-off: a prefill engine's draft model has computed the prompt's draft KV; a decode engine
+// receives it (positions [0, prompt_len)) and recomputes only the first token's.
+//
+// It never touches the target's KV.
 #pragma once
 
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/kv/block_pool.h"
-#include "engine/kv/block_table.h"
-#include "engine/kv/kv_cache.h"
 #include "engine/model/transformer.h"
-#include "engine/spec/proposer.h"
-#include "engine/spec/proposer_factory.h"
+#include "engine/spec/drafting_proposer.h"
 
 namespace baton {
 
-class DraftModelProposer final : public Proposer {
+class DraftModelProposer final : public DraftingProposer {
  public:
   static absl::StatusOr<std::unique_ptr<DraftModelProposer>> create(const SpeculativeConfig& config,
                                                                     const ProposerContext& context);
 
   std::string_view name() const override { return "draft_model"; }
-  bool has_draft_probs() const override { return probabilistic_; }
   void add_request(RequestKey key, std::span<const std::int32_t> prompt) override;
-  void remove_request(RequestKey key, bool finished) override;
   absl::Status propose(std::span<ProposalRequest> batch) override;
 
+  std::optional<KvPoolFingerprint> kv_fingerprint() const override;
+  std::int32_t handoff_kv_positions(std::int32_t prompt_len) const override { return prompt_len; }
+  absl::StatusOr<ProposerHandoff> export_state(RequestKey key) const override;
+  absl::Status import_state(RequestKey key, const ProposerHandoff& state, std::span<const std::int32_t> tokens) override;
+
+  const Transformer& model() const { return *model_; }
+
  private:
-  struct State {
-    explicit State(std::int32_t block_size) : table(block_size) {}
-    BlockTable table;
-    std::vector<std::int32_t> fed;  // tokens whose draft KV is computed, in position order
+  struct ModelState : State {
+    using State::State;
+    std::vector<std::int32_t> fed;  // the tokens at positions [0, computed)
+    std::int32_t prompt_len = 0;
   };
 
   DraftModelProposer() = default;
-  // Rolls the draft KV back to the longest prefix of `tokens` it has computed.
-  void sync(State& s, std::span<const std::int32_t> tokens);
-  // Picks the draft token from one row of draft logits.
-  std::int32_t pick(std::span<const float> logits, ProposalRequest& p);
+  std::unique_ptr<State> new_state() const override { return std::make_unique<ModelState>(block_size_); }
+  static ModelState& model_state(State& s) { return static_cast<ModelState&>(s); }
+  // Rolls the draft KV back to the longest prefix of `tokens` it has computed (always leaving the
+  // newest token to compute: its logits give the first draft).
+  void sync(ModelState& s, std::span<const std::int32_t> tokens);
+  // One forward; picks a draft for every owner (the sequences that asked for logits, in order).
+  absl::Status run(const ForwardBatch& batch, std::span<Work* const> owners);
 
   std::unique_ptr<Transformer> model_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<KvBlockPool> pool_;
-  std::unordered_map<RequestKey, State> states_;
-  std::int32_t k_ = 0;
-  std::int32_t budget_ = 0;
-  std::int32_t block_size_ = 16;
-  bool probabilistic_ = false;
-  Sampler sampler_;
-  std::vector<std::int32_t> eos_;
-  std::vector<float> host_logits_, probs_;
-  std::vector<std::int32_t> history_;
+  std::vector<float> host_logits_;
 };
 
 // Checks that the draft model speaks the target's vocabulary (same vocab_size and, when both have

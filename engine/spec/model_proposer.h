@@ -27,8 +27,9 @@ class TargetStateConsumer {
   virtual ~TargetStateConsumer() = default;
   virtual TargetStateSpec target_states() const = 0;
   // rows: [n, width] for positions [start, start + n) of the request; the first n_valid are final.
-  virtual void observe(RequestKey key, std::int32_t start, std::span<const float> rows, std::int32_t n,
-                       std::int32_t n_valid) = 0;
+  // An error concerns this request only (its states do not follow on from what came before).
+  virtual absl::Status observe(RequestKey key, std::int32_t start, std::span<const float> rows, std::int32_t n,
+                               std::int32_t n_valid) = 0;
 };
 
 }  // namespace baton

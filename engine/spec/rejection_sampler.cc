@@ -10,9 +10,8 @@
 // Why a zero residual cannot arise in exact arithmetic when the drafts are drawn from q:
 //
 // Token-wise: a rejection at x needs u > p(x) / q(x), i.e. p(x) < q(x). If max(p - q, 0) summed to
-// 0, p <= q everywhere, and since both sum to 1, p = q, so no rejection could have happened. With
-// one-hot drafts the residual is p without x, of mass 1 - p(x), and a rejection needs
-// u > p(x), i.e. p(x) < 1.
+// 0, p <= q everywhere, and since both sum to 1, p = q, so no rejection could have happened.
+// (One-hot drafts never reach the residual code: they take the matching rule.)
 //
 // Block: a chosen tau < k with R_tau = 0 needs h_tau > 0, so either tau = 0 (p_0 = 1) or p_tau = 1
 // (otherwise h_tau = 0 / (1 - p_tau) = 0). So p_tau = 1 and p_tau M_b <= M_s everywhere, hence
@@ -48,18 +47,15 @@ std::span<const float> target_row(const VerifyInput& in, std::size_t i) {
   return in.target_probs.subspan(i * vocab_of(in), vocab_of(in));
 }
 
-// Row i of q, or empty for one-hot drafts.
+// Row i of q (probabilistic drafts only).
 std::span<const float> draft_row(const VerifyInput& in, std::size_t i) {
-  if (in.draft_probs.empty()) return {};
   return in.draft_probs.subspan(i * vocab_of(in), vocab_of(in));
 }
 
 std::size_t draft_at(const VerifyInput& in, std::size_t i) { return static_cast<std::size_t>(in.drafts[i]); }
 
-// q(x) for the draft x at position i: 1 for one-hot drafts.
-double draft_prob(const VerifyInput& in, std::size_t i) {
-  return in.draft_probs.empty() ? 1.0 : static_cast<double>(draft_row(in, i)[draft_at(in, i)]);
-}
+// q(x) for the draft x at position i.
+double draft_prob(const VerifyInput& in, std::size_t i) { return draft_row(in, i)[draft_at(in, i)]; }
 
 // Lowest id on ties.
 std::int32_t argmax(std::span<const float> row) {
@@ -70,13 +66,11 @@ std::int32_t argmax(std::span<const float> row) {
   return static_cast<std::int32_t>(best);
 }
 
-// r(x) = max(scale * p(x) - q(x), 0) at one position, where q is a draft row or, when empty,
-// one-hot at `hot` (then r is scale * p without `hot`, whatever rounding did to p(hot)).
-// scale is 1 for token-wise verification and p_tau for block verification.
+// r(x) = max(scale * p(x) - q(x), 0) at one position, q a draft row. scale is 1 for token-wise
+// verification and p_tau for block verification.
 struct Residual {
   std::span<const float> p;
   std::span<const float> q;
-  std::size_t hot = 0;
   double scale = 1.0;
 };
 
@@ -88,16 +82,11 @@ double positive_part(double d) {
   return std::bit_cast<double>(bits & ~(bits >> 63));  // arithmetic shift: all ones when d < 0
 }
 
-// Calls f(term) where term(x) = r(x), specialized by kind of q so that the loops in f are free of
-// branches per token.
+// Calls f(term) where term(x) = r(x), so that the loops in f are free of branches per token.
 template <class F>
 auto with_residual_terms(const Residual& r, F f) {
   const float* p = r.p.data();
   const double scale = r.scale;
-  if (r.q.empty()) {
-    const std::size_t hot = r.hot;
-    return f([=](std::size_t x) { return scale * static_cast<double>(p[x]) * static_cast<double>(x != hot); });
-  }
   const float* q = r.q.data();
   return f([=](std::size_t x) {
     return positive_part(scale * static_cast<double>(p[x]) - static_cast<double>(q[x]));
@@ -124,7 +113,7 @@ double residual_mass(const Residual& r) {
 
 // One uniform: an inverse-CDF draw from normalize(r), or from p when r has no mass (see the top of
 // this file for why that is the exact answer up to rounding).
-std::int32_t draw_residual(const Residual& r, RequestRng& rng) {
+std::int32_t draw_residual(const Residual& r, RandomStream& rng) {
   const double z = residual_mass(r);
   if (!(z > 0.0)) return Sampler::draw(r.p, rng);
   const double target = rng.uniform() * z;
@@ -157,11 +146,23 @@ VerifyResult verify_greedy(const VerifyInput& in) {
   return VerifyResult{static_cast<std::int32_t>(k), argmax(target_row(in, k))};
 }
 
+// One-hot drafts, sampled: each position's token is plain sampling's draw there.
+VerifyResult verify_matching(const VerifyInput& in, const VerifyRandomness& random) {
+  const std::size_t k = in.drafts.size();
+  for (std::size_t i = 0;; ++i) {
+    RandomStream rng = token_stream(random.seed, random.position + static_cast<std::int64_t>(i));
+    const std::int32_t y = Sampler::draw(target_row(in, i), rng);
+    if (i == k || y != in.drafts[i]) return VerifyResult{static_cast<std::int32_t>(i), y};
+  }
+}
+
 }  // namespace
 
-VerifyResult verify_standard(const VerifyInput& in, RequestRng& rng) {
+VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& random) {
   check_input(in);
   if (in.greedy) return verify_greedy(in);
+  if (in.draft_probs.empty()) return verify_matching(in, random);
+  RandomStream rng = verify_stream(random);
   const std::size_t k = in.drafts.size();
   for (std::size_t i = 0; i < k; ++i) {
     const std::size_t x = draft_at(in, i);
@@ -169,15 +170,17 @@ VerifyResult verify_standard(const VerifyInput& in, RequestRng& rng) {
     const double qx = draft_prob(in, i);
     const double u = rng.uniform();
     if (qx > 0.0 && u <= px / qx) continue;
-    const Residual r{target_row(in, i), draft_row(in, i), x, 1.0};
+    const Residual r{target_row(in, i), draft_row(in, i), 1.0};
     return VerifyResult{static_cast<std::int32_t>(i), draw_residual(r, rng)};
   }
   return VerifyResult{static_cast<std::int32_t>(k), Sampler::draw(target_row(in, k), rng)};
 }
 
-VerifyResult verify_block(const VerifyInput& in, RequestRng& rng) {
+VerifyResult verify_block(const VerifyInput& in, const VerifyRandomness& random) {
   check_input(in);
   if (in.greedy) return verify_greedy(in);
+  if (in.draft_probs.empty()) return verify_matching(in, random);
+  RandomStream rng = verify_stream(random);
   const std::size_t k = in.drafts.size();
   // Paper position i (1-based) uses drafts[i - 1] scored by rows i - 1, and R_i over rows i.
   std::size_t tau = 0;
@@ -191,7 +194,7 @@ VerifyResult verify_block(const VerifyInput& in, RequestRng& rng) {
     double h = p_i;  // h_k
     if (i < k) {
       // p_i = 0 gives R_i = 0 and h_i = 0 / 1 = 0 without the sum.
-      const Residual next{target_row(in, i), draft_row(in, i), draft_at(in, i), p_i};
+      const Residual next{target_row(in, i), draft_row(in, i), p_i};
       const double r = p_i > 0.0 ? residual_mass(next) : 0.0;
       const double denominator = r + (1.0 - p_i);
       h = denominator > 0.0 ? r / denominator : 1.0;
@@ -203,7 +206,7 @@ VerifyResult verify_block(const VerifyInput& in, RequestRng& rng) {
     }
   }
   if (tau == k) return VerifyResult{static_cast<std::int32_t>(k), Sampler::draw(target_row(in, k), rng)};
-  const Residual r{target_row(in, tau), draft_row(in, tau), draft_at(in, tau), p_tau};
+  const Residual r{target_row(in, tau), draft_row(in, tau), p_tau};
   return VerifyResult{static_cast<std::int32_t>(tau), draw_residual(r, rng)};
 }
 

@@ -3,15 +3,25 @@
 // (Sun et al., ICLR 2025; REFERENCE.md §3). The output distribution of every emitted token is
 // exactly the target's; greedy requests get exactly the target's argmax sequence.
 //
-// Pure functions over probability rows and the request's own random stream: no model, no KV, no
-// batch, no allocation, no state. Randomness use is fixed per call (documented per function) so
-// seeded requests are reproducible whatever else is in the batch. Accept tests, block
-// verification's running quantities and every residual sum are computed in double.
+// Pure functions over probability rows and the request's keyed random numbers (random.h): no
+// model, no KV, no batch, no allocation, no state. Accept tests, block verification's running
+// quantities and every residual sum are computed in double.
 //
-// Residual draws are inverse-CDF draws like Sampler::draw: with u = rng.uniform() and the
-// unnormalized residual r (mass Z, summed in double in id order), the first token whose cumulative
-// r reaches u * Z. Bonus tokens are Sampler::draw(p_k, rng), so with k = 0 a verification step
-// emits exactly what Sampler::sample would have emitted from the same generator state.
+// Where the randomness comes from (VerifyRandomness: the request's seed and the position of the
+// first token the step decides):
+//   - one-hot drafts (n-gram, suffix, greedy EAGLE/MTP/draft model): position i's token is
+//     y_i = Sampler::draw(p_i, token_stream(seed, position + i)) — exactly the draw plain decoding
+//     makes there; the draft is accepted iff it equals y_i, and y_i is emitted at the first
+//     mismatch (or as the bonus). The law is the token-wise rule's (accept with probability p(x),
+//     else a draw from p without x), the acceptance rate the same, and the output is token for
+//     token what plain sampling with the same seed emits, whatever the drafts were. So seeded
+//     output cannot depend on how many drafts a proposer made, or on other requests. Block
+//     verification equals token-wise verification in law for one-hot drafts and uses this too.
+//   - probabilistic drafts: the joint rules below read RandomStream(seed, kVerify, position) in
+//     the documented order. Residual draws are inverse-CDF draws like Sampler::draw: with u from
+//     that stream and the unnormalized residual r (mass Z, summed in double in id order), the
+//     first token whose cumulative r reaches u * Z; the bonus token is Sampler::draw(p_k) with
+//     the same stream.
 //
 // Degenerate inputs never produce NaN:
 //   - a draft with q(x) = 0 (it cannot have been drawn from q) is rejected; p(x) = 0 rejects too,
@@ -26,6 +36,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/sample/random.h"
 #include "engine/sample/sampler.h"
 
 namespace baton {
@@ -43,6 +54,13 @@ struct VerifyInput {
   bool greedy = false;
 };
 
+// The request's seed and the position (index in prompt + output) of the first token the step
+// decides: the one after the pending token, i.e. the position of drafts[0].
+struct VerifyRandomness {
+  std::uint64_t seed = 0;
+  std::int64_t position = 0;
+};
+
 struct VerifyResult {
   std::int32_t num_accepted = 0;  // drafts[0..num_accepted) are accepted
   std::int32_t next_token = 0;    // the correction at the first rejection, or the bonus token
@@ -51,29 +69,34 @@ struct VerifyResult {
 // Token-wise rejection sampling.
 // Greedy: accept while drafts[i] == argmax p_i (lowest id on ties), then emit the argmax of the
 // first mismatching row, or of row k if all match. Consumes no randomness.
-// Sampled: for i = 0, 1, ...: u = rng.uniform(); accept x_i iff q(x_i) > 0 and
-// u <= p(x_i) / q(x_i) (one-hot drafts: q(x_i) = 1, so u <= p(x_i)). At the first rejection draw
-// the correction from normalize(max(p_i - q_i, 0)) (one-hot: p_i without x_i) and stop; if all k
-// are accepted draw the bonus from p_k.
-// Randomness: one uniform per examined draft, then one for the final draw, in that order:
-// k + 1 uniforms when all k are accepted, otherwise num_accepted + 2 (k = 0: one).
-VerifyResult verify_standard(const VerifyInput& in, RequestRng& rng);
+// Sampled, one-hot drafts: the matching rule above (one token-stream draw per examined position).
+// Sampled, probabilistic drafts: for i = 0, 1, ...: u = next uniform; accept x_i iff q(x_i) > 0
+// and u <= p(x_i) / q(x_i). At the first rejection draw the correction from
+// normalize(max(p_i - q_i, 0)) and stop; if all k are accepted draw the bonus from p_k.
+// Stream use: one uniform per examined draft, then one for the final draw: k + 1 uniforms when
+// all k are accepted, otherwise num_accepted + 2.
+VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& random);
 
 // Block verification (REFERENCE.md §3): accepts the longest prefix a jointly computed test allows;
 // never fewer tokens in expectation than verify_standard, still exactly lossless. With one-hot
 // drafts it is equivalent in law to verify_standard given the drafts (no draft prefix can be
 // emitted more often than the target produces it, so P(tau >= i) is the same product of p(x_j),
-// and both correct from p without the draft), at k residual passes over the vocabulary instead
-// of one: it pays off only with probabilistic drafts.
+// and both correct from p without the draft), so one-hot drafts take the matching rule here too;
+// it pays off only with probabilistic drafts.
 // Greedy requests behave exactly as in verify_standard (no randomness).
-// Sampled, with the paper's 1-based positions (x_i = drafts[i - 1], M_b(.|x_<=i) = target row i,
-// M_s(.|x_<=i) = draft row i, or one-hot at drafts[i]):
+// Sampled, probabilistic drafts, with the paper's 1-based positions (x_i = drafts[i - 1],
+// M_b(.|x_<=i) = target row i, M_s(.|x_<=i) = draft row i):
 //   p_0 = 1, p_i = min(p_{i-1} M_b(x_i | x_<i) / M_s(x_i | x_<i), 1) (0 when M_s(x_i | x_<i) = 0);
 //   h_i = R_i / (R_i + 1 - p_i), R_i = sum_x max(p_i M_b(x | x_<=i) - M_s(x | x_<=i), 0), for i < k
-//   (1 when the denominator is 0); h_k = p_k; eta_i = rng.uniform() for i = 1..k in order;
+//   (1 when the denominator is 0); h_k = p_k; eta_i = next uniform for i = 1..k in order;
 //   tau = the largest i with eta_i <= h_i, 0 if none; accept x_1..x_tau; if tau < k draw from
 //   normalize(max(p_tau M_b(.|x_<=tau) - M_s(.|x_<=tau), 0)), else the bonus from target row k.
-// Randomness: always k + 1 uniforms (eta_1..eta_k, then the final draw).
-VerifyResult verify_block(const VerifyInput& in, RequestRng& rng);
+// Stream use: always k + 1 uniforms (eta_1..eta_k, then the final draw).
+VerifyResult verify_block(const VerifyInput& in, const VerifyRandomness& random);
+
+// The stream probabilistic-draft verification reads.
+inline RandomStream verify_stream(const VerifyRandomness& r) {
+  return RandomStream(r.seed, RandomPurpose::kVerify, r.position);
+}
 
 }  // namespace baton

@@ -8,8 +8,10 @@ namespace baton {
 Speculator::Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
                        std::vector<std::int32_t> eos_token_ids)
     : config_(config), proposer_(std::move(proposer)), vocab_(vocab_size), eos_(std::move(eos_token_ids)) {
+  BATON_CHECK(config_.num_speculative_tokens >= 1, "speculator needs a resolved num_speculative_tokens, got ",
+              config_.num_speculative_tokens);
   state_consumer_ = dynamic_cast<TargetStateConsumer*>(proposer_.get());
-  stats_.accepted_per_position.assign(static_cast<std::size_t>(std::max(0, config_.num_speculative_tokens)), 0);
+  stats_.accepted_per_position.assign(static_cast<std::size_t>(config_.num_speculative_tokens), 0);
 }
 
 TargetStateSpec Speculator::target_states() const {
@@ -33,9 +35,12 @@ void Speculator::remove_request(const Request& r, bool finished) {
   proposer_->remove_request(r.key, finished);
 }
 
-void Speculator::observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
-                         std::int32_t n_valid) {
-  if (state_consumer_ != nullptr) state_consumer_->observe(r.key, start, rows, n, n_valid);
+void Speculator::reset_request(const Request& r) { proposer_->reset_request(r.key); }
+
+absl::Status Speculator::observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
+                                 std::int32_t n_valid) {
+  if (state_consumer_ == nullptr) return absl::OkStatus();
+  return state_consumer_->observe(r.key, start, rows, n, n_valid);
 }
 
 VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
@@ -59,8 +64,10 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   in.target_probs = probs_;
   in.draft_probs = r.draft_probs;
   in.greedy = r.params.greedy();
-  const VerifyResult res = config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, r.rng)
-                                                                                      : verify_standard(in, r.rng);
+  // The first token this step decides sits right after the pending (newest) token.
+  const VerifyRandomness random{r.seed, r.num_tokens()};
+  const VerifyResult res = config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
+                                                                                      : verify_standard(in, random);
   VerifiedTokens out;
   out.num_accepted = res.num_accepted;
   out.tokens.assign(r.drafts.begin(), r.drafts.begin() + res.num_accepted);
@@ -83,41 +90,72 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   return out;
 }
 
-absl::Status Speculator::propose(std::span<Request* const> requests, std::int32_t max_model_len) {
-  batch_.clear();
-  for (Request* r : requests) {
-    r->drafts.clear();
-    r->draft_probs.clear();
-    // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len.
-    const std::int32_t room = std::min(r->params.max_tokens - r->num_output() - 1, max_model_len - r->num_tokens() - 1);
-    // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
-    // state such as suffix trees in step with the output.
-    const std::int32_t max_drafts = std::max(0, std::min(config_.num_speculative_tokens, room));
-    ProposalRequest p;
-    p.key = r->key;
-    p.tokens = r->tokens;
-    p.prompt_len = r->prompt_len;
-    p.max_drafts = max_drafts;
-    p.drafts = &r->drafts;
-    p.draft_probs = proposer_->has_draft_probs() ? &r->draft_probs : nullptr;
-    p.sampling = &r->params;
-    p.rng = &r->rng;
-    batch_.push_back(p);
+void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i) {
+  r->drafts.clear();
+  r->draft_probs.clear();
+  // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len. Both
+  // depend on the request alone, so its draft count does too.
+  const std::int32_t room = std::min(r->params.max_tokens - r->num_output() - 1, max_model_len - r->num_tokens() - 1);
+  // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
+  // state such as suffix trees in step with the output.
+  const std::int32_t max_drafts = std::max(0, std::min(config_.num_speculative_tokens, room));
+  // Drafts are sampled from the stream of the step that verifies them (random.h).
+  streams_[i] = RandomStream(r->seed, RandomPurpose::kDraft, r->num_tokens());
+  ProposalRequest& p = batch_[i];
+  p = ProposalRequest{};
+  p.key = r->key;
+  p.tokens = r->tokens;
+  p.prompt_len = r->prompt_len;
+  p.max_drafts = max_drafts;
+  p.drafts = &r->drafts;
+  p.draft_probs = proposer_->has_draft_probs() ? &r->draft_probs : nullptr;
+  p.sampling = &r->params;
+  p.draft_rng = &streams_[i];
+}
+
+absl::Status Speculator::check(const ProposalRequest& p) const {
+  if (!p.status.ok()) return p.status;
+  if (static_cast<std::int32_t>(p.drafts->size()) > p.max_drafts) {
+    return absl::InternalError(str_cat("proposer ", proposer_->name(), " returned ", p.drafts->size(),
+                                       " drafts where at most ", p.max_drafts, " were allowed"));
   }
-  if (batch_.empty()) return absl::OkStatus();
-  BATON_RETURN_IF_ERROR(proposer_->propose(batch_));
-  for (const ProposalRequest& p : batch_) {
-    if (static_cast<std::int32_t>(p.drafts->size()) > p.max_drafts) {
-      return absl::InternalError(str_cat("proposer ", proposer_->name(), " returned ", p.drafts->size(),
-                                         " drafts where at most ", p.max_drafts, " were allowed"));
+  for (std::int32_t t : *p.drafts) {
+    if (t < 0 || t >= vocab_) {
+      return absl::InternalError(str_cat("proposer ", proposer_->name(), " proposed token ", t, " outside the vocabulary"));
     }
-    for (std::int32_t t : *p.drafts) {
-      if (t < 0 || t >= vocab_) {
-        return absl::InternalError(str_cat("proposer ", proposer_->name(), " proposed token ", t, " outside the vocabulary"));
-      }
-    }
+  }
+  if (p.draft_probs != nullptr && p.draft_probs->size() != p.drafts->size() * static_cast<std::size_t>(vocab_)) {
+    return absl::InternalError(str_cat("proposer ", proposer_->name(), " returned ", p.draft_probs->size(),
+                                       " draft probabilities for ", p.drafts->size(), " drafts"));
   }
   return absl::OkStatus();
+}
+
+std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> requests, std::int32_t max_model_len) {
+  std::vector<ProposalFailure> failures;
+  if (requests.empty()) return failures;
+  batch_.resize(requests.size());
+  streams_.assign(requests.size(), RandomStream(0, RandomPurpose::kDraft, 0));
+  for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i);
+  const absl::Status whole = proposer_->propose(batch_);
+  if (whole.ok()) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (absl::Status s = check(batch_[i]); !s.ok()) failures.emplace_back(requests[i], s);
+    }
+  } else {
+    // Retry one by one: whoever still fails alone is the one at fault.
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      prepare(requests[i], max_model_len, i);
+      absl::Status s = proposer_->propose(std::span<ProposalRequest>(&batch_[i], 1));
+      if (s.ok()) s = check(batch_[i]);
+      if (!s.ok()) failures.emplace_back(requests[i], s);
+    }
+  }
+  for (const ProposalFailure& f : failures) {
+    f.first->drafts.clear();
+    f.first->draft_probs.clear();
+  }
+  return failures;
 }
 
 }  // namespace baton

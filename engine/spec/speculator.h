@@ -1,15 +1,18 @@
 // Speculator: speculative decoding inside one engine step, around the proposer.
 //
 // After the target forward it verifies each request's drafts (rejection sampling or block
-// verification over the target's processed distributions), returns the tokens to append, counts
-// acceptance (vLLM's counters), hands the target's hidden states to proposers that need them, and
-// asks the proposer for the next step's drafts. It never touches the KV cache or the scheduler: the
-// engine appends tokens and rolls back blocks.
+// verification over the target's processed distributions, with the request's keyed random
+// numbers), returns the tokens to append, counts acceptance (vLLM's counters), hands the target's
+// hidden states to proposers that need them, and asks the proposer for the next step's drafts. It
+// also relays the proposer's part of a prefill/decode hand-off. A failure that concerns one request
+// is returned for that request alone. It never touches the KV cache or the scheduler: the engine
+// appends tokens and rolls back blocks.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,30 +45,45 @@ struct VerifiedTokens {
   std::int32_t num_accepted = 0;
 };
 
+// A request the proposer failed for, and why.
+using ProposalFailure = std::pair<Request*, absl::Status>;
+
 class Speculator {
  public:
+  // `config` has num_speculative_tokens resolved (>= 1).
   Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
              std::vector<std::int32_t> eos_token_ids);
 
   const SpeculativeConfig& config() const { return config_; }
   const SpecDecodeStats& stats() const { return stats_; }
+  Proposer& proposer() { return *proposer_; }
+  const Proposer& proposer() const { return *proposer_; }
   // Hidden states the proposer needs from every target forward (empty spec if none).
   TargetStateSpec target_states() const;
 
   void add_request(const Request& r);
   void remove_request(const Request& r, bool finished);
+  // The target dropped r's KV (preemption): the proposer forgets what it computed from it.
+  void reset_request(const Request& r);
 
   // Verifies r.drafts against logits rows [r.drafts.size() + 1, vocab] of the target forward.
   VerifiedTokens verify(Request& r, std::span<const float> logits);
 
   // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
-  void observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n, std::int32_t n_valid);
+  absl::Status observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
+                       std::int32_t n_valid);
 
-  // Fills r->drafts (and r->draft_probs) for every decoding request, respecting max_tokens and
-  // max_model_len.
-  absl::Status propose(std::span<Request* const> requests, std::int32_t max_model_len);
+  // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens
+  // and max_model_len. Returns the requests the proposer failed for (they got no drafts); if the
+  // batch as a whole fails, each request is retried alone so the failure is pinned on its owner.
+  std::vector<ProposalFailure> propose(std::span<Request* const> requests, std::int32_t max_model_len);
 
  private:
+  // Builds the proposal for r into batch_[i] / streams_[i].
+  void prepare(Request* r, std::int32_t max_model_len, std::size_t i);
+  // Checks what the proposer returned for batch_[i]; the failure, if any.
+  absl::Status check(const ProposalRequest& p) const;
+
   SpeculativeConfig config_;
   std::unique_ptr<Proposer> proposer_;
   TargetStateConsumer* state_consumer_ = nullptr;  // proposer_, when it consumes target states
@@ -76,6 +94,7 @@ class Speculator {
   std::vector<float> probs_;                 // [(k + 1) * vocab] scratch
   std::vector<std::int32_t> history_;        // output + drafts scratch
   std::vector<ProposalRequest> batch_;
+  std::vector<RandomStream> streams_;        // batch_[i].draft_rng points at streams_[i]
 };
 
 }  // namespace baton

@@ -38,9 +38,12 @@ Semantics (the contract Baton implements). Tokens t_0..t_{n-1}; the target's sta
              back while drafting is mtp.norm(out) (vLLM's qwen3_next_mtp returns it normed).
   Drafting k greedily after t_0..t_{n-1}: every head layer catches up on p = 0..n-2 with target
   features; d_1 = argmax at p = n-2 of layer 0; step j = 1..k-1 runs layer j mod L at p = n-2+j
-  with token d_j and f = out of the previous step (pre-norm; normed for mtp-q3n). A layer's cache holds exactly the
-  positions it ran at (catch-up and its own steps), so with L > 1 it has gaps where other layers
-  ran. A draft model drafts by plain greedy decoding (no EOS stop).
+  with token d_j and f = out of the previous step (pre-norm; normed for mtp-q3n). A layer attends
+  over every position up to the one it runs at: before it runs at step j it first runs at each
+  earlier drafting position p = n-2+i (1 <= i < j) it has not computed, with that position's token
+  d_i and feature (the output of step i-1), so its cache has no gaps where other layers ran. An
+  EAGLE-3 head that ships embed_tokens uses its own embeddings. A draft model drafts by plain
+  greedy decoding (no EOS stop).
 
 What it must not do
   Import `transformers`/`safetensors` or copy their code; guess: unknown layouts, tensors it does
@@ -233,6 +236,9 @@ def load_eagle3(ts, cfg, target, vocab):
          "hidden_norm": ts.take(prefix + "hidden_norm.weight", [h]),
          "norm": ts.take("norm.weight", [h]),
          "lm_head": ts.take("lm_head.weight", [d, h])}
+    for name in ("embed_tokens.weight", "model.embed_tokens.weight"):  # its own embeddings, if shipped
+        if name in ts.stored:
+            w["embed"] = ts.take(name, [vocab, h])
     block = load_block(ts, prefix, layer_cfg, 2 * h, input_norm=True, qk_norm=False)
     if "d2t" in ts.stored or d != vocab:
         d2t, t2d = ts.take("d2t", [d], raw=True), ts.take("t2d", [vocab], raw=True)
@@ -339,6 +345,8 @@ def head_step(head, target, caches, layer, pos, token, feature, from_target):
         out = block_step(b, cache, x, x, pos)
         return out, out @ target.weights["lm_head.weight"].T
     if head.layout == "eagle3":
+        if "embed" in w:  # a head that ships its own embeddings uses them (as vLLM does)
+            embed_t = w["embed"]
         g = feature @ w["fc"].T if from_target else feature
         g_normed = ref.rms_norm(g, w["hidden_norm"], eps)
         attn_in = torch.cat([ref.rms_norm(embed_t[token], b.w["input_norm"], eps), g_normed])
@@ -390,10 +398,16 @@ def run(head, target, tokens, k):
         catch_up.append(torch.stack(rows))
     logits = catch_up[0][-1]
     drafts, margins, draft_logits = [], [], []
+    outputs = [last_out]  # outputs[i]: the feature drafting step i + 1 consumes
+    written = [n - 1] * len(head.blocks)  # per layer: first drafting position it has not computed
     for j in range(k):
         if j > 0:
-            last_out, logits = head_step(head, target, caches, j % len(head.blocks), n - 2 + j,
-                                         drafts[-1], last_out, False)
+            layer = j % len(head.blocks)
+            for i in range(written[layer] - (n - 2), j + 1):  # gaps first, then position n-2+j
+                out, logits = head_step(head, target, caches, layer, n - 2 + i, drafts[i - 1], outputs[i - 1], False)
+            written[layer] = n - 1 + j
+            last_out = out
+            outputs.append(out)
         top2 = torch.topk(logits, 2)
         drafts.append(to_target_id(head, int(top2.indices[0])))
         margins.append(float(top2.values[0] - top2.values[1]))

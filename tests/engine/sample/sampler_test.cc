@@ -228,10 +228,10 @@ TEST(SamplingParamsValidate, ErrorsNameFieldValueAndRange) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// RequestRng and draw
+// RandomStream and draw
 
-TEST(RequestRng, UniformInHalfOpenUnitIntervalWithMeanOneHalf) {
-  RequestRng rng(1);
+TEST(RandomStream, UniformInHalfOpenUnitIntervalWithMeanOneHalf) {
+  RandomStream rng(1, RandomPurpose::kToken, 0);
   double sum = 0.0;
   const int n = 200000;
   for (int i = 0; i < n; ++i) {
@@ -243,8 +243,8 @@ TEST(RequestRng, UniformInHalfOpenUnitIntervalWithMeanOneHalf) {
   EXPECT_NEAR(sum / n, 0.5, 0.003);  // sd of the mean is 0.00065
 }
 
-TEST(RequestRng, SameSeedSameStreamDifferentSeedDifferentStream) {
-  RequestRng a(42), b(42), c(43);
+TEST(RandomStream, SameSeedSameStreamDifferentSeedDifferentStream) {
+  RandomStream a(42, RandomPurpose::kToken, 0), b(42, RandomPurpose::kToken, 0), c(43, RandomPurpose::kToken, 0);
   int differ = 0;
   for (int i = 0; i < 100; ++i) {
     const double ua = a.uniform();
@@ -254,9 +254,53 @@ TEST(RequestRng, SameSeedSameStreamDifferentSeedDifferentStream) {
   EXPECT_EQ(differ, 100);
 }
 
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  // Random123's kat_vectors, "philox4x32 10": counter, key -> output.
+  using W = std::array<std::uint32_t, 4>;
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}), (W{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+            (W{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (W{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+TEST(RandomStream, IsAPureFunctionOfSeedPurposePositionAndIndex) {
+  // Recreating a stream replays it; changing any key component gives other numbers.
+  RandomStream a(7, RandomPurpose::kToken, 12);
+  std::vector<double> first;
+  for (int i = 0; i < 8; ++i) first.push_back(a.uniform());
+  RandomStream again(7, RandomPurpose::kToken, 12);
+  for (double u : first) EXPECT_EQ(again.uniform(), u);
+  EXPECT_EQ(token_stream(7, 12).uniform(), first[0]);
+  for (RandomStream other : {RandomStream(8, RandomPurpose::kToken, 12), RandomStream(7, RandomPurpose::kVerify, 12),
+                             RandomStream(7, RandomPurpose::kToken, 13),
+                             RandomStream(7, RandomPurpose::kToken, 12 + (std::int64_t{1} << 32))}) {
+    EXPECT_NE(other.uniform(), first[0]);
+  }
+  // Streams of neighbouring positions are not shifted copies of each other.
+  RandomStream next(7, RandomPurpose::kToken, 13);
+  next.uniform();
+  EXPECT_NE(next.uniform(), first[0]);
+  EXPECT_EQ(a.draws(), 8u);
+}
+
+TEST(RandomStream, FirstDrawsOfConsecutivePositionsAreUniformAndUncorrelated) {
+  // The engine's plain sampling uses draw 0 of position p, p + 1, ...: those must look independent.
+  const int n = 200000;
+  double sum = 0.0, lag = 0.0, prev = 0.0;
+  for (int p = 0; p < n; ++p) {
+    const double u = token_stream(3, p).uniform();
+    sum += u;
+    if (p > 0) lag += (u - 0.5) * (prev - 0.5);
+    prev = u;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.003);
+  EXPECT_NEAR(lag / (n - 1) * 12.0, 0.0, 0.012);  // lag-1 correlation; sd ~ 1 / sqrt(n) = 0.0022
+}
+
 TEST(Draw, IsTheInverseCdfOfU) {
   const std::vector<float> probs = {0.1f, 0.0f, 0.35f, 0.05f, 0.0f, 0.5f};
-  RequestRng rng(9), replay(9);
+  RandomStream rng(9, RandomPurpose::kToken, 0), replay(9, RandomPurpose::kToken, 0);
   for (int i = 0; i < 2000; ++i) {
     const double u = replay.uniform();
     double cum = 0.0;
@@ -273,7 +317,7 @@ TEST(Draw, IsTheInverseCdfOfU) {
 TEST(Draw, NeverReturnsZeroProbabilityTokensWhenTheTotalFallsShort) {
   // Sums to 0.75: every u in (0.75, 1] must land on the last positive token, not past it.
   const std::vector<float> probs = {0.0f, 0.5f, 0.0f, 0.25f, 0.0f};
-  RequestRng rng(3);
+  RandomStream rng(3, RandomPurpose::kToken, 0);
   int ones = 0, threes = 0;
   for (int i = 0; i < 20000; ++i) {
     const std::int32_t t = Sampler::draw(probs, rng);
@@ -291,7 +335,7 @@ TEST(Greedy, ArgmaxWithLowestIdOnTiesAndOneHotTarget) {
   Sampler s;
   Case c{{1.0f, 3.0f, 2.0f, 3.0f, 3.0f, -kInf}, {}, {}, {}, {}};
   c.params.temperature = 0.0f;
-  RequestRng rng(0);
+  RandomStream rng(0, RandomPurpose::kToken, 0);
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 1);
   EXPECT_EQ(target(s, c), (std::vector<float>{0, 1, 0, 0, 0, 0}));
 }
@@ -300,7 +344,7 @@ TEST(Greedy, DrawsNoRandomnessAndHonoursTheThreshold) {
   Sampler s;
   Case c{random_logits(50, 5, 2.0f), {}, {}, {}, {}};
   c.params.temperature = 1e-5f;
-  RequestRng rng(11), fresh(11);
+  RandomStream rng(11, RandomPurpose::kToken, 0), fresh(11, RandomPurpose::kToken, 0);
   for (int i = 0; i < 5; ++i) s.sample(c.logits, c.params, c.history(), c.eos, rng);
   EXPECT_EQ(rng.uniform(), fresh.uniform());
   EXPECT_EQ(count_nonzero(target(s, c)), 1u);
@@ -312,7 +356,7 @@ TEST(Greedy, UsesPenalizedLogits) {
   Sampler s;
   Case c{{2.0f, 1.9f, 0.0f}, {}, {}, {0}, {}};
   c.params.temperature = 0.0f;
-  RequestRng rng(0);
+  RandomStream rng(0, RandomPurpose::kToken, 0);
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 0);
   c.params.repetition_penalty = 1.2f;  // 2 / 1.2 < 1.9
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 1);
@@ -516,7 +560,7 @@ TEST(MinTokens, MasksStopIdsAndEosWhileTheOutputIsShort) {
   c.params.temperature = 0.0f;
   c.params.stop_token_ids = {2};
   c.params.min_tokens = 3;
-  RequestRng rng(0);
+  RandomStream rng(0, RandomPurpose::kToken, 0);
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 0);  // 4 (EOS) and 2 masked
   c.params.temperature = 1.0f;
   std::vector<float> p = target(s, c);
@@ -543,7 +587,7 @@ TEST(MinTokens, OutOfRangeEosIdsAndMaskingEverythingAreHarmless) {
   expect_probs_near(target(s, c), softmax({0.0, 1.0}));
   c.params.stop_token_ids = {0, 1};  // would leave nothing: min_tokens is not honoured
   expect_probs_near(target(s, c), softmax({0.0, 1.0}));
-  RequestRng rng(1);
+  RandomStream rng(1, RandomPurpose::kToken, 0);
   const std::int32_t t = s.sample(c.logits, c.params, c.history(), c.eos, rng).token;
   EXPECT_TRUE(t == 0 || t == 1);
 }
@@ -564,7 +608,7 @@ TEST(Sample, IsExactlyADrawFromTargetProbs) {
     c.params.repetition_penalty = 1.1f;
     c.output = {0, static_cast<std::int32_t>(gen() % c.logits.size())};
     const std::uint64_t seed = gen();
-    RequestRng a(seed), b(seed);
+    RandomStream a(seed, RandomPurpose::kToken, 0), b(seed, RandomPurpose::kToken, 0);
     const std::int32_t sampled = s.sample(c.logits, c.params, c.history(), c.eos, a).token;
     const std::vector<float> p = target(t, c);
     const auto argmax = static_cast<std::int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
@@ -575,9 +619,9 @@ TEST(Sample, IsExactlyADrawFromTargetProbs) {
   }
 }
 
-std::vector<std::int32_t> token_stream(Sampler& s, std::uint64_t seed, int steps) {
+std::vector<std::int32_t> sampled_tokens(Sampler& s, std::uint64_t seed, int steps) {
   std::vector<std::int32_t> out;
-  RequestRng rng(seed);
+  RandomStream rng(seed, RandomPurpose::kToken, 0);
   Case c{{}, {}, {1, 2, 3}, {}, {}};
   c.params.temperature = 0.9f;
   c.params.top_p = 0.95f;
@@ -591,19 +635,19 @@ std::vector<std::int32_t> token_stream(Sampler& s, std::uint64_t seed, int steps
 
 TEST(Seeds, SameSeedSameTokensDifferentSeedDifferentTokens) {
   Sampler s1, s2;
-  const auto a = token_stream(s1, 42, 200);
-  EXPECT_EQ(a, token_stream(s2, 42, 200));
-  EXPECT_NE(a, token_stream(s1, 43, 200));
+  const auto a = sampled_tokens(s1, 42, 200);
+  EXPECT_EQ(a, sampled_tokens(s2, 42, 200));
+  EXPECT_NE(a, sampled_tokens(s1, 43, 200));
 }
 
 TEST(Seeds, ARequestsDrawsIgnoreOtherRequestsInBetween) {
   Sampler alone;
-  const auto expected = token_stream(alone, 5, 100);
+  const auto expected = sampled_tokens(alone, 5, 100);
 
   // The same request interleaved with another (different vocab size, greedy and sampled steps,
   // logprobs) on one shared Sampler.
   Sampler shared;
-  RequestRng mine(5), other(6);
+  RandomStream mine(5, RandomPurpose::kToken, 0), other(6, RandomPurpose::kToken, 0);
   Case a{{}, {}, {1, 2, 3}, {}, {}};
   a.params.temperature = 0.9f;
   a.params.top_p = 0.95f;
@@ -661,7 +705,7 @@ TEST(ChiSquare, SampleFollowsTargetProbs) {
   ASSERT_GE(count_nonzero(p), 4u);
   ASSERT_LT(count_nonzero(p), p.size());  // some tokens are cut, and must never be drawn
   std::vector<int> counts(p.size());
-  RequestRng rng(123);
+  RandomStream rng(123, RandomPurpose::kToken, 0);
   for (int i = 0; i < kDraws; ++i) {
     ++counts[static_cast<std::size_t>(s.sample(c.logits, c.params, c.history(), c.eos, rng).token)];
   }
@@ -682,7 +726,7 @@ TEST(ChiSquare, NegativeControlsAreDetected) {
   *most -= 0.01f;
   *least += 0.01f;
   std::vector<int> counts(p.size());
-  RequestRng rng(123);
+  RandomStream rng(123, RandomPurpose::kToken, 0);
   for (int i = 0; i < kDraws; ++i) ++counts[static_cast<std::size_t>(Sampler::draw(skewed, rng))];
   EXPECT_LT(goodness_of_fit(counts, p, kDraws), kSignificance);
 
@@ -728,7 +772,7 @@ TEST(Logprobs, RawLogSoftmaxIgnoresProcessing) {
   c.params.presence_penalty = 1.0f;
   c.params.logprobs = 7;
   const RefLogprobs ref = reference_logprobs(c.logits);
-  RequestRng rng(2);
+  RandomStream rng(2, RandomPurpose::kToken, 0);
   for (int i = 0; i < 20; ++i) {
     const SampleResult r = s.sample(c.logits, c.params, c.history(), c.eos, rng);
     EXPECT_NEAR(r.logprob, ref.lp[static_cast<std::size_t>(r.token)], 1e-5);
@@ -761,7 +805,7 @@ TEST(Logprobs, ZeroGivesOnlyTheSampledTokenAndMinusOneNothing) {
   Sampler s;
   Case c{random_logits(30, 8, 1.0f), {}, {}, {}, {}};
   const RefLogprobs ref = reference_logprobs(c.logits);
-  RequestRng rng(4);
+  RandomStream rng(4, RandomPurpose::kToken, 0);
   c.params.logprobs = 0;
   SampleResult r = s.sample(c.logits, c.params, c.history(), c.eos, rng);
   EXPECT_TRUE(r.top.empty());
@@ -784,7 +828,7 @@ TEST(Scratch, NoAllocationOnceWarm) {
   c.params.min_tokens = 8;
   c.params.stop_token_ids = {7};
   std::vector<float> probs(c.logits.size());
-  RequestRng rng(1);
+  RandomStream rng(1, RandomPurpose::kToken, 0);
   const std::vector<std::pair<std::int32_t, float>> configs = {{0, 1.0f}, {50, 1.0f}, {0, 0.9f}, {50, 0.9f}};
   for (const auto& [k, p] : configs) {  // warm up every path
     c.params.top_k = k;

@@ -87,7 +87,8 @@ void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std:
                   static_cast<std::size_t>(hidden) * sizeof(float));
     }
   }
-  consumer->observe(key, 0, rows, n, n);
+  const absl::Status s = consumer->observe(key, 0, rows, n, n);
+  BATON_CHECK(s.ok(), s.ToString());
 }
 
 SpecMethod method_of(const std::string& m) {
@@ -99,7 +100,7 @@ SpecMethod method_of(const std::string& m) {
 
 TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
   const auto cases = head_cases();
-  ASSERT_EQ(cases.size(), 7u);
+  ASSERT_EQ(cases.size(), 8u);
   for (const HeadCase& c : cases) {
     auto h = ModelHarness::load(fixture_path(c.target));
     SpeculativeConfig sc;
@@ -143,8 +144,9 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
       TargetStateSpec spec;
       std::vector<float> rows;
       TargetStateSpec target_states() const override { return spec; }
-      void observe(RequestKey, std::int32_t, std::span<const float> r, std::int32_t, std::int32_t) override {
+      absl::Status observe(RequestKey, std::int32_t, std::span<const float> r, std::int32_t, std::int32_t) override {
         rows.assign(r.begin(), r.end());
+        return absl::OkStatus();
       }
     } capture;
     capture.spec = (*head)->target_states();
@@ -155,8 +157,8 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
       void remove_request(RequestKey, bool) override {}
       absl::Status propose(std::span<ProposalRequest>) override { return absl::OkStatus(); }
       TargetStateSpec target_states() const override { return c->spec; }
-      void observe(RequestKey k, std::int32_t s, std::span<const float> r, std::int32_t n, std::int32_t v) override {
-        c->observe(k, s, r, n, v);
+      absl::Status observe(RequestKey k, std::int32_t s, std::span<const float> r, std::int32_t n, std::int32_t v) override {
+        return c->observe(k, s, r, n, v);
       }
     } dummy;
     dummy.c = &capture;

@@ -1,8 +1,9 @@
 // Draft verification (token-wise rejection sampling and block verification) checked three ways:
 //   1. greedy and degenerate cases by hand;
-//   2. every sampled call against a plain reference that reads the request's stream in the
-//      documented order (same tokens, same number of uniforms), and that reference proven lossless
-//      by exact enumeration of a small context-dependent model (every draft block, every outcome);
+//   2. every sampled call against a plain reference that reads the request's keyed random numbers
+//      in the documented order (same tokens), one-hot verification against plain sampling's own
+//      draws (same tokens), and the reference proven lossless by exact enumeration of a small
+//      context-dependent model (every draft block, every outcome);
 //   3. the real functions' emitted tokens against the target model by chi-square tests over 100k
 //      generations, where copies of the sampler with typical bugs (negative controls) must fail.
 // Plus block verification's acceptance advantage, measured and computed exactly.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ struct Case {
   std::size_t k() const { return drafts.size(); }
   std::size_t v() const { return static_cast<std::size_t>(vocab); }
   VerifyInput input() const { return VerifyInput{vocab, drafts, target, draft, greedy}; }
+  bool one_hot() const { return draft.empty(); }
   std::span<const float> p(std::size_t row) const { return std::span(target).subspan(row * v(), v()); }
   // M_s(x | row): the draft row, or one-hot at drafts[row].
   double q(std::size_t row, std::size_t x) const {
@@ -48,7 +51,7 @@ struct Case {
   }
 };
 
-using Verify = std::function<VerifyResult(const VerifyInput&, RequestRng&)>;
+using Verify = std::function<VerifyResult(const VerifyInput&, const VerifyRandomness&)>;
 
 // max(scale * p(x) - q(x), 0) over row `row` (p's row, q's row).
 std::vector<double> residual(const Case& c, std::size_t row, double scale) {
@@ -64,7 +67,7 @@ double sum(const std::vector<double>& w) {
 }
 
 // The documented residual draw: inverse CDF at u * mass, or Sampler::draw(p) when there is no mass.
-std::int32_t draw_residual(const Case& c, std::size_t row, double scale, RequestRng& rng) {
+std::int32_t draw_residual(const Case& c, std::size_t row, double scale, RandomStream& rng) {
   const std::vector<double> w = residual(c, row, scale);
   const double z = sum(w);
   if (!(z > 0.0)) return Sampler::draw(c.p(row), rng);
@@ -119,8 +122,19 @@ VerifyResult reference_greedy(const Case& c) {
   return {static_cast<std::int32_t>(c.k()), argmax(c.p(c.k()))};
 }
 
-VerifyResult reference_standard(const Case& c, RequestRng& rng) {
+// One-hot drafts: plain sampling's draw at each position, accepted while it equals the draft.
+VerifyResult reference_matching(const Case& c, const VerifyRandomness& random) {
+  for (std::size_t i = 0;; ++i) {
+    RandomStream rng = token_stream(random.seed, random.position + static_cast<std::int64_t>(i));
+    const std::int32_t y = Sampler::draw(c.p(i), rng);
+    if (i == c.k() || y != c.drafts[i]) return {static_cast<std::int32_t>(i), y};
+  }
+}
+
+VerifyResult reference_standard(const Case& c, const VerifyRandomness& random) {
   if (c.greedy) return reference_greedy(c);
+  if (c.one_hot()) return reference_matching(c, random);
+  RandomStream rng = verify_stream(random);
   for (std::size_t i = 0; i < c.k(); ++i) {
     if (rng.uniform() <= accept_prob(c, i) && c.q(i, static_cast<std::size_t>(c.drafts[i])) > 0.0) continue;
     return {static_cast<std::int32_t>(i), draw_residual(c, i, 1.0, rng)};
@@ -128,8 +142,10 @@ VerifyResult reference_standard(const Case& c, RequestRng& rng) {
   return {static_cast<std::int32_t>(c.k()), Sampler::draw(c.p(c.k()), rng)};
 }
 
-VerifyResult reference_block(const Case& c, RequestRng& rng) {
+VerifyResult reference_block(const Case& c, const VerifyRandomness& random) {
   if (c.greedy) return reference_greedy(c);
+  if (c.one_hot()) return reference_matching(c, random);
+  RandomStream rng = verify_stream(random);
   const BlockTerms t = block_terms(c);
   std::size_t tau = 0;
   for (std::size_t i = 1; i <= c.k(); ++i) {
@@ -138,13 +154,6 @@ VerifyResult reference_block(const Case& c, RequestRng& rng) {
   if (tau == c.k()) return {static_cast<std::int32_t>(tau), Sampler::draw(c.p(tau), rng)};
   return {static_cast<std::int32_t>(tau), draw_residual(c, tau, t.p[tau], rng)};
 }
-
-// The number of uniforms each function documents.
-std::size_t documented_uniforms_standard(const Case& c, const VerifyResult& r) {
-  if (c.greedy) return 0;
-  return static_cast<std::size_t>(r.num_accepted) == c.k() ? c.k() + 1 : static_cast<std::size_t>(r.num_accepted) + 2;
-}
-std::size_t documented_uniforms_block(const Case& c) { return c.greedy ? 0 : c.k() + 1; }
 
 // ---------------------------------------------------------------------------------------------
 // Greedy
@@ -159,14 +168,14 @@ Case one_hot_rows(std::int32_t vocab, std::vector<std::int32_t> argmaxes, std::v
   return c;
 }
 
-// Both functions, and the stream untouched.
+// Both functions, whatever the randomness.
 void expect_greedy(const Case& c, std::int32_t accepted, std::int32_t next) {
   for (const Verify& verify : {Verify(verify_standard), Verify(verify_block)}) {
-    RequestRng rng(7), fresh(7);
-    const VerifyResult r = verify(c.input(), rng);
-    EXPECT_EQ(r.num_accepted, accepted);
-    EXPECT_EQ(r.next_token, next);
-    EXPECT_EQ(rng.uniform(), fresh.uniform()) << "greedy verification consumed randomness";
+    for (std::uint64_t seed = 0; seed < 20; ++seed) {
+      const VerifyResult r = verify(c.input(), VerifyRandomness{seed, static_cast<std::int64_t>(seed * 3)});
+      EXPECT_EQ(r.num_accepted, accepted);
+      EXPECT_EQ(r.next_token, next);
+    }
   }
 }
 
@@ -201,10 +210,7 @@ TEST(GreedyVerify, TiesGoToTheLowestIdAndDraftProbsAreIgnored) {
 // Over many seeds, every outcome of both functions satisfies `check`.
 void for_many_seeds(const Case& c, const std::function<void(const VerifyResult&)>& check) {
   for (const Verify& verify : {Verify(verify_standard), Verify(verify_block)}) {
-    for (std::uint64_t seed = 0; seed < 2000; ++seed) {
-      RequestRng rng(seed);
-      check(verify(c.input(), rng));
-    }
+    for (std::uint64_t seed = 0; seed < 2000; ++seed) check(verify(c.input(), VerifyRandomness{seed, 5}));
   }
 }
 
@@ -366,9 +372,9 @@ std::size_t next_context(std::size_t ctx, std::int32_t token) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Randomness: the real functions against the reference, on the same stream
+// Randomness: the real functions against the reference, on the same keyed numbers
 
-TEST(VerifyRandomness, MatchesTheReferenceAndTheDocumentedUniformCount) {
+TEST(VerifyRandomness, MatchesTheReference) {
   const Model m = make_model();
   TestRng gen(99);
   int accepted_some = 0, rejected_some = 0;
@@ -385,25 +391,45 @@ TEST(VerifyRandomness, MatchesTheReferenceAndTheDocumentedUniformCount) {
     }
     Case c = make_case(m, ctx, drafts, one_hot);
     c.greedy = gen.below(8) == 0;
-    const std::uint64_t seed = gen.gen();
+    const VerifyRandomness random{gen.gen(), static_cast<std::int64_t>(gen.below(1000))};
     for (const bool block : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " block " << block << " k " << k);
-      RequestRng real(seed), ref(seed), replay(seed);
-      const VerifyResult got = block ? verify_block(c.input(), real) : verify_standard(c.input(), real);
-      const VerifyResult want = block ? reference_block(c, ref) : reference_standard(c, ref);
+      const VerifyResult got = block ? verify_block(c.input(), random) : verify_standard(c.input(), random);
+      const VerifyResult want = block ? reference_block(c, random) : reference_standard(c, random);
       ASSERT_EQ(got.num_accepted, want.num_accepted);
       ASSERT_EQ(got.next_token, want.next_token);
-      const std::size_t n = block ? documented_uniforms_block(c) : documented_uniforms_standard(c, got);
-      for (std::size_t i = 0; i < n; ++i) replay.uniform();
-      const double next = real.uniform();
-      ASSERT_EQ(next, replay.uniform()) << n << " uniforms documented";
-      ASSERT_EQ(next, ref.uniform());
       accepted_some += got.num_accepted > 0;
       rejected_some += static_cast<std::size_t>(got.num_accepted) < k;
     }
   }
   EXPECT_GT(accepted_some, 2500);
   EXPECT_GT(rejected_some, 2500);
+}
+
+TEST(VerifyRandomness, OneHotVerificationEmitsWhatPlainSamplingEmits) {
+  // Token by token: the accepted drafts and the next token are plain sampling's draws at their
+  // positions, so seeded output does not depend on the drafts at all.
+  const Model m = make_model();
+  TestRng gen(5);
+  for (int trial = 0; trial < 5000; ++trial) {
+    const std::size_t k = gen.below(6), ctx = gen.below(kContexts);
+    std::vector<std::int32_t> drafts;
+    for (std::size_t i = 0, c2 = ctx; i < k; ++i) {
+      drafts.push_back(gen.draw(m.source(c2, true)));
+      c2 = next_context(c2, drafts.back());
+    }
+    const Case c = make_case(m, ctx, drafts, true);
+    const VerifyRandomness random{gen.gen(), static_cast<std::int64_t>(gen.below(1 << 20))};
+    for (const Verify& verify : {Verify(verify_standard), Verify(verify_block)}) {
+      const VerifyResult r = verify(c.input(), random);
+      for (std::int32_t i = 0; i <= r.num_accepted; ++i) {
+        RandomStream plain = token_stream(random.seed, random.position + i);
+        const std::int32_t want = Sampler::draw(c.p(static_cast<std::size_t>(i)), plain);
+        ASSERT_EQ(i < r.num_accepted ? drafts[static_cast<std::size_t>(i)] : r.next_token, want)
+            << "trial " << trial << " position " << i;
+      }
+    }
+  }
 }
 
 // Rows of any vocabulary size (so every tail of the unrolled sums runs), a third of the entries
@@ -439,14 +465,11 @@ TEST(VerifyRandomness, MatchesTheReferenceOnRandomRows) {
     const std::uint64_t seed = gen.gen();
     for (const bool block : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " block " << block << " vocab " << c.vocab);
-      RequestRng real(seed), ref(seed), replay(seed);
-      const VerifyResult got = block ? verify_block(c.input(), real) : verify_standard(c.input(), real);
-      const VerifyResult want = block ? reference_block(c, ref) : reference_standard(c, ref);
+      const VerifyRandomness random{seed, static_cast<std::int64_t>(trial)};
+      const VerifyResult got = block ? verify_block(c.input(), random) : verify_standard(c.input(), random);
+      const VerifyResult want = block ? reference_block(c, random) : reference_standard(c, random);
       ASSERT_EQ(got.num_accepted, want.num_accepted);
       ASSERT_EQ(got.next_token, want.next_token);
-      const std::size_t n = block ? documented_uniforms_block(c) : documented_uniforms_standard(c, got);
-      for (std::size_t i = 0; i < n; ++i) replay.uniform();
-      ASSERT_EQ(real.uniform(), replay.uniform()) << n << " uniforms documented";
     }
   }
 }
@@ -458,13 +481,15 @@ TEST(VerifyRandomness, SameSeedSameResults) {
     const Case c = make_case(m, 7, drafts, one_hot);
     for (const Verify& verify : {Verify(verify_standard), Verify(verify_block)}) {
       std::vector<std::int32_t> a, b;
-      RequestRng ra(5), rb(5);
+      std::set<std::pair<std::int32_t, std::int32_t>> outcomes;
       for (int i = 0; i < 1000; ++i) {
-        const VerifyResult x = verify(c.input(), ra), y = verify(c.input(), rb);
+        const VerifyResult x = verify(c.input(), VerifyRandomness{5, i}), y = verify(c.input(), VerifyRandomness{5, i});
         a.insert(a.end(), {x.num_accepted, x.next_token});
         b.insert(b.end(), {y.num_accepted, y.next_token});
+        outcomes.insert({x.num_accepted, x.next_token});
       }
       EXPECT_EQ(a, b);
+      EXPECT_GT(outcomes.size(), 3u) << "other positions must give other draws";
     }
   }
 }
@@ -473,10 +498,10 @@ TEST(VerifyRandomness, NoDraftsIsOneSamplerDraw) {
   const Model m = make_model();
   const Case c = make_case(m, 11, {}, true);
   for (std::uint64_t seed = 0; seed < 200; ++seed) {
-    RequestRng a(seed), b(seed), d(seed);
+    RandomStream d = token_stream(seed, 40);
     const std::int32_t want = Sampler::draw(c.p(0), d);
-    EXPECT_EQ(verify_standard(c.input(), a).next_token, want);
-    EXPECT_EQ(verify_block(c.input(), b).next_token, want);
+    EXPECT_EQ(verify_standard(c.input(), VerifyRandomness{seed, 40}).next_token, want);
+    EXPECT_EQ(verify_block(c.input(), VerifyRandomness{seed, 40}).next_token, want);
   }
 }
 
@@ -661,7 +686,7 @@ double goodness_of_fit(const std::vector<int>& counts, const std::vector<double>
 
 // ---------------------------------------------------------------------------------------------
 // Monte Carlo: generations of two tokens from a fixed start, step by step (drafts from q with a
-// test generator, verification with the request's stream), each trial independent.
+// test generator, verification with the request's keyed numbers), each trial a request of its own.
 
 constexpr std::size_t kStart = Model::context(2, 5);
 constexpr int kTrials = 100000;
@@ -674,7 +699,6 @@ struct Fit {
 
 // k < 0: each step proposes 0..3 drafts (uniformly), as a proposer with a variable length would.
 Fit generate(const Model& m, const Verify& verify, bool one_hot, int k, std::uint64_t seed) {
-  RequestRng rng(seed);
   TestRng gen(seed * 7919 + 1);
   std::vector<int> first(kV), first_two(kV * kV);
   std::vector<std::int32_t> drafts;
@@ -694,7 +718,8 @@ Fit generate(const Model& m, const Verify& verify, bool one_hot, int k, std::uin
         c2 = next_context(c2, drafts.back());
       }
       const Case c = make_case(m, ctx, drafts, one_hot);
-      const VerifyResult r = verify(c.input(), rng);
+      const VerifyResult r = verify(c.input(), VerifyRandomness{seed * 1000003 + static_cast<std::uint64_t>(trial),
+                                                                static_cast<std::int64_t>(emitted)});
       for (std::int32_t j = 0; j < r.num_accepted; ++j) emit(drafts[static_cast<std::size_t>(j)]);
       emit(r.next_token);
     }
@@ -731,7 +756,8 @@ TEST(Lossless, EmittedTokensFollowTheTarget) {
 // Negative controls: copies of the reference with one typical bug each.
 
 // (a) The correction drawn from p instead of max(p - q, 0).
-VerifyResult residual_from_p(const VerifyInput& in, RequestRng& rng) {
+VerifyResult residual_from_p(const VerifyInput& in, const VerifyRandomness& random) {
+  RandomStream rng = verify_stream(random);
   const Case c{in.vocab_size, {in.drafts.begin(), in.drafts.end()}, {in.target_probs.begin(), in.target_probs.end()},
                {in.draft_probs.begin(), in.draft_probs.end()}, false};
   for (std::size_t i = 0; i < c.k(); ++i) {
@@ -742,7 +768,8 @@ VerifyResult residual_from_p(const VerifyInput& in, RequestRng& rng) {
 }
 
 // (b) A lenient accept test: a ratio p(x) / q(x) of at least 0.5 always accepts.
-VerifyResult lenient_accept(const VerifyInput& in, RequestRng& rng) {
+VerifyResult lenient_accept(const VerifyInput& in, const VerifyRandomness& random) {
+  RandomStream rng = verify_stream(random);
   const Case c{in.vocab_size, {in.drafts.begin(), in.drafts.end()}, {in.target_probs.begin(), in.target_probs.end()},
                {in.draft_probs.begin(), in.draft_probs.end()}, false};
   for (std::size_t i = 0; i < c.k(); ++i) {
@@ -753,7 +780,8 @@ VerifyResult lenient_accept(const VerifyInput& in, RequestRng& rng) {
 }
 
 // (c) The one-hot accept test (u <= p(x)) applied to sampled drafts, ignoring q(x).
-VerifyResult accept_ignoring_q(const VerifyInput& in, RequestRng& rng) {
+VerifyResult accept_ignoring_q(const VerifyInput& in, const VerifyRandomness& random) {
+  RandomStream rng = verify_stream(random);
   const Case c{in.vocab_size, {in.drafts.begin(), in.drafts.end()}, {in.target_probs.begin(), in.target_probs.end()},
                {in.draft_probs.begin(), in.draft_probs.end()}, false};
   for (std::size_t i = 0; i < c.k(); ++i) {
@@ -764,7 +792,8 @@ VerifyResult accept_ignoring_q(const VerifyInput& in, RequestRng& rng) {
 }
 
 // (d) Block verification with the residual max(M_b - M_s, 0), forgetting the p_tau scale.
-VerifyResult unscaled_block_residual(const VerifyInput& in, RequestRng& rng) {
+VerifyResult unscaled_block_residual(const VerifyInput& in, const VerifyRandomness& random) {
+  RandomStream rng = verify_stream(random);
   const Case c{in.vocab_size, {in.drafts.begin(), in.drafts.end()}, {in.target_probs.begin(), in.target_probs.end()},
                {in.draft_probs.begin(), in.draft_probs.end()}, false};
   const BlockTerms t = block_terms(c);
@@ -811,7 +840,6 @@ TEST(BlockVerify, AcceptsAtLeastAsManyAsTokenWise) {
         exact[block] += exact_step(m, ctx, kK, one_hot, block, nullptr).mean_accepted / kContexts;
       }
     }
-    RequestRng standard_rng(42), block_rng(42);
     TestRng gen(4242);
     std::array<double, 2> total{}, squares{};
     double diff = 0.0, diff_squares = 0.0;
@@ -823,8 +851,8 @@ TEST(BlockVerify, AcceptsAtLeastAsManyAsTokenWise) {
         c2 = next_context(c2, drafts[i]);
       }
       const Case c = make_case(m, ctx, drafts, one_hot);
-      const double s = verify_standard(c.input(), standard_rng).num_accepted;
-      const double b = verify_block(c.input(), block_rng).num_accepted;
+      const double s = verify_standard(c.input(), VerifyRandomness{42, step}).num_accepted;
+      const double b = verify_block(c.input(), VerifyRandomness{42, step}).num_accepted;
       total[0] += s;
       total[1] += b;
       squares[0] += s * s;

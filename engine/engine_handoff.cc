@@ -1,0 +1,258 @@
+// The Engine's prefill/decode hand-off: parking prefilled requests under a lease (prefill role),
+// reservations and commits (decode role), releases and lease expiry, and what transports need to
+// see of the KV pools (regions, usage, the layout fingerprint).
+#include "common/status.h"
+#include "engine/engine.h"
+#include "spdlog/spdlog.h"
+
+namespace baton {
+
+absl::StatusOr<HandoffRecord> Engine::make_handoff(Request* r) {
+  HandoffRecord h;
+  h.request_id = r->id;
+  h.prompt.assign(r->prompt().begin(), r->prompt().end());
+  h.params = r->params;
+  h.seed = r->seed;
+  h.first_token = r->output().front();
+  h.num_cached_prompt_tokens = r->num_cached_prompt;
+  const auto prompt_blocks = static_cast<std::size_t>(BlockTable::blocks_for(r->prompt_len, config_.block_size));
+  h.kv_blocks.assign(r->blocks.blocks().begin(), r->blocks.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  if (speculator_) {
+    BATON_ASSIGN_OR_RETURN(h.proposer, speculator_->proposer().export_state(r->key));
+  }
+  return h;
+}
+
+void Engine::park_prefilled(std::vector<RequestOutput>& outs) {
+  std::vector<Request*> done;
+  for (Request* r : scheduler_->running()) {
+    if (r->prefill_only && r->num_output() >= 1 && !r->finished()) done.push_back(r);
+  }
+  for (Request* r : done) {
+    absl::StatusOr<HandoffRecord> h = make_handoff(r);
+    if (!h.ok()) {
+      fail(r, h.status(), outs);
+      continue;
+    }
+    RequestOutput& o = output_for(r, outs);
+    if (!o.new_tokens.empty()) {
+      h->first_logprob = o.new_tokens.front().logprob;
+      h->first_top_logprobs = o.new_tokens.front().top_logprobs;
+    }
+    // Its KV (and the proposer's) stay; the drafts the prefill-side proposer made do not travel:
+    // the decode engine drafts the same ones itself.
+    scheduler_->detach(r);
+    r->drafts.clear();
+    r->draft_probs.clear();
+    r->needs_drafts = false;
+    r->state = RequestState::kPrefilled;
+    r->lease_deadline = now() + config_.handoff_lease;
+    o.handoff = std::move(*h);
+    ++stats_.handoffs_exported;
+  }
+}
+
+void Engine::release_held(Request* r) {
+  r->blocks.release_all(*pool_);
+  if (speculator_) speculator_->remove_request(*r, /*finished=*/false);
+  r->state = RequestState::kFinished;
+  drop(r);
+}
+
+absl::Status Engine::release(const std::string& id) {
+  Request* r = find(id);
+  if (r == nullptr) return absl::NotFoundError(str_cat("release: no request '", id, "' (finished, or its lease expired)"));
+  if (r->state != RequestState::kPrefilled && r->state != RequestState::kReserved) {
+    return absl::FailedPreconditionError(str_cat("release: request '", id, "' is neither prefilled for a hand-off nor "
+                                                 "reserved; abort() it instead"));
+  }
+  release_held(r);
+  return absl::OkStatus();
+}
+
+void Engine::expire_leases(std::vector<RequestOutput>& outs) {
+  const EngineClock::time_point t = now();
+  std::vector<Request*> expired;
+  for (const auto& [id, r] : requests_) {
+    if ((r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) && r->lease_deadline <= t) {
+      expired.push_back(r.get());
+    }
+  }
+  for (Request* r : expired) {
+    const bool reserved = r->state == RequestState::kReserved;
+    RequestOutput o;
+    o.request_id = r->id;
+    o.finished = true;
+    o.finish_reason = FinishReason::kError;
+    o.error = str_cat(reserved ? "KV reservation" : "prefilled KV", " lease of ", config_.handoff_lease.count(),
+                      " ms expired without ", reserved ? "a commit" : "a release", "; its blocks were reclaimed");
+    spdlog::warn("request '{}': {}", r->id, o.error);
+    r->finish_time = t;
+    fill_counts(r, o);
+    release_held(r);
+    ++stats_.lease_expiries;
+    outs.push_back(std::move(o));
+  }
+}
+
+std::optional<EngineClock::time_point> Engine::next_deadline() const {
+  std::optional<EngineClock::time_point> next;
+  for (const auto& [id, r] : requests_) {
+    if (r->state != RequestState::kPrefilled && r->state != RequestState::kReserved) continue;
+    if (!next || r->lease_deadline < *next) next = r->lease_deadline;
+  }
+  return next;
+}
+
+absl::StatusOr<KvReservation> Engine::reserve(const std::string& id, std::int32_t prompt_len) {
+  if (config_.role != NodeRole::kDecode) {
+    return absl::FailedPreconditionError(str_cat("reserve: this engine runs in the ", node_role_name(config_.role),
+                                                 " role; reservations are for decode engines"));
+  }
+  if (requests_.contains(id)) return absl::AlreadyExistsError(str_cat("reserve: request id '", id, "' is already in use"));
+  if (prompt_len < 1 || prompt_len >= max_model_len_) {
+    return absl::InvalidArgumentError(str_cat("reserve: prompt_len ", prompt_len, " outside [1, max_model_len ",
+                                              max_model_len_, ")"));
+  }
+  auto r = std::make_unique<Request>(next_key_++, id, std::vector<std::int32_t>(static_cast<std::size_t>(prompt_len), 0),
+                                     SamplingParams{}, 0, config_.block_size, now());
+  if (!r->blocks.grow_to(*pool_, prompt_len)) {
+    return absl::ResourceExhaustedError(str_cat("reserve: request '", id, "' needs ",
+                                                BlockTable::blocks_for(prompt_len, config_.block_size),
+                                                " KV blocks and ", pool_->num_available(), " are free"));
+  }
+  KvReservation res;
+  res.request_id = id;
+  res.prompt_len = prompt_len;
+  res.kv_blocks.assign(r->blocks.blocks().begin(), r->blocks.blocks().end());
+  if (speculator_) {
+    absl::StatusOr<std::vector<BlockId>> blocks = speculator_->proposer().reserve_state(r->key, prompt_len);
+    if (!blocks.ok()) {
+      r->blocks.release_all(*pool_);
+      return absl::Status(blocks.status().code(), str_cat("reserve: request '", id, "': ", blocks.status().message()));
+    }
+    res.proposer_blocks = std::move(*blocks);
+    res.proposer_kv_positions = speculator_->proposer().handoff_kv_positions(prompt_len);
+  }
+  r->state = RequestState::kReserved;
+  r->lease_deadline = now() + config_.handoff_lease;
+  res.deadline = r->lease_deadline;
+  requests_.emplace(id, std::move(r));
+  return res;
+}
+
+absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
+  Request* r = find(id);
+  if (r == nullptr || r->state != RequestState::kReserved) {
+    return absl::NotFoundError(str_cat("commit: no reservation for request '", id, "' (never reserved, released, or its "
+                                       "lease expired)"));
+  }
+  // Whatever is wrong with the record, the reservation does not outlive this call.
+  const auto reject = [&](const std::string& what) {
+    release_held(r);
+    return absl::InvalidArgumentError(str_cat("commit of request '", id, "': ", what, "; its reservation was released"));
+  };
+  const ModelConfig& c = model_->config();
+  if (h.request_id != id) return reject(str_cat("the record is for request '", h.request_id, "'"));
+  if (static_cast<std::int32_t>(h.prompt.size()) != r->prompt_len) {
+    return reject(str_cat("the record has a prompt of ", h.prompt.size(), " tokens, ", r->prompt_len, " were reserved"));
+  }
+  if (h.kv_blocks.size() != static_cast<std::size_t>(r->blocks.num_blocks())) {
+    return reject(str_cat("the record names ", h.kv_blocks.size(), " KV blocks, ", r->blocks.num_blocks(), " were reserved"));
+  }
+  if (absl::Status s = h.params.validate(c.vocab_size); !s.ok()) return reject(std::string(s.message()));
+  for (std::size_t i = 0; i < h.prompt.size(); ++i) {
+    if (h.prompt[i] < 0 || h.prompt[i] >= c.vocab_size) {
+      return reject(str_cat("prompt token ", i, " is ", h.prompt[i], ", outside the vocabulary [0, ", c.vocab_size, ")"));
+    }
+  }
+  if (h.first_token < 0 || h.first_token >= c.vocab_size) {
+    return reject(str_cat("first token ", h.first_token, " is outside the vocabulary [0, ", c.vocab_size, ")"));
+  }
+  if (static_cast<std::int64_t>(h.prompt.size()) + h.params.max_tokens > max_model_len_) {
+    return reject(str_cat("prompt (", h.prompt.size(), " tokens) + max_tokens (", h.params.max_tokens,
+                          ") exceeds max_model_len ", max_model_len_));
+  }
+  if (!h.params.stop.empty() && !decoder_factory_) return reject("stop strings need a tokenizer, and this model has none");
+
+  r->params = h.params;
+  r->seed = h.seed;
+  r->tokens = h.prompt;
+  r->tokens.push_back(h.first_token);
+  r->num_computed = r->prompt_len;
+  r->num_cached_prompt = h.num_cached_prompt_tokens;
+  r->arrival = now();
+  r->first_token_time = r->arrival;
+  if (decoder_factory_) r->decoder = decoder_factory_();
+  r->stop_checker = std::make_unique<StopChecker>(r->params, c.eos_token_ids, r->decoder.get());
+  if (speculator_) {
+    speculator_->add_request(*r);
+    if (absl::Status s = speculator_->proposer().import_state(r->key, h.proposer, r->tokens); !s.ok()) {
+      return reject(std::string(s.message()));
+    }
+  }
+  ++stats_.handoffs_committed;
+  // The first token was reported by the prefill engine: check it here only to bring the stop
+  // checker (and the text already shown) up to date.
+  const StopDecision d = r->stop_checker->check(r->output());
+  r->text_sent = d.visible_text.size();
+  if (d.reason != FinishReason::kNone) {
+    finish(r, d.reason);
+    RequestOutput o;
+    o.request_id = id;
+    o.finished = true;
+    o.finish_reason = d.reason;
+    o.stop_token = d.stop_token;
+    o.stop_string = d.stop_string;
+    fill_counts(r, o);
+    drop(r);
+    pending_outputs_.push_back(std::move(o));
+    return absl::OkStatus();
+  }
+  r->needs_drafts = speculator_ != nullptr;
+  scheduler_->add_ready(r);
+  return absl::OkStatus();
+}
+
+std::vector<KvPoolInfo> Engine::kv_pools() const {
+  std::vector<KvPoolInfo> pools;
+  KvPoolInfo target;
+  target.name = "target";
+  target.cache = cache_.get();
+  target.num_blocks = pool_->num_blocks();
+  target.free = pool_->num_available();
+  target.cached = pool_->num_cached();
+  target.used = pool_->num_in_use();
+  for (const auto& [id, r] : requests_) {
+    if (r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) target.reserved += r->blocks.num_blocks();
+  }
+  pools.push_back(target);
+  if (speculator_) {
+    Proposer& p = speculator_->proposer();
+    if (KvCache* cache = p.kv_cache(); cache != nullptr && p.kv_pool() != nullptr) {
+      const KvBlockPool& pool = *p.kv_pool();
+      KvPoolInfo draft;
+      draft.name = "draft";
+      draft.cache = cache;
+      draft.num_blocks = pool.num_blocks();
+      draft.free = pool.num_available();
+      draft.cached = pool.num_cached();
+      draft.used = pool.num_in_use();
+      pools.push_back(draft);
+    }
+  }
+  return pools;
+}
+
+KvLayoutFingerprint Engine::layout_fingerprint() const {
+  KvLayoutFingerprint f;
+  const ModelConfig& c = model_->config();
+  f.pools.push_back(KvPoolFingerprint{"target", c.architecture_name, c.identity, model_->weights().matrix_dtype(),
+                                      cache_->layout()});
+  if (speculator_) {
+    if (std::optional<KvPoolFingerprint> draft = speculator_->proposer().kv_fingerprint()) f.pools.push_back(*draft);
+  }
+  return f;
+}
+
+}  // namespace baton

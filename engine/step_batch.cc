@@ -1,0 +1,84 @@
+#include "engine/step_batch.h"
+
+#include <cstring>
+
+namespace baton {
+
+ForwardBatch StepBatch::build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states) {
+  ForwardBatch batch;
+  const std::size_t n = chunks.size();
+  logits_indices_.resize(n);
+  verify_tokens_.resize(n);
+  logits_row_.assign(n, 0);
+  token_row_.assign(n, 0);
+  num_logits_.assign(n, 0);
+  num_tokens_.assign(n, 0);
+  std::size_t logits_row = 0, token_row = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ScheduledChunk& c = chunks[i];
+    const Request* r = c.request;
+    ForwardSequence s;
+    std::vector<std::int32_t>& indices = logits_indices_[i];
+    indices.clear();
+    if (c.num_drafts > 0) {
+      // Verification: the pending token and the drafts, with logits at every one of them.
+      verify_tokens_[i].assign(1, r->tokens[static_cast<std::size_t>(c.start)]);
+      verify_tokens_[i].insert(verify_tokens_[i].end(), r->drafts.begin(), r->drafts.end());
+      for (std::int32_t j = 0; j <= c.num_drafts; ++j) indices.push_back(j);
+      s.tokens = verify_tokens_[i];
+    } else {
+      if (c.samples) indices.push_back(c.num_tokens - 1);
+      s.tokens = std::span<const std::int32_t>(r->tokens).subspan(static_cast<std::size_t>(c.start),
+                                                                  static_cast<std::size_t>(c.num_tokens));
+    }
+    s.start_position = c.start;
+    s.block_table = r->blocks.blocks();
+    s.logits_indices = indices;
+    batch.sequences.push_back(s);
+    logits_row_[i] = logits_row;
+    token_row_[i] = token_row;
+    num_logits_[i] = static_cast<std::int32_t>(indices.size());
+    num_tokens_[i] = c.num_tokens;
+    logits_row += indices.size();
+    token_row += static_cast<std::size_t>(c.num_tokens);
+  }
+  states_ = states;
+  batch.capture_layer_inputs = states.layer_inputs;
+  batch.capture_final_hidden = states.final_hidden;
+  return batch;
+}
+
+void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden) {
+  vocab_ = vocab;
+  host_logits_.resize(static_cast<std::size_t>(out.logits.numel()));
+  backend.copy_to_host(host_logits_.data(), out.logits.data, host_logits_.size() * sizeof(float));
+  width_ = states_.width(hidden);
+  if (width_ == 0) return;
+  // One copy per captured tensor, then interleave on the host: [tokens, width] with each state's
+  // hidden vector in TargetStateSpec order.
+  std::vector<TensorView> views = out.layer_inputs;
+  if (states_.final_hidden) views.push_back(out.final_hidden);
+  const auto tokens = static_cast<std::size_t>(views.empty() ? 0 : views.front().dim(0));
+  const auto h = static_cast<std::size_t>(hidden), w = static_cast<std::size_t>(width_);
+  host_states_.resize(tokens * w);
+  staging_.resize(tokens * h);
+  for (std::size_t v = 0; v < views.size(); ++v) {
+    backend.copy_to_host(staging_.data(), views[v].data, staging_.size() * sizeof(float));
+    for (std::size_t t = 0; t < tokens; ++t) {
+      std::memcpy(host_states_.data() + t * w + v * h, staging_.data() + t * h, h * sizeof(float));
+    }
+  }
+}
+
+std::span<const float> StepBatch::logits(std::size_t chunk) const {
+  const auto v = static_cast<std::size_t>(vocab_);
+  return std::span<const float>(host_logits_).subspan(logits_row_[chunk] * v, static_cast<std::size_t>(num_logits_[chunk]) * v);
+}
+
+std::span<const float> StepBatch::states(std::size_t chunk) const {
+  if (width_ == 0) return {};
+  const auto w = static_cast<std::size_t>(width_);
+  return std::span<const float>(host_states_).subspan(token_row_[chunk] * w, static_cast<std::size_t>(num_tokens_[chunk]) * w);
+}
+
+}  // namespace baton
