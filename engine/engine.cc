@@ -2,7 +2,9 @@
 // pools and fingerprint) is in engine_handoff.cc.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "common/status.h"
 #include "engine/spec/proposer_factory.h"
@@ -342,8 +344,15 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     }
     return;
   }
-  RequestOutput& o = output_for(r, outs);
   const std::span<const float> logits = step_batch_.logits(index);
+  if (std::any_of(logits.begin(), logits.end(), [](float x) { return std::isnan(x); })) {
+    // Bad KV (e.g. a corrupt transfer) or weights: this request cannot go on; the others can.
+    fail(r, absl::DataLossError(str_cat("the target's logits are NaN at position ", c.start + c.num_tokens - 1,
+                                        " (corrupt KV cache contents?)")),
+         outs);
+    return;
+  }
+  RequestOutput& o = output_for(r, outs);
   if (c.num_drafts > 0) {
     const VerifiedTokens verified = speculator_->verify(*r, logits);
     // KV is valid for the pending token and the accepted drafts; the rest is rolled back.

@@ -11,46 +11,18 @@
 #include "gtest/gtest.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/spec_methods.h"
 
 namespace baton {
 namespace {
 
 using testing::fixture_path;
 using testing::Job;
+using testing::method_cases;
+using testing::MethodCase;
 
 std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
   return testing::run_jobs(engine, jobs);
-}
-
-struct MethodCase {
-  std::string label;
-  std::string target;
-  std::string json;  // speculative_config without num_speculative_tokens
-};
-
-std::vector<MethodCase> method_cases() {
-  const std::string spec = fixture_path("spec/");
-  return {
-      {"ngram", "llama-f32", R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3)"},
-      {"suffix", "llama-f32", R"({"method": "suffix")"},
-      {"draft_model", "llama-f32", R"({"method": "draft_model", "model": ")" + spec + R"(draft-llama-f32")"},
-      {"eagle", "llama-f32", R"({"method": "eagle", "model": ")" + spec + R"(eagle-llama-f32")"},
-      {"eagle3", "llama-f32", R"({"method": "eagle3", "model": ")" + spec + R"(eagle3-llama-f32")"},
-      {"eagle3_speculators", "llama-f32", R"({"method": "eagle3", "model": ")" + spec + R"(eagle3-speculators-llama-f32")"},
-      {"mtp_deepseek", "llama-f32", R"({"method": "mtp", "model": ")" + spec + R"(mtp-deepseek-llama-f32")"},
-      {"mtp2_deepseek", "llama-f32", R"({"method": "mtp", "model": ")" + spec + R"(mtp2-deepseek-llama-f32")"},
-      {"mtp_qwen3next", "qwen3-bf16", R"({"method": "mtp", "model": ")" + spec + R"(mtp-qwen3next-qwen3-bf16")"},
-      {"draft_model_block", "llama-f32",
-       R"({"method": "draft_model", "rejection_sample_method": "block", "model": ")" + spec + R"(draft-llama-f32")"},
-      {"draft_model_probabilistic", "llama-f32",
-       R"({"method": "draft_model", "draft_sample_method": "probabilistic", "model": ")" + spec + R"(draft-llama-f32")"},
-      // The target drafting for itself: drafts are (almost) always accepted, so the accept, bonus
-      // and partial-rollback paths run too (the random heads above are nearly always rejected).
-      {"self_draft", "llama-f32", R"({"method": "draft_model", "model": ")" + fixture_path("llama-f32") + "\""},
-      {"self_draft_block_probabilistic", "llama-f32",
-       R"({"method": "draft_model", "rejection_sample_method": "block", "draft_sample_method": "probabilistic", "model": ")" +
-           fixture_path("llama-f32") + "\""},
-  };
 }
 
 // Prompts with repeats (so n-gram and suffix find matches) and without.

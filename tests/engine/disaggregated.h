@@ -1,0 +1,114 @@
+// Running requests through a prefill engine and a decode engine in one process, the way the
+// nodes will: reserve on D, prefill on P with a layer-by-layer copy of the target KV (the engine's
+// per-layer callback), then the proposer's KV, commit on D, release on P. The "transport" is a
+// memcpy between the two engines' registered pool regions, addressed only through what the
+// engines expose (regions, (layer, block) spans, block ids in the reservation and the record),
+// so it checks that API as a real transport would use it.
+#pragma once
+
+#include <cstring>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "tests/engine/engine_jobs.h"
+
+namespace baton::testing {
+
+// The pool called `name` of an engine (the target's or the proposer's).
+inline KvPoolInfo pool_named(const Engine& e, const std::string& name) {
+  for (const KvPoolInfo& p : e.kv_pools()) {
+    if (p.name == name) return p;
+  }
+  BATON_CHECK(false, "engine has no KV pool named ", name);
+  return {};
+}
+
+// Copies (layer, block) spans from src's pool to dst's, block ids paired by index.
+inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_blocks, const KvPoolInfo& dst,
+                        std::span<const BlockId> dst_blocks, std::int32_t first_layer, std::int32_t last_layer) {
+  BATON_CHECK(src_blocks.size() <= dst_blocks.size(), src_blocks.size(), " source blocks for ", dst_blocks.size());
+  const KvRegion from = src.cache->region(), to = dst.cache->region();
+  for (std::int32_t layer = first_layer; layer <= last_layer; ++layer) {
+    for (std::size_t i = 0; i < src_blocks.size(); ++i) {
+      const KvSpan a = src.cache->span(layer, src_blocks[i]);
+      const KvSpan b = dst.cache->span(layer, dst_blocks[i]);
+      BATON_CHECK(a.bytes == b.bytes, "span sizes differ");
+      std::memcpy(static_cast<char*>(to.base) + b.offset, static_cast<const char*>(from.base) + a.offset, a.bytes);
+    }
+  }
+}
+
+// Fills every pool of an engine with NaN bytes, so KV that was never transferred cannot pass.
+inline void poison_pools(Engine& e) {
+  for (const KvPoolInfo& p : e.kv_pools()) {
+    const KvRegion r = p.cache->region();
+    std::memset(r.base, 0xff, r.bytes);
+  }
+}
+
+// Runs the jobs disaggregated (all submitted at once) and returns each request's tokens (the
+// first from P, the rest from D).
+inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine& p, Engine& d,
+                                                                            const std::vector<Job>& jobs) {
+  const absl::Status compatible = d.layout_fingerprint().check_compatible(p.layout_fingerprint());
+  BATON_CHECK(compatible.ok(), compatible.ToString());
+  std::map<std::string, KvReservation> reservations;
+  for (const Job& j : jobs) {
+    auto r = d.reserve(j.id, static_cast<std::int32_t>(j.prompt.size()));
+    BATON_CHECK(r.ok(), r.status().ToString());
+    reservations.emplace(j.id, std::move(*r));
+    AddRequestOptions o;
+    o.prefill_only = true;
+    const absl::Status s = p.add_request(j.id, j.prompt, j.params, o);
+    BATON_CHECK(s.ok(), s.ToString());
+  }
+  const KvPoolInfo p_target = pool_named(p, "target"), d_target = pool_named(d, "target");
+  const std::int32_t bs = p_target.cache->layout().block_size;
+  // Layer i of each prefill chunk goes as soon as it is written.
+  p.set_kv_layer_callback([&](std::int32_t layer, std::span<const KvLayerWrite> writes) {
+    for (const KvLayerWrite& w : writes) {
+      const KvReservation& r = reservations.at(*w.request_id);
+      const std::int32_t first = w.start / bs, last = (w.start + w.num_tokens - 1) / bs;
+      for (std::int32_t b = first; b <= last && b < static_cast<std::int32_t>(r.kv_blocks.size()); ++b) {
+        copy_blocks(p_target, w.blocks.subspan(static_cast<std::size_t>(b), 1), d_target,
+                    std::span<const BlockId>(r.kv_blocks).subspan(static_cast<std::size_t>(b), 1), layer, layer);
+      }
+    }
+  });
+  std::map<std::string, std::vector<std::int32_t>> out;
+  while (p.has_unfinished()) {
+    auto outs = p.step();
+    BATON_CHECK(outs.ok(), outs.status().ToString());
+    for (RequestOutput& o : *outs) {
+      for (const TokenOutput& t : o.new_tokens) out[o.request_id].push_back(t.token);
+      if (o.handoff) {
+        const KvReservation& r = reservations.at(o.request_id);
+        if (!o.handoff->proposer.kv_blocks.empty()) {
+          const KvPoolInfo p_draft = pool_named(p, "draft"), d_draft = pool_named(d, "draft");
+          copy_blocks(p_draft, o.handoff->proposer.kv_blocks, d_draft, r.proposer_blocks, 0,
+                      p_draft.cache->layout().num_layers - 1);
+        }
+        const absl::Status c = d.commit(o.request_id, *o.handoff);
+        BATON_CHECK(c.ok(), c.ToString());
+        BATON_CHECK(p.release(o.request_id).ok(), "release");
+      } else if (o.finished) {
+        BATON_CHECK(d.release(o.request_id).ok(), "release of ", o.request_id, " on D");
+      }
+    }
+  }
+  p.set_kv_layer_callback(nullptr);
+  while (d.has_unfinished()) {
+    auto outs = d.step();
+    BATON_CHECK(outs.ok(), outs.status().ToString());
+    for (const RequestOutput& o : *outs) {
+      for (const TokenOutput& t : o.new_tokens) out[o.request_id].push_back(t.token);
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::testing
