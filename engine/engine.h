@@ -239,6 +239,7 @@ class Engine {
   std::vector<KvLayerWrite> layer_writes_;
   EngineStats stats_;
   std::uint64_t next_key_ = 1;
+  std::int32_t num_held_ = 0;  // requests parked (prefill) or reserved (decode)
 };
 
 }  // namespace baton

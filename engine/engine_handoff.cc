@@ -47,12 +47,14 @@ void Engine::park_prefilled(std::vector<RequestOutput>& outs) {
     r->needs_drafts = false;
     r->state = RequestState::kPrefilled;
     r->lease_deadline = now() + config_.handoff_lease;
+    ++num_held_;
     o.handoff = std::move(*h);
     ++stats_.handoffs_exported;
   }
 }
 
 void Engine::release_held(Request* r) {
+  --num_held_;
   r->blocks.release_all(*pool_);
   if (speculator_) speculator_->remove_request(*r, /*finished=*/false);
   r->state = RequestState::kFinished;
@@ -71,6 +73,7 @@ absl::Status Engine::release(const std::string& id) {
 }
 
 void Engine::expire_leases(std::vector<RequestOutput>& outs) {
+  if (num_held_ == 0) return;
   const EngineClock::time_point t = now();
   std::vector<Request*> expired;
   for (const auto& [id, r] : requests_) {
@@ -97,6 +100,7 @@ void Engine::expire_leases(std::vector<RequestOutput>& outs) {
 
 std::optional<EngineClock::time_point> Engine::next_deadline() const {
   std::optional<EngineClock::time_point> next;
+  if (num_held_ == 0) return next;
   for (const auto& [id, r] : requests_) {
     if (r->state != RequestState::kPrefilled && r->state != RequestState::kReserved) continue;
     if (!next || r->lease_deadline < *next) next = r->lease_deadline;
@@ -136,6 +140,7 @@ absl::StatusOr<KvReservation> Engine::reserve(const std::string& id, std::int32_
   }
   r->state = RequestState::kReserved;
   r->lease_deadline = now() + config_.handoff_lease;
+  ++num_held_;
   res.deadline = r->lease_deadline;
   requests_.emplace(id, std::move(r));
   return res;
@@ -191,6 +196,9 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
       return reject(std::string(s.message()));
     }
   }
+  // Committed: no longer held under a lease.
+  --num_held_;
+  r->state = RequestState::kRunning;
   ++stats_.handoffs_committed;
   // The first token was reported by the prefill engine: check it here only to bring the stop
   // checker (and the text already shown) up to date.

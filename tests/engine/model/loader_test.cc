@@ -293,5 +293,35 @@ TEST(ModelConfig, ReadsEveryFixtureAndItsFeatures) {
   EXPECT_EQ(qwen2->sliding_window[0], 0);  // sliding_window given but use_sliding_window false
 }
 
+TEST(ModelConfig, RecurrentLayersAreDerivedFromTheConfig) {
+  using nlohmann::json;
+  // Attention-only configs, including Qwen2's sliding/full layer_types.
+  EXPECT_FALSE(has_recurrent_layers_in(json{{"architectures", {"LlamaForCausalLM"}}}));
+  EXPECT_FALSE(has_recurrent_layers_in(
+      json{{"architectures", {"Qwen2ForCausalLM"}}, {"layer_types", {"full_attention", "sliding_attention"}}}));
+  // Hybrids, however they say it.
+  EXPECT_TRUE(has_recurrent_layers_in(
+      json{{"architectures", {"Qwen3NextForCausalLM"}}, {"layer_types", {"linear_attention", "full_attention"}}}));
+  EXPECT_TRUE(has_recurrent_layers_in(json{{"layer_types", {"full_attention", "linear_attention"}}}));
+  EXPECT_TRUE(has_recurrent_layers_in(json{{"layers_block_type", {"mamba", "attention"}}}));
+  EXPECT_TRUE(has_recurrent_layers_in(json{{"hybrid_override_pattern", "M-M*-"}}));
+  EXPECT_TRUE(has_recurrent_layers_in(json{{"architectures", {"JambaForCausalLM"}}}));
+  EXPECT_TRUE(has_recurrent_layers_in(json{{"architectures", {"MambaForCausalLM"}}}));
+  // Loading one says why it cannot run.
+  json qwen3next = {{"architectures", {"Qwen3NextForCausalLM"}}, {"layer_types", {"linear_attention", "full_attention"}}};
+  auto c = ModelConfig::parse(qwen3next, nullptr, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), ::testing::HasSubstr("recurrent layers"));
+  // Every fixture is attention-only, and its identity is a hash of config.json.
+  for (const std::string& name : testing::fixture_names()) {
+    auto f = ModelConfig::load(testing::fixture_path(name));
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_FALSE(f->has_recurrent_layers) << name;
+    EXPECT_NE(f->identity, 0u) << name;
+  }
+  EXPECT_NE(ModelConfig::load(testing::fixture_path("llama-f32"))->identity,
+            ModelConfig::load(testing::fixture_path("qwen2-f32"))->identity);
+}
+
 }  // namespace
 }  // namespace baton

@@ -92,6 +92,23 @@ TEST(PdRule, EachRoleIsChecked) {
   EXPECT_TRUE(parse(R"({"method": "mtp", "num_speculative_tokens": 3})", NodeRole::kPrefill, true).ok());
 }
 
+TEST(PdRule, ValidateForRoleNamesTheValueTheModelKindAndTheRule) {
+  auto mtp = parse(R"({"method": "mtp"})", NodeRole::kPrefill);  // k unset: the engine resolves it
+  ASSERT_TRUE(mtp.ok()) << mtp.status();
+  EXPECT_EQ(mtp->num_speculative_tokens, -1);
+  mtp->num_speculative_tokens = 2;  // as resolved for a 2-layer MTP head
+  const absl::Status p = validate_for_role(*mtp, NodeRole::kPrefill, false);
+  EXPECT_THAT(p.message(), HasSubstr("is 2 on a prefill node serving an attention-only model"));
+  EXPECT_THAT(p.message(), HasSubstr("P/D rule requires 1"));
+  EXPECT_THAT(p.message(), HasSubstr("one per MTP layer"));
+  EXPECT_TRUE(validate_for_role(*mtp, NodeRole::kPrefill, /*recurrent=*/true).ok());
+  EXPECT_TRUE(validate_for_role(*mtp, NodeRole::kDecode, false).ok());
+  mtp->num_speculative_tokens = 0;
+  EXPECT_THAT(validate_for_role(*mtp, NodeRole::kDecode, true).message(),
+              HasSubstr("decode node serving a hybrid model with recurrent layers"));
+  EXPECT_TRUE(validate_for_role(std::nullopt, NodeRole::kPrefill, false).ok());
+}
+
 TEST(PdRule, PairingNamesBothValues) {
   auto make = [](int k) {
     SpeculativeConfig c;

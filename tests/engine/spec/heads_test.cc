@@ -4,6 +4,7 @@
 // sequence must equal the float64 reference (tools/reference/draft_heads_ref.py), which proves the
 // tensor names, shapes, fusions and feedback rules; a mismatched vocabulary is refused.
 #include <cmath>
+#include <cstring>
 
 #include "engine/spec/draft_head.h"
 #include "engine/spec/proposer_factory.h"
@@ -109,6 +110,10 @@ TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
     sc.num_speculative_tokens = c.k;
     auto proposer = make_proposer(sc, context_for(h, c.target));
     ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
+    // Garbage in every KV slot first: a head that reads a slot it never wrote (e.g. one MTP
+    // module attending over positions another module drafted at) drafts something else.
+    const KvRegion region = (*proposer)->kv_cache()->region();
+    std::memset(region.base, 0xff, region.bytes);
     (*proposer)->add_request(1, c.tokens);
     feed_target_states(h, **proposer, 1, c.tokens);
     std::vector<std::int32_t> drafts;

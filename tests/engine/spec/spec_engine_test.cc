@@ -147,6 +147,52 @@ TEST(SpecEngine, RepeatedPromptsWithHiddenStateProposersStayExact) {
   EXPECT_EQ(run(*engine, {j}).at("again"), first.begin()->second);
 }
 
+TEST(SpecEngine, MtpWithoutNumSpeculativeTokensDraftsOnePerModule) {
+  // Unset k means one draft per MTP layer (it used to stay -1: no drafts at all).
+  auto spec = SpeculativeConfig::parse(R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp2-deepseek-llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto engine = make_engine("llama-f32", *spec);
+  ASSERT_NE(engine->speculative_config(), nullptr);
+  EXPECT_EQ(engine->speculative_config()->num_speculative_tokens, 2);
+  const auto jobs = jobs_for(engine->model_config().vocab_size, false);
+  run(*engine, jobs);
+  EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0);
+  EXPECT_EQ(engine->spec_stats()->accepted_per_position.size(), 2u);
+  EXPECT_LE(engine->spec_stats()->num_draft_tokens, 2 * engine->spec_stats()->num_drafts);
+
+  // A prefill node must run k = 1: the resolved default (2) breaks the P/D rule there.
+  auto prefill_spec = SpeculativeConfig::parse(
+      R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp2-deepseek-llama-f32") + "\"}", NodeRole::kPrefill);
+  ASSERT_TRUE(prefill_spec.ok()) << prefill_spec.status();
+  EngineConfig c;
+  c.model_dir = fixture_path("llama-f32");
+  c.kv_cache_bytes = 8 << 20;
+  c.speculative = *prefill_spec;
+  c.role = NodeRole::kPrefill;
+  auto refused = Engine::create(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("is 2 on a prefill node"));
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("P/D rule requires 1"));
+  // With the 1-layer head the default is 1, which a prefill node accepts.
+  c.speculative = *SpeculativeConfig::parse(
+      R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp-deepseek-llama-f32") + "\"}", NodeRole::kPrefill);
+  auto accepted = Engine::create(c);
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ((*accepted)->speculative_config()->num_speculative_tokens, 1);
+}
+
+TEST(SpecEngine, DecodeRoleRefusesKZeroAndPrefillRoleRefusesKAboveOne) {
+  EngineConfig c;
+  c.model_dir = fixture_path("llama-f32");
+  c.kv_cache_bytes = 8 << 20;
+  c.role = NodeRole::kPrefill;
+  c.speculative = *SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 3})", NodeRole::kColocated);
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), ::testing::HasSubstr("is 3 on a prefill node"));
+}
+
 TEST(SpecEngine, PreemptionAndChunkingKeepGreedyOutputIdentical) {
   auto plain = make_engine("llama-f32", std::nullopt);
   const auto jobs = jobs_for(plain->model_config().vocab_size, false);
