@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "cli/args.h"
+#include "cli/generate_batch.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
@@ -20,6 +21,8 @@ const std::vector<FlagSpec> kFlags = {
     {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
     {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
     {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
+    {"prompts-file", "FILE", "JSONL, one {\"prompt\" or \"prompt_tokens\", optional \"seed\", \"max_tokens\", \"temperature\"} "
+                             "a line: run all through one engine (continuous batching)"},
     {"chat", "JSON", "messages, e.g. '[{\"role\":\"user\",\"content\":\"hi\"}]', rendered with the model's chat template"},
     {"stop", "TEXT", "stop when the output contains TEXT (not included in the output)"},
     {"max-tokens", "N", "tokens to generate at most (default 64)"},
@@ -42,11 +45,14 @@ const std::vector<FlagSpec> kFlags = {
     {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
     {"kv-cache-memory", "GIB", "KV cache size in GiB (default 1)"},
     {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
+    {"max-num-seqs", "N", "requests running at once (default 64)"},
+    {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
     {"log-level", "LEVEL", "trace, debug, info, warn, error (default warn)"},
     {"help", "", "show this help"},
 };
 
-constexpr const char* kSynopsis = "--model DIR (--prompt TEXT | --chat JSON | --prompt-tokens 1,2,3) [flags]";
+constexpr const char* kSynopsis =
+    "--model DIR (--prompt TEXT | --chat JSON | --prompt-tokens 1,2,3 | --prompts-file FILE.jsonl) [flags]";
 
 absl::StatusOr<std::vector<std::int32_t>> parse_ids(const std::string& s) {
   std::vector<std::int32_t> ids;
@@ -113,6 +119,10 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f) {
   }
   BATON_ASSIGN_OR_RETURN(auto max_len, f.get_int("max-model-len"));
   if (max_len) c.max_model_len = static_cast<std::int32_t>(*max_len);
+  BATON_ASSIGN_OR_RETURN(auto max_seqs, f.get_int("max-num-seqs"));
+  if (max_seqs) c.scheduler.max_num_seqs = static_cast<std::int32_t>(*max_seqs);
+  BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-num-batched-tokens"));
+  if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
   if (auto spec = f.get("speculative-config")) {
     BATON_ASSIGN_OR_RETURN(c.speculative, SpeculativeConfig::parse(*spec, NodeRole::kColocated));
   }
@@ -138,9 +148,11 @@ int generate_main(int argc, char** argv) {
     std::printf("%s", usage("generate", kSynopsis, kFlags).c_str());
     return 0;
   }
-  const int prompt_sources = (f.has("prompt") ? 1 : 0) + (f.has("prompt-tokens") ? 1 : 0) + (f.has("chat") ? 1 : 0);
+  const int prompt_sources = (f.has("prompt") ? 1 : 0) + (f.has("prompt-tokens") ? 1 : 0) + (f.has("chat") ? 1 : 0) +
+                             (f.has("prompts-file") ? 1 : 0);
   if (!f.has("model") || prompt_sources != 1) {
-    std::fprintf(stderr, "baton generate: give --model and exactly one of --prompt / --chat / --prompt-tokens\n\n%s",
+    std::fprintf(stderr,
+                 "baton generate: give --model and exactly one of --prompt / --chat / --prompt-tokens / --prompts-file\n\n%s",
                  usage("generate", kSynopsis, kFlags).c_str());
     return 2;
   }
@@ -159,6 +171,21 @@ int generate_main(int argc, char** argv) {
   const std::string output_format = f.get("output").value_or(tokenizer ? "text" : "token-ids");
   if (output_format != "text" && output_format != "token-ids") {
     return fail(absl::InvalidArgumentError("--output must be text or token-ids"));
+  }
+  if (f.has("prompts-file")) {
+    auto engine = Engine::create(*config);
+    if (!engine.ok()) return fail(engine.status());
+    if (tokenizer) {
+      const Tokenizer* tok = tokenizer.get();
+      (*engine)->set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+    }
+    BatchOptions bo;
+    bo.path = *f.get("prompts-file");
+    bo.model_dir = config->model_dir;
+    bo.defaults = *sampling;
+    bo.json = f.has("json");
+    bo.token_ids = output_format == "token-ids";
+    return run_prompts_file(**engine, tokenizer.get(), bo);
   }
   if (!tokenizer && (f.has("prompt") || f.has("chat") || output_format == "text" || f.has("stop"))) {
     return fail(absl::FailedPreconditionError(str_cat(config->model_dir, " has no tokenizer.json/tokenizer_config.json: ",
@@ -240,7 +267,7 @@ int generate_main(int argc, char** argv) {
     j["backend"] = (*engine)->describe();
     if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
       j["spec"] = {{"method", std::string(spec_method_name(config->speculative->method))},
-                   {"num_speculative_tokens", config->speculative->num_speculative_tokens},
+                   {"num_speculative_tokens", (*engine)->speculative_config()->num_speculative_tokens},
                    {"num_drafts", st->num_drafts},
                    {"num_draft_tokens", st->num_draft_tokens},
                    {"num_accepted_tokens", st->num_accepted_tokens},

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -171,6 +173,70 @@ TEST(GenerateCliErrors, SamplingWithSeedIsReproducible) {
   const ProcessResult a = run_baton(base + " --seed 7"), b = run_baton(base + " --seed 7");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(nlohmann::json::parse(a.out)["token_ids"], nlohmann::json::parse(b.out)["token_ids"]);
+}
+
+// --prompts-file: an offline batch through one engine.
+TEST(GenerateCliBatch, PromptsFileRunsEveryPromptAndSummarizes) {
+  const std::string model = testing::fixture_path("llama3-bf16");
+  const std::string path = std::filesystem::temp_directory_path() / ("baton_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream f(path);
+    f << R"({"prompt_tokens": [1, 20, 21, 22], "max_tokens": 6})" << "\n";
+    f << "\n";  // blank lines are skipped
+    f << R"({"prompt": "def fibonacci(n):", "max_tokens": 5, "temperature": 0.9, "seed": 3})" << "\n";
+    f << R"({"prompt_tokens": [1, 30, 31], "max_tokens": 7, "seed": 11, "temperature": 1.0})" << "\n";
+  }
+  const std::string flags = " --ignore-eos --max-num-seqs 2 --max-num-batched-tokens 16";
+  const ProcessResult r = run_baton("generate --model " + model + " --prompts-file " + path + flags + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  const nlohmann::json& summary = lines.back();
+  EXPECT_TRUE(summary["summary"].get<bool>());
+  EXPECT_EQ(summary["requests"].get<int>(), 3);
+  EXPECT_EQ(summary["generated_tokens"].get<int>(), 6 + 5 + 7);
+  EXPECT_GT(summary["output_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(summary["wall_s"].get<double>(), 0.0);
+  std::map<int, nlohmann::json> by_index;
+  for (std::size_t i = 0; i + 1 < lines.size(); ++i) by_index[lines[i]["index"].get<int>()] = lines[i];
+  ASSERT_EQ(by_index.size(), 3u);
+  for (const char* key : {"prompt_tokens", "generated_tokens", "token_ids", "text", "finish_reason", "time_to_first_token_s"}) {
+    EXPECT_TRUE(by_index[0].contains(key)) << key;
+  }
+  // Each result is what a run of that prompt alone gives (the batch changes no token).
+  const ProcessResult alone0 = run_baton("generate --model " + model + " --prompt-tokens 1,20,21,22 --max-tokens 6" + flags +
+                                         " --json");
+  ASSERT_EQ(alone0.exit_code, 0) << alone0.err;
+  EXPECT_EQ(by_index[0]["token_ids"], nlohmann::json::parse(alone0.out)["token_ids"]);
+  const ProcessResult alone2 = run_baton("generate --model " + model +
+                                         " --prompt-tokens 1,30,31 --max-tokens 7 --seed 11 --temperature 1.0" + flags + " --json");
+  ASSERT_EQ(alone2.exit_code, 0) << alone2.err;
+  EXPECT_EQ(by_index[2]["token_ids"], nlohmann::json::parse(alone2.out)["token_ids"]);
+  EXPECT_EQ(by_index[1]["generated_tokens"].get<int>(), 5);
+
+  // Without --json: every completion under its index.
+  const ProcessResult plain = run_baton("generate --model " + model + " --prompts-file " + path + flags);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("=== 0 ==="));
+  EXPECT_THAT(plain.out, HasSubstr("=== 2 ==="));
+  EXPECT_THAT(plain.err, HasSubstr("3 prompts"));
+  std::filesystem::remove(path);
+}
+
+TEST(GenerateCliBatch, ABadLineIsNamedAndNothingRuns) {
+  const std::string path = std::filesystem::temp_directory_path() / ("baton_bad_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream f(path);
+    f << R"({"prompt_tokens": [1, 2]})" << "\n" << R"({"prompt_tokens": [1, 2], "temprature": 1})" << "\n";
+  }
+  const ProcessResult r = run_baton("generate --model " + testing::fixture_path("llama-f32") + " --prompts-file " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(path + ":2:"));
+  EXPECT_THAT(r.err, HasSubstr("temprature"));
+  EXPECT_TRUE(r.out.empty());
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// `baton generate --prompts-file FILE.jsonl`: an offline batch through one engine with
+// continuous batching. Each line of FILE is a JSON object with `prompt` (text; needs the model's
+// tokenizer) or `prompt_tokens` (a list of ids), and optionally `seed`, `max_tokens`,
+// `temperature`; every other sampling setting comes from the command line. Blank lines are
+// skipped; a bad line is an error naming FILE:LINE before anything runs.
+//
+// Output: with --json, one object per prompt as it finishes (`index` is its line's position among
+// the prompts; the fields of a single --json run), then one summary object (`"summary": true`,
+// totals, wall time, throughput, speculation counters). Without --json, each completion in input
+// order under a `=== index ===` header. The speed summary always goes to stderr.
+#pragma once
+
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace baton::cli {
+
+struct BatchOptions {
+  std::string path;
+  std::string model_dir;
+  SamplingParams defaults;  // from the flags; lines override seed, max_tokens, temperature
+  bool json = false;
+  bool token_ids = false;  // print token ids instead of text
+};
+
+// Returns the process exit code (0: every prompt ran; 1: bad input or an engine failure).
+int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOptions& options);
+
+}  // namespace baton::cli
