@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Speculative decoding on HumanEval prompts, batch 1, greedy: for each method, TPOT with and
-# without speculation (paired per prompt in one process), mean acceptance length and per-position
-# acceptance. One JSON object per method on stdout.
+# Speculative decoding on HumanEval prompts: for each method and each case (batch 1 greedy, batch
+# 8 greedy, batch 1 at temperature 0.8), TPOT and TTFT with and without speculation (paired per
+# request in one process, after a warm-up, with equal engine settings), mean acceptance length
+# and per-position acceptance. One JSON object per (method, case) on stdout.
 #
 #   bench/run_spec_bench.sh [fixtures|family] [BUILD_DIR] [extra spec_bench flags]
 #

@@ -1,15 +1,25 @@
-// Speculative decoding benchmark: TPOT with speculation vs without, on the same prompts in the
-// same process (a paired ratio per prompt, median reported), plus vLLM's acceptance metrics.
-// Batch 1, greedy, so both runs produce the same tokens (the tool checks that too).
+// Speculative decoding benchmark: TPOT and TTFT with speculation vs without, on the same prompts
+// in the same process (paired per request, medians reported), plus vLLM's acceptance metrics.
+// Three cases per method:
+//   batch1_greedy  one request at a time, greedy (both runs must give the same tokens);
+//   batch8_greedy  eight requests at a time (the same groups in both runs), greedy;
+//   batch1_t0.8    one request at a time, temperature 0.8 with a seed per prompt (one-hot drafts
+//                  give plain sampling's tokens exactly; probabilistic drafts the same law).
+// Both engines have the same settings (prefix caching off in both: the prompts repeat between
+// warm-up and runs) and are warmed up before anything is timed; the order of the two runs
+// alternates per prompt so drift in machine speed favours neither.
 //
-// usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 20]
-//                   [--max-tokens 64] [--threads N] --spec JSON [--spec JSON ...]
-// Prints one JSON object per --spec on stdout.
+// usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 24]
+//                   [--max-tokens 64] [--threads N] [--cases batch1_greedy,batch8_greedy,batch1_t0.8]
+//                   --spec JSON [--spec JSON ...]
+// Prints one JSON object per (method, case) on stdout.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,14 +33,20 @@ namespace {
 
 struct Args {
   std::string model, prompts, field = "prompt";
-  int num_prompts = 20, max_tokens = 64, threads = 0;
+  int num_prompts = 24, max_tokens = 64, threads = 0;
+  std::vector<std::string> cases = {"batch1_greedy", "batch8_greedy", "batch1_t0.8"};
   std::vector<std::string> specs;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts N] "
-                       "[--max-tokens N] [--threads N] --spec JSON [--spec JSON ...]\n");
+                       "[--max-tokens N] [--threads N] [--cases a,b,c] --spec JSON [--spec JSON ...]\n");
   std::exit(2);
+}
+
+[[noreturn]] void die(const absl::Status& s) {
+  std::fprintf(stderr, "spec_bench: %s\n", std::string(s.message()).c_str());
+  std::exit(1);
 }
 
 Args parse(int argc, char** argv) {
@@ -44,48 +60,66 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-tokens") a.max_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
     else if (k == "--spec") a.specs.push_back(v);
-    else usage();
+    else if (k == "--cases") {
+      a.cases.clear();
+      std::istringstream in(v);
+      for (std::string c; std::getline(in, c, ',');) a.cases.push_back(c);
+    } else {
+      usage();
+    }
   }
   if (a.model.empty() || a.prompts.empty() || a.specs.empty()) usage();
   return a;
 }
 
-struct RunResult {
-  std::vector<std::int32_t> tokens;
-  double tpot = 0;  // (latency - ttft) / (tokens - 1)
+struct Case {
+  std::string name;
+  int batch = 1;
+  float temperature = 0.0f;
 };
 
-RunResult run_one(Engine& engine, const std::vector<std::int32_t>& prompt, int max_tokens, int index) {
-  using Clock = std::chrono::steady_clock;
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;  // same length every time: TPOT compares like with like
-  const std::string id = "b" + std::to_string(index);
-  if (auto s = engine.add_request(id, prompt, p); !s.ok()) {
-    std::fprintf(stderr, "spec_bench: %s\n", std::string(s.message()).c_str());
-    std::exit(1);
+Case case_named(const std::string& name) {
+  if (name == "batch1_greedy") return {name, 1, 0.0f};
+  if (name == "batch8_greedy") return {name, 8, 0.0f};
+  if (name == "batch1_t0.8") return {name, 1, 0.8f};
+  std::fprintf(stderr, "spec_bench: unknown case %s\n", name.c_str());
+  std::exit(2);
+}
+
+struct RequestResult {
+  std::vector<std::int32_t> tokens;
+  double ttft = 0;  // s, from the engine's output times
+  double tpot = 0;  // s, (latency - ttft) / (tokens - 1)
+};
+
+// Runs one group of prompts together to completion; results in group order.
+std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vector<std::int32_t>>& prompts,
+                                     std::size_t first, std::size_t count, const Case& c, int max_tokens) {
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = first; i < first + count; ++i) {
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.seed = 1234 + i;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;  // same length every time: TPOT compares like with like
+    const std::string id = "p" + std::to_string(i);
+    if (auto s = engine.add_request(id, prompts[i], p); !s.ok()) die(s);
+    index[id] = i - first;
   }
-  RunResult r;
-  const auto start = Clock::now();
-  Clock::time_point first{};
+  std::vector<RequestResult> out(count);
   while (engine.has_unfinished()) {
     auto outs = engine.step();
-    if (!outs.ok()) {
-      std::fprintf(stderr, "spec_bench: %s\n", std::string(outs.status().message()).c_str());
-      std::exit(1);
-    }
-    for (const auto& o : *outs) {
-      for (const auto& t : o.new_tokens) {
-        if (r.tokens.empty()) first = Clock::now();
-        r.tokens.push_back(t.token);
-      }
+    if (!outs.ok()) die(outs.status());
+    for (const RequestOutput& o : *outs) {
+      RequestResult& r = out[index.at(o.request_id)];
+      for (const TokenOutput& t : o.new_tokens) r.tokens.push_back(t.token);
+      if (!o.finished) continue;
+      r.ttft = std::chrono::duration<double>(o.first_token_time - o.arrival_time).count();
+      const double decode = std::chrono::duration<double>(o.finish_time - o.first_token_time).count();
+      r.tpot = r.tokens.size() > 1 ? decode / static_cast<double>(r.tokens.size() - 1) : 0.0;
     }
   }
-  const double decode = std::chrono::duration<double>(Clock::now() - first).count();
-  (void)start;
-  r.tpot = r.tokens.size() > 1 ? decode / static_cast<double>(r.tokens.size() - 1) : 0.0;
-  return r;
+  return out;
 }
 
 std::unique_ptr<Engine> make_engine(const Args& a, const std::optional<SpeculativeConfig>& spec) {
@@ -93,19 +127,29 @@ std::unique_ptr<Engine> make_engine(const Args& a, const std::optional<Speculati
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
   c.kv_cache_bytes = 512LL << 20;
-  c.scheduler.max_num_seqs = 4;
+  c.scheduler.max_num_seqs = 8;
+  c.scheduler.enable_prefix_caching = false;  // equal settings: heads need it off, so both run without
   c.speculative = spec;
   auto e = Engine::create(c);
-  if (!e.ok()) {
-    std::fprintf(stderr, "spec_bench: %s\n", std::string(e.status().message()).c_str());
-    std::exit(1);
-  }
+  if (!e.ok()) die(e.status());
   return std::move(*e);
 }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+SpecDecodeStats minus(const SpecDecodeStats& a, const SpecDecodeStats& b) {
+  SpecDecodeStats d;
+  d.num_drafts = a.num_drafts - b.num_drafts;
+  d.num_draft_tokens = a.num_draft_tokens - b.num_draft_tokens;
+  d.num_accepted_tokens = a.num_accepted_tokens - b.num_accepted_tokens;
+  for (std::size_t i = 0; i < a.accepted_per_position.size(); ++i) {
+    d.accepted_per_position.push_back(a.accepted_per_position[i] -
+                                      (i < b.accepted_per_position.size() ? b.accepted_per_position[i] : 0));
+  }
+  return d;
 }
 
 }  // namespace
@@ -117,10 +161,7 @@ int main(int argc, char** argv) {
   (void)init_logging("warn");
   const Args args = parse(argc, argv);
   auto tokenizer = Tokenizer::load(args.model);
-  if (!tokenizer.ok()) {
-    std::fprintf(stderr, "spec_bench: %s\n", std::string(tokenizer.status().message()).c_str());
-    return 1;
-  }
+  if (!tokenizer.ok()) die(tokenizer.status());
   std::vector<std::vector<std::int32_t>> prompts;
   std::ifstream in(args.prompts);
   for (std::string line; std::getline(in, line) && static_cast<int>(prompts.size()) < args.num_prompts;) {
@@ -142,49 +183,66 @@ int main(int argc, char** argv) {
       ++truncated;
     }
   }
+  const Case warm{"warm-up", 8, 0.0f};
+  run_group(*baseline, prompts, 0, std::min<std::size_t>(8, prompts.size()), warm, args.max_tokens);
   for (const std::string& spec_json : args.specs) {
     auto spec = SpeculativeConfig::parse(spec_json, NodeRole::kColocated);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "spec_bench: %s\n", std::string(spec.status().message()).c_str());
-      return 1;
-    }
+    if (!spec.ok()) die(spec.status());
     auto engine = make_engine(args, *spec);
-    std::vector<double> ratios, base_tpot, spec_tpot;
-    int mismatches = 0;
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      // Alternate which runs first so drift in machine speed does not favour either.
-      RunResult b, s;
-      if (i % 2 == 0) {
-        b = run_one(*baseline, prompts[i], args.max_tokens, static_cast<int>(i));
-        s = run_one(*engine, prompts[i], args.max_tokens, static_cast<int>(i));
-      } else {
-        s = run_one(*engine, prompts[i], args.max_tokens, static_cast<int>(i));
-        b = run_one(*baseline, prompts[i], args.max_tokens, static_cast<int>(i));
+    run_group(*engine, prompts, 0, std::min<std::size_t>(8, prompts.size()), warm, args.max_tokens);
+    for (const std::string& case_name : args.cases) {
+      const Case c = case_named(case_name);
+      const SpecDecodeStats before = *engine->spec_stats();
+      std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft;
+      int mismatches = 0;
+      std::size_t group = 0;
+      for (std::size_t first = 0; first < prompts.size(); first += static_cast<std::size_t>(c.batch), ++group) {
+        const std::size_t n = std::min(static_cast<std::size_t>(c.batch), prompts.size() - first);
+        std::vector<RequestResult> b, s;
+        if (group % 2 == 0) {
+          b = run_group(*baseline, prompts, first, n, c, args.max_tokens);
+          s = run_group(*engine, prompts, first, n, c, args.max_tokens);
+        } else {
+          s = run_group(*engine, prompts, first, n, c, args.max_tokens);
+          b = run_group(*baseline, prompts, first, n, c, args.max_tokens);
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          mismatches += b[i].tokens != s[i].tokens;
+          base_tpot.push_back(b[i].tpot);
+          spec_tpot.push_back(s[i].tpot);
+          base_ttft.push_back(b[i].ttft);
+          spec_ttft.push_back(s[i].ttft);
+          tpot_ratio.push_back(s[i].tpot / b[i].tpot);
+          ttft_ratio.push_back(s[i].ttft / b[i].ttft);
+        }
       }
-      if (b.tokens != s.tokens) ++mismatches;
-      base_tpot.push_back(b.tpot);
-      spec_tpot.push_back(s.tpot);
-      ratios.push_back(s.tpot / b.tpot);
+      const SpecDecodeStats st = minus(*engine->spec_stats(), before);
+      std::vector<double> per_position;
+      for (std::int64_t a : st.accepted_per_position) {
+        per_position.push_back(st.num_drafts > 0 ? static_cast<double>(a) / static_cast<double>(st.num_drafts) : 0.0);
+      }
+      nlohmann::json j = {{"model", args.model},
+                          {"case", c.name},
+                          {"batch", c.batch},
+                          {"temperature", c.temperature},
+                          {"speculative_config", spec->to_json()},
+                          {"prompts", prompts.size()},
+                          {"prompts_truncated_to_fit", truncated},
+                          {"max_tokens", args.max_tokens},
+                          {"tpot_ms_baseline_median", median(base_tpot) * 1e3},
+                          {"tpot_ms_spec_median", median(spec_tpot) * 1e3},
+                          {"tpot_ratio_median", median(tpot_ratio)},  // spec / baseline, paired per request
+                          {"speedup", 1.0 / median(tpot_ratio)},
+                          {"ttft_ms_baseline_median", median(base_ttft) * 1e3},
+                          {"ttft_ms_spec_median", median(spec_ttft) * 1e3},
+                          {"ttft_ratio_median", median(ttft_ratio)},
+                          {"mean_acceptance_length", st.mean_acceptance_length()},
+                          {"acceptance_rate", st.acceptance_rate()},
+                          {"acceptance_per_position", per_position},
+                          // Greedy, and sampling with one-hot drafts, must give identical tokens.
+                          {"token_mismatches", mismatches}};
+      std::cout << j.dump() << std::endl;
     }
-    const SpecDecodeStats& st = *engine->spec_stats();
-    std::vector<double> per_position;
-    for (std::int64_t a : st.accepted_per_position) {
-      per_position.push_back(st.num_drafts > 0 ? static_cast<double>(a) / static_cast<double>(st.num_drafts) : 0.0);
-    }
-    nlohmann::json j = {{"model", args.model},
-                        {"speculative_config", spec->to_json()},
-                        {"prompts", prompts.size()},
-                        {"prompts_truncated_to_fit", truncated},
-                        {"max_tokens", args.max_tokens},
-                        {"tpot_ms_baseline_median", median(base_tpot) * 1e3},
-                        {"tpot_ms_spec_median", median(spec_tpot) * 1e3},
-                        {"tpot_ratio_median", median(ratios)},  // spec / baseline, paired per prompt
-                        {"speedup", 1.0 / median(ratios)},
-                        {"mean_acceptance_length", st.mean_acceptance_length()},
-                        {"acceptance_rate", st.acceptance_rate()},
-                        {"acceptance_per_position", per_position},
-                        {"greedy_mismatches", mismatches}};
-    std::cout << j.dump() << std::endl;
   }
   return 0;
 }

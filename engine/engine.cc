@@ -240,7 +240,7 @@ std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> toke
     r->tokens.push_back(tokens[i]);
     ++appended;
     ++stats_.output_tokens;
-    if (r->num_output() == 1) r->first_token_time = now();
+    if (r->num_output() == 1) first_token_now_.push_back(r);
     TokenOutput t{tokens[i], 0.0f, {}};
     if (r->params.logprobs >= 0 && i < logprobs.size()) {
       t.logprob = logprobs[i].logprob;
@@ -387,6 +387,7 @@ absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
   std::vector<RequestOutput> outs = std::move(pending_outputs_);
   pending_outputs_.clear();
   output_index_.clear();
+  first_token_now_.clear();
   expire_leases(outs);
   // Committed hand-offs take free running slots before anything is proposed or scheduled, so a
   // promoted request is never verified without its drafts.
@@ -408,6 +409,16 @@ absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
   }
   stats_.prefix_cache_queries = pool_->prefix_queries();
   stats_.prefix_cache_hits = pool_->prefix_hits();
+  // Times are when the caller gets the outputs (after this step's proposals), so TTFT includes
+  // all of the first token's work.
+  const EngineClock::time_point t = now();
+  for (Request* r : first_token_now_) r->first_token_time = t;
+  first_token_now_.clear();
+  for (const auto& [r, index] : output_index_) {
+    if (r->finished()) r->finish_time = t;
+    outs[index].first_token_time = r->first_token_time;
+    outs[index].finish_time = r->finish_time;
+  }
   // Finished requests leave the engine once reported.
   for (const auto& [r, index] : output_index_) {
     if (r->finished()) drop(r);

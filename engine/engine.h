@@ -96,8 +96,8 @@ struct RequestOutput {
   // Prefill role: the request is prefilled and parked under a lease; send this to the decode
   // engine, then release() it. Not finished: its KV is still held.
   std::optional<HandoffRecord> handoff;
-  // For TTFT / TPOT / end-to-end latency (this engine's clock; first_token_time is zero until
-  // the first token exists, finish_time until it finishes).
+  // For TTFT / TPOT / end-to-end latency, on this engine's clock: arrival is add_request (or
+  // commit); first-token and finish times are when step() returned them (zero until then).
   EngineClock::time_point arrival_time{};
   EngineClock::time_point first_token_time{};
   EngineClock::time_point finish_time{};
@@ -233,6 +233,7 @@ class Engine {
   std::int32_t max_model_len_ = 0;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::unordered_map<Request*, std::size_t> output_index_;  // this step's outputs, by request
+  std::vector<Request*> first_token_now_;                     // got their first token this step
   std::vector<RequestOutput> pending_outputs_;  // final outputs of aborts and expiries between steps
   TextDecoderFactory decoder_factory_;
   KvLayerCallback layer_callback_;
