@@ -43,7 +43,10 @@ struct HandoffRecord {
   std::int32_t first_token = 0;
   float first_logprob = 0.0f;                // raw logprob of first_token (when logprobs >= 0)
   std::vector<TokenLogprob> first_top_logprobs;
-  std::int32_t num_cached_prompt_tokens = 0;  // prefix-cache hits on the prefill engine
+  // Prefix-cache hits on the prefill engine (a multiple of the block size): the KV of blocks
+  // [0, num_cached_prompt_tokens / block_size) was not written by this request's forward, so a
+  // transport that streams layers from the per-layer callback must send those blocks itself.
+  std::int32_t num_cached_prompt_tokens = 0;
   std::vector<BlockId> kv_blocks;             // target pool blocks on the prefill engine, positions [0, prompt_len)
   ProposerHandoff proposer;                   // the proposer's state (its KV blocks are in its pool)
 };

@@ -50,14 +50,16 @@ inline void poison_pools(Engine& e) {
   }
 }
 
-// Runs the jobs disaggregated (all submitted at once) and returns each request's tokens (the
-// first from P, the rest from D).
+// Runs the jobs disaggregated and returns each request's tokens (the first from P, the rest from
+// D). All are submitted at once, or with `one_at_a_time` each after the previous one's hand-off
+// (so later prompts can hit P's prefix cache).
 inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine& p, Engine& d,
-                                                                            const std::vector<Job>& jobs) {
+                                                                            const std::vector<Job>& jobs,
+                                                                            bool one_at_a_time = false) {
   const absl::Status compatible = d.layout_fingerprint().check_compatible(p.layout_fingerprint());
   BATON_CHECK(compatible.ok(), compatible.ToString());
   std::map<std::string, KvReservation> reservations;
-  for (const Job& j : jobs) {
+  const auto submit = [&](const Job& j) {
     auto r = d.reserve(j.id, static_cast<std::int32_t>(j.prompt.size()));
     BATON_CHECK(r.ok(), r.status().ToString());
     reservations.emplace(j.id, std::move(*r));
@@ -65,6 +67,11 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine
     o.prefill_only = true;
     const absl::Status s = p.add_request(j.id, j.prompt, j.params, o);
     BATON_CHECK(s.ok(), s.ToString());
+  };
+  std::size_t submitted = 0;
+  if (!one_at_a_time) {
+    for (const Job& j : jobs) submit(j);
+    submitted = jobs.size();
   }
   const KvPoolInfo p_target = pool_named(p, "target"), d_target = pool_named(d, "target");
   const std::int32_t bs = p_target.cache->layout().block_size;
@@ -80,13 +87,19 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine
     }
   });
   std::map<std::string, std::vector<std::int32_t>> out;
-  while (p.has_unfinished()) {
+  while (submitted < jobs.size() || p.has_unfinished()) {
+    if (!p.has_unfinished()) submit(jobs[submitted++]);
     auto outs = p.step();
     BATON_CHECK(outs.ok(), outs.status().ToString());
     for (RequestOutput& o : *outs) {
       for (const TokenOutput& t : o.new_tokens) out[o.request_id].push_back(t.token);
       if (o.handoff) {
         const KvReservation& r = reservations.at(o.request_id);
+        // Blocks the prefill took from its prefix cache were never written by this request's
+        // forward, so the layer callback did not send them: they go now, every layer.
+        const auto cached = static_cast<std::size_t>(o.handoff->num_cached_prompt_tokens / bs);
+        copy_blocks(p_target, std::span<const BlockId>(o.handoff->kv_blocks).first(cached), d_target,
+                    r.kv_blocks, 0, p_target.cache->layout().num_layers - 1);
         if (!o.handoff->proposer.kv_blocks.empty()) {
           const KvPoolInfo p_draft = pool_named(p, "draft"), d_draft = pool_named(d, "draft");
           copy_blocks(p_draft, o.handoff->proposer.kv_blocks, d_draft, r.proposer_blocks, 0,

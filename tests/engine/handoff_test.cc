@@ -167,6 +167,36 @@ TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
   }
 }
 
+TEST(HandoffPrefixCache, BlocksFromThePrefillPrefixCacheTravelToo) {
+  // Prompts sharing a 40-token prefix, handed off one after another: the later ones hit the
+  // prefill engine's prefix cache, and those blocks must reach the decode engine as well.
+  const Trio t = trio_for(nullptr);
+  auto colocated = make_engine(t.colocated);
+  auto prefill = make_engine(t.prefill);
+  auto decode = make_engine(t.decode);
+  testing::poison_pools(*decode);
+  std::mt19937 rng(5);
+  std::vector<std::int32_t> prefix(40);
+  for (auto& x : prefix) x = static_cast<std::int32_t>(3 + rng() % 300);
+  std::vector<Job> jobs;
+  for (int i = 0; i < 3; ++i) {
+    Job j;
+    j.id = "shared" + std::to_string(i);
+    j.prompt = prefix;
+    for (int e = 0; e <= i; ++e) j.prompt.push_back(static_cast<std::int32_t>(5 + i * 7 + e));
+    j.params.temperature = 0;
+    j.params.max_tokens = 8;
+    j.params.ignore_eos = true;
+    jobs.push_back(j);
+  }
+  const Tokens want = run_jobs(*colocated, jobs);
+  const Tokens got = run_disaggregated(*prefill, *decode, jobs, /*one_at_a_time=*/true);
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << j.id;
+  EXPECT_GT(prefill->stats().prefix_cache_hits, 0) << "the test meant to hit the prefix cache";
+  expect_no_blocks_held(*prefill, "prefill engine");
+  expect_no_blocks_held(*decode, "decode engine");
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryMethod, Handoff, ::testing::Range(-1, static_cast<int>(method_cases().size())),
                          [](const auto& p) { return method_label(p.param); });
 
