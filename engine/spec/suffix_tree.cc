@@ -231,7 +231,8 @@ void SuffixTree::maybe_merge(std::int32_t id) {
 void SuffixTree::extend(SuffixSeqId seq, std::span<const std::int32_t> tokens) {
   Sequence& s = seqs_[static_cast<std::size_t>(seq)];
   BATON_CHECK(s.live, "SuffixTree::extend: sequence ", seq, " is not held");
-  s.tokens.reserve(s.tokens.size() + tokens.size());
+  // No exact reserve(size + n): callers extend a token or a few at a time, and an exact reserve
+  // would reallocate (copy the whole sequence) on every call; push_back grows geometrically.
   for (const std::int32_t t : tokens) {
     s.tokens.push_back(t);
     const auto pos = static_cast<std::int32_t>(s.tokens.size() - 1);
