@@ -11,6 +11,10 @@ struct SuffixProposer::RequestState {
   SuffixTree tree;  // holds one sequence: the request's prompt + output seen so far
   SuffixSeqId seq;
   std::int32_t prompt_len = 0;  // where the output starts (the latest prompt_len given)
+  // The request's response in the global tree, while it is cached (cached_.end() when evicted or
+  // when there is no global tree); it holds tokens [prompt_len, fed_to) of the sequence.
+  std::list<CachedResponse>::iterator response;
+  std::size_t fed_to = 0;
 };
 
 SuffixProposer::SuffixProposer(const SuffixProposerConfig& config)
@@ -24,30 +28,42 @@ SuffixProposer::SuffixProposer(const SuffixProposerConfig& config)
 
 SuffixProposer::~SuffixProposer() = default;
 
+void SuffixProposer::evict(std::list<CachedResponse>::iterator response) {
+  if (response->running) requests_.at(response->key)->response = cached_.end();
+  global_.remove_sequence(response->seq);
+  cached_.erase(response);
+}
+
+void SuffixProposer::drop(RequestKey key, bool keep_response) {
+  const auto found = requests_.find(key);
+  if (found == requests_.end()) return;
+  const auto response = found->second->response;
+  if (response != cached_.end()) {
+    if (keep_response && !global_.sequence(response->seq).empty()) {
+      response->running = false;
+    } else {
+      evict(response);
+    }
+  }
+  requests_.erase(found);
+}
+
 void SuffixProposer::add_request(RequestKey key, std::span<const std::int32_t> prompt) {
+  drop(key, /*keep_response=*/false);  // a reset: its output will be fed again from the start
   auto state = std::make_unique<RequestState>(config_.max_tree_depth);
   state->tree.extend(state->seq, prompt);
   state->prompt_len = static_cast<std::int32_t>(prompt.size());
+  state->response = cached_.end();
+  if (config_.max_cached_requests > 0) {
+    // Oldest out first, running or not, then the new response in: never more than the limit.
+    while (static_cast<std::int32_t>(cached_.size()) >= config_.max_cached_requests) evict(cached_.begin());
+    state->response = cached_.insert(cached_.end(), CachedResponse{global_.add_sequence(), key, true});
+  }
   requests_[key] = std::move(state);
 }
 
 void SuffixProposer::remove_request(RequestKey key, bool finished) {
-  const auto found = requests_.find(key);
-  if (found == requests_.end()) return;
-  const RequestState& state = *found->second;
-  const std::span<const std::int32_t> seq = state.tree.sequence(state.seq);
-  const auto output_start = std::min(seq.size(), static_cast<std::size_t>(state.prompt_len));
-  if (finished && config_.max_cached_requests > 0 && output_start < seq.size()) {
-    // Oldest out first, then the newest in: the tree never holds more than the limit.
-    while (static_cast<std::int32_t>(cached_.size()) >= config_.max_cached_requests) {
-      global_.remove_sequence(cached_.front());
-      cached_.pop_front();
-    }
-    const SuffixSeqId id = global_.add_sequence();
-    global_.extend(id, seq.subspan(output_start));
-    cached_.push_back(id);
-  }
-  requests_.erase(found);
+  drop(key, /*keep_response=*/finished);
 }
 
 absl::Status SuffixProposer::propose(std::span<ProposalRequest> batch) {
@@ -73,6 +89,13 @@ absl::Status SuffixProposer::propose(std::span<ProposalRequest> batch) {
     }
     state.tree.extend(state.seq, req.tokens.subspan(seen.size()));
     if (req.prompt_len >= 0) state.prompt_len = req.prompt_len;
+    if (state.response != cached_.end()) {
+      // The response grows in the global tree as it is generated: every request can draft from
+      // it from the next step on, this one included.
+      const std::size_t from = std::max(state.fed_to, static_cast<std::size_t>(state.prompt_len));
+      if (from < req.tokens.size()) global_.extend(state.response->seq, req.tokens.subspan(from));
+      state.fed_to = std::max(state.fed_to, req.tokens.size());
+    }
 
     const std::int32_t max_tokens = std::min(config_.max_spec_tokens, req.max_drafts);
     if (max_tokens <= 0) continue;

@@ -140,7 +140,7 @@ std::int32_t SuffixTree::best_child(std::int32_t id) const {
   return n.best_child;
 }
 
-std::int32_t SuffixTree::step(SuffixSeqId seq, std::int32_t at, std::int32_t pos) {
+std::int32_t SuffixTree::step(SuffixSeqId seq, std::int32_t at, std::int32_t pos, std::int32_t start) {
   const std::int32_t token = seqs_[static_cast<std::size_t>(seq)].tokens[static_cast<std::size_t>(pos)];
   {
     Node& v = node(at);
@@ -184,7 +184,9 @@ std::int32_t SuffixTree::step(SuffixSeqId seq, std::int32_t at, std::int32_t pos
   } else if (node(next).len == 1) {
     Node& n = node(next);
     ++n.count;
-    n.ref_seq = seq;  // labels point into the newest sequence through them (see Removal order)
+    // Labels follow the newest sequence through them: under FIFO removal, the common case, the
+    // sequence removed is then rarely one a surviving label points into (see Removal).
+    n.ref_seq = seq;
     n.ref_off = pos;
   } else {
     // The suffix would end inside the edge: split off its first token as a node of its own.
@@ -206,6 +208,10 @@ std::int32_t SuffixTree::step(SuffixSeqId seq, std::int32_t at, std::int32_t pos
     n.best_child = old;
   }
   on_count_up(next);
+  // The suffix now ends at `next`; moved before maybe_merge, which needs `at` to have no ends.
+  const std::int64_t end = end_handle(seq, start);
+  if (at != 0) unlink_end(at, end);
+  link_end(next, end);
   if (at != 0) maybe_merge(at);
   return next;
 }
@@ -217,6 +223,8 @@ void SuffixTree::maybe_merge(std::int32_t id) {
   if (node(id).num_children != 1) return;
   const std::int32_t child = node(id).first_child;
   if (node(child).count != node(id).count) return;
+  BATON_CHECK(node(id).ends == kNoEnd, "SuffixTree: node ", id, " has suffixes ending at it but ",
+              "passes its whole count to child ", child);
   remove_child(child);
   Node& u = node(id);
   Node& c = node(child);
@@ -231,15 +239,19 @@ void SuffixTree::maybe_merge(std::int32_t id) {
 void SuffixTree::extend(SuffixSeqId seq, std::span<const std::int32_t> tokens) {
   Sequence& s = seqs_[static_cast<std::size_t>(seq)];
   BATON_CHECK(s.live, "SuffixTree::extend: sequence ", seq, " is not held");
-  s.tokens.reserve(s.tokens.size() + tokens.size());
+  // No exact reserve(size + n): callers extend a token or a few at a time, and an exact reserve
+  // would reallocate (copy the whole sequence) on every call; push_back grows geometrically.
   for (const std::int32_t t : tokens) {
     s.tokens.push_back(t);
+    s.ends.emplace_back();
     const auto pos = static_cast<std::int32_t>(s.tokens.size() - 1);
     ++node(0).count;
     s.active.push_back(0);  // the suffix that starts here, empty so far
+    // active[i] is the suffix that starts at first_start + i (the active starts are the last ones).
+    const auto first_start = static_cast<std::int32_t>(pos + 1 - static_cast<std::int32_t>(s.active.size()));
     std::size_t kept = 0;
     for (std::size_t i = 0; i < s.active.size(); ++i) {
-      const std::int32_t at = step(seq, s.active[i], pos);
+      const std::int32_t at = step(seq, s.active[i], pos, first_start + static_cast<std::int32_t>(i));
       if (node(at).depth < max_depth_) s.active[kept++] = at;  // at max_depth it is complete
     }
     s.active.resize(kept);
@@ -253,9 +265,10 @@ void SuffixTree::remove_sequence(SuffixSeqId seq) {
   std::vector<std::pair<std::int32_t, std::int32_t>> touched;  // (depth, node) whose count dropped
   for (std::int32_t start = 0; start < n; ++start) {
     const std::int32_t length = std::min(max_depth_, n - start);
+    const std::int64_t end = end_handle(seq, start);
     --node(0).count;
     std::int32_t at = 0;
-    while (node(at).depth < length) {
+    while (at != kNone && node(at).depth < length) {
       const std::int32_t c = find_child(at, s.tokens[static_cast<std::size_t>(start + node(at).depth)]);
       BATON_CHECK(c != kNone && node(c).depth <= length, "SuffixTree::remove_sequence: suffix ", start,
                   " of sequence ", seq, " is not in the tree");
@@ -265,34 +278,75 @@ void SuffixTree::remove_sequence(SuffixSeqId seq) {
         at = c;
         continue;
       }
-      // This suffix was the last through c: c and its chain of descendants (this suffix's path)
-      // go. Nothing else can hang below a node whose count reached zero.
+      // This suffix was the last through c: c and its chain of descendants (this suffix's path,
+      // ending where it ends) go. Nothing else can hang below or end in a node whose count
+      // reached zero.
       remove_child(c);
       if (at != 0 && node(at).best_child == c) node(at).best_child = kStale;
       for (std::int32_t x = c; x != kNone;) {
         // A single child each (not in the map), all of count 1: the chain of this suffix.
         const std::int32_t below = node(x).first_child;
-        BATON_CHECK(below == kNone || (node(below).count == 1 && node(below).next_sibling == kNone),
-                    "SuffixTree::remove_sequence: counts below emptied node ", x, " are inconsistent");
+        BATON_CHECK((below == kNone || (node(below).count == 1 && node(below).next_sibling == kNone)) &&
+                        (node(x).ends == kNoEnd || (below == kNone && node(x).ends == end)),
+                    "SuffixTree::remove_sequence: counts or ends below emptied node ", x, " are inconsistent");
         free_node(x);
         x = below;
       }
-      break;
+      at = kNone;
     }
+    if (at != kNone) unlink_end(at, end);  // it ends at `at` (depth == length)
   }
-  // Deepest first, so chains of foldable nodes fold bottom-up.
+  // Deepest first: chains of foldable nodes fold bottom-up, and a node's children have their
+  // labels re-pointed before it may borrow one.
   std::sort(touched.begin(), touched.end(), std::greater<>());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (const auto& [depth, id] : touched) {
     if (node(id).count == 0) continue;  // freed after being touched
-    BATON_CHECK(node(id).ref_seq != seq, "SuffixTree::remove_sequence: sequence ", seq,
-                " is not the oldest held sequence, and node ", id,
-                " is still labelled from it (remove in insertion order)");
+    Node& x = node(id);
+    if (x.ref_seq == seq) {
+      // Every node labelled from seq is on one of its suffixes' paths, hence touched. Re-point
+      // it at another occurrence of its path: a suffix still ending at it, else (none ends here,
+      // so a child carries the count on) the label of a child, which already points elsewhere.
+      if (x.ends != kNoEnd) {
+        x.ref_seq = end_seq(x.ends);
+        x.ref_off = end_start(x.ends) + x.depth - x.len;
+      } else {
+        BATON_CHECK(x.first_child != kNone, "SuffixTree::remove_sequence: node ", id,
+                    " keeps count ", x.count, " but has neither ends nor children");
+        const Node& c = node(x.first_child);
+        x.ref_seq = c.ref_seq;
+        x.ref_off = c.ref_off - x.len;
+      }
+      BATON_CHECK(x.ref_seq != seq, "SuffixTree::remove_sequence: node ", id,
+                  " found no other occurrence of its path than in sequence ", seq);
+    }
     maybe_merge(id);
   }
   s = Sequence{};
   free_seqs_.push_back(seq);
   --num_live_seqs_;
+}
+
+void SuffixTree::link_end(std::int32_t id, std::int64_t end) {
+  Node& x = node(id);
+  EndLink& l = end_link(end);
+  l.prev = kNoEnd;
+  l.next = x.ends;
+  if (x.ends != kNoEnd) end_link(x.ends).prev = end;
+  x.ends = end;
+}
+
+void SuffixTree::unlink_end(std::int32_t id, std::int64_t end) {
+  EndLink& l = end_link(end);
+  if (l.prev != kNoEnd) {
+    end_link(l.prev).next = l.next;
+  } else {
+    BATON_CHECK(node(id).ends == end, "SuffixTree: suffix ", end_start(end), " of sequence ", end_seq(end),
+                " does not end at node ", id);
+    node(id).ends = l.next;
+  }
+  if (l.next != kNoEnd) end_link(l.next).prev = l.prev;
+  l.prev = l.next = kNoEnd;
 }
 
 SuffixTree::Position SuffixTree::match(std::span<const std::int32_t> path) const {
@@ -391,17 +445,17 @@ std::int64_t SuffixTree::count(std::span<const std::int32_t> path) const {
 absl::Status SuffixTree::validate() const {
   auto fail = [](auto... parts) { return absl::InternalError(str_cat("SuffixTree: ", parts...)); };
   std::int64_t held = 0;
+  // Node where each held suffix ends, as found through the end lists.
+  std::vector<std::vector<std::int32_t>> ends_at(seqs_.size());
   for (std::size_t i = 0; i < seqs_.size(); ++i) {
-    if (!seqs_[i].live) continue;
-    held += static_cast<std::int64_t>(seqs_[i].tokens.size());
-    for (const std::int32_t a : seqs_[i].active) {
-      if (a < 0 || static_cast<std::size_t>(a) >= nodes_.size() || (a != 0 && node(a).count == 0) ||
-          node(a).depth >= max_depth_) {
-        return fail("sequence ", i, " has an active suffix at bad node ", a);
-      }
-    }
+    const Sequence& s = seqs_[i];
+    if (!s.live) continue;
+    held += static_cast<std::int64_t>(s.tokens.size());
+    if (s.ends.size() != s.tokens.size()) return fail("sequence ", i, " has ", s.ends.size(), " end links");
+    ends_at[i].assign(s.tokens.size(), kNone);
   }
   if (node(0).count != held) return fail("root count ", node(0).count, " != ", held, " held tokens");
+  if (node(0).ends != kNoEnd) return fail("a suffix ends at the root");
   // Depth-first over (node, path to its end).
   std::vector<std::int32_t> path;
   std::vector<std::pair<std::int32_t, std::size_t>> stack{{0, 0}};
@@ -413,11 +467,13 @@ absl::Status SuffixTree::validate() const {
     ++seen;
     const Node& n = node(id);
     path.resize(parent_path_len);
+    std::int64_t num_ends = 0;
     if (id != 0) {
       const Node& p = node(n.parent);
       if (n.count <= 0 || n.len <= 0 || n.depth != p.depth + n.len || n.depth > max_depth_) {
         return fail("node ", id, " has count ", n.count, ", len ", n.len, ", depth ", n.depth);
       }
+      // No label is stranded: it points into a held sequence.
       const bool live = n.ref_seq >= 0 && static_cast<std::size_t>(n.ref_seq) < seqs_.size() &&
                         seqs_[static_cast<std::size_t>(n.ref_seq)].live;
       if (!live || n.ref_off < p.depth ||
@@ -439,6 +495,28 @@ absl::Status SuffixTree::validate() const {
         ++in_map;
       }
       for (std::int32_t i = 0; i < n.len; ++i) path.push_back(label_token(n, i));
+      // Each suffix listed here is held, spells this path, and is exactly this deep (its whole
+      // length, capped at max_depth): together with the counts below, count == the number of
+      // held suffixes through or ending at the node, recounted from the sequences themselves.
+      for (std::int64_t e = n.ends, prev = kNoEnd; e != kNoEnd; prev = e, e = end_link(e).next) {
+        const SuffixSeqId t = end_seq(e);
+        const std::int32_t start = end_start(e);
+        if (t < 0 || static_cast<std::size_t>(t) >= seqs_.size() || !seqs_[static_cast<std::size_t>(t)].live ||
+            start < 0 || static_cast<std::size_t>(start) >= seqs_[static_cast<std::size_t>(t)].tokens.size()) {
+          return fail("node ", id, " lists a suffix (", t, ", ", start, ") that is not held");
+        }
+        const auto& tokens = seqs_[static_cast<std::size_t>(t)].tokens;
+        if (end_link(e).prev != prev) return fail("end links of suffix (", t, ", ", start, ")");
+        std::int32_t& where = ends_at[static_cast<std::size_t>(t)][static_cast<std::size_t>(start)];
+        if (where != kNone) return fail("suffix (", t, ", ", start, ") ends at nodes ", where, " and ", id);
+        where = id;
+        const auto length = std::min<std::int64_t>(max_depth_, static_cast<std::int64_t>(tokens.size()) - start);
+        if (n.depth != length || !std::equal(path.begin(), path.end(), tokens.begin() + start)) {
+          return fail("suffix (", t, ", ", start, ") of length ", length, " does not end at node ", id,
+                      " (depth ", n.depth, ")");
+        }
+        ++num_ends;
+      }
     }
     std::int64_t child_sum = 0;
     std::int32_t best = kNone;
@@ -450,18 +528,40 @@ absl::Status SuffixTree::validate() const {
       if (best == kNone || better(c, best)) best = c;
       stack.emplace_back(c, path.size());
     }
-    if (child_sum > n.count) return fail("children of ", id, " count ", child_sum, " > ", n.count);
+    if (n.count != child_sum + num_ends) {
+      return fail("node ", id, " counts ", n.count, ", its children ", child_sum, " and ", num_ends,
+                  " suffixes end there");
+    }
     if (num_children != n.num_children) {
       return fail("node ", id, " has ", num_children, " children, not ", n.num_children);
     }
     if (id != 0 && best != best_child(id)) {
       return fail("node ", id, " best child ", n.best_child, " != ", best);
     }
-    if (id != 0 && num_children == 1 && child_sum == n.count) return fail("node ", id, " is foldable");
+    if (id != 0 && num_children == 1 && num_ends == 0) return fail("node ", id, " is foldable");
   }
   if (seen != num_nodes_ || in_map != children_.size()) {
     return fail(seen, " nodes reachable, ", num_nodes_, " counted; ", in_map, " mapped, ",
                 children_.size(), " in the map");
+  }
+  for (std::size_t i = 0; i < seqs_.size(); ++i) {
+    const Sequence& s = seqs_[i];
+    if (!s.live) continue;
+    for (std::size_t start = 0; start < s.tokens.size(); ++start) {
+      if (ends_at[i][start] == kNone) return fail("suffix (", i, ", ", start, ") ends nowhere");
+    }
+    // The active suffixes are the last min(size, max_depth - 1) ones, oldest first.
+    const std::size_t num_active = std::min(s.tokens.size(), static_cast<std::size_t>(max_depth_ - 1));
+    if (s.active.size() != num_active) {
+      return fail("sequence ", i, " has ", s.active.size(), " active suffixes, not ", num_active);
+    }
+    for (std::size_t k = 0; k < num_active; ++k) {
+      const std::size_t start = s.tokens.size() - num_active + k;
+      if (s.active[k] != ends_at[i][start]) {
+        return fail("sequence ", i, " has its active suffix ", start, " at node ", s.active[k], ", not ",
+                    ends_at[i][start]);
+      }
+    }
   }
   return absl::OkStatus();
 }

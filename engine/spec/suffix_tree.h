@@ -2,28 +2,41 @@
 // (SuffixDecoding, arXiv 2411.04975). It indexes every suffix of every sequence it holds, each cut
 // to its first max_depth tokens; a node's count is the number of those (sequence, start) suffixes
 // whose path passes through or ends at it. speculate() matches the tail of a context and follows
-// the most frequent continuation.
+// the most frequent continuation. Sequences may grow interleaved (several responses being
+// generated at once) and be removed in any order.
 //
 // Representation: a path-compressed trie in a node arena. Each edge is labelled by a slice of one
-// held sequence (no token copies). Children are enumerated through sibling links; each node also
-// points at its most frequent child, and the children of the root and of nodes with two or more
-// children are found through one hash map keyed by (parent, first token). No suffix ever ends
-// inside an edge, so every position along an edge has the edge's count, and a node with a single
-// child and no suffix ending at it is folded into that child: at most about 2 nodes per inserted
-// suffix (plus max_depth per sequence), 56 bytes each plus a map slot for branching children,
-// plus 4 bytes per held token.
+// held sequence (no token copies) that spells the whole path to the edge's end. Children are
+// enumerated through sibling links; each node also points at its most frequent child, and the
+// children of the root and of nodes with two or more children are found through one hash map
+// keyed by (parent, first token). No suffix ever ends inside an edge, so every position along an
+// edge has the edge's count, and a node with a single child and no suffix ending at it is folded
+// into that child. Each node lists the suffixes that end at it (an intrusive doubly linked list
+// threaded through per-sequence, per-start links).
+//
+// Removal: a label may point into any held sequence, so removing one must not strand the labels
+// that point into it. The removal walk already visits every node a label from the removed
+// sequence can be on (such a label spells a path that occurs in it, so one of its suffixes runs
+// through the node); after it, each surviving such node, deepest first, is re-pointed at a suffix
+// that still ends at it or, if none does, at its first child's label (already re-pointed: it is
+// deeper), which spells the node's path too. The end lists exist for this: leaves, where nothing
+// can be borrowed from below, always have a suffix ending at them (Arctic Inference's tree keeps
+// per-node endpoint maps for the same purpose). Rejected alternative: keeping a removed
+// sequence's tokens alive while labels reference it — one surviving short label would pin an
+// arbitrarily long sequence, so memory would no longer be bounded by what is held. Labels follow
+// the newest sequence through them, so under the proposer's usual oldest-first eviction few
+// labels need re-pointing.
+//
+// Memory: at most about 2 nodes per inserted suffix (plus max_depth per sequence), 64 bytes each
+// plus a map slot for branching children, plus 20 bytes per held token (the token and its suffix's
+// two end links).
 //
 // Costs (D = max_depth): extend() O(D) expected per token (each of the <= D suffixes still shorter
-// than D grows by one token; one alone in its leaf, or on a path no other suffix leaves, moves
-// without touching the hash map); speculate() O(D² + D·t) hash lookups for t proposed tokens,
-// plus, after removals, a one-time scan of the children of a node whose leader lost count;
-// remove_sequence() O(n·D) for a sequence of n tokens (+ sorting the nodes it touched).
-//
-// Removal order (the global cache's FIFO): an edge label points into the sequence that last
-// passed through the edge. With sequences extended one after another (each complete before the
-// next is added; the local tree's single sequence may grow forever) and removed oldest first, no
-// removal strands a label. remove_sequence() of any other sequence whose nodes are shared with
-// an older one aborts (checked). Not thread-safe.
+// than D grows by one token and moves its end link; one alone in its leaf, or on a path no other
+// suffix leaves, moves without touching the hash map); speculate() O(D² + D·t) hash lookups for t
+// proposed tokens, plus, after removals, a one-time scan of the children of a node whose leader
+// lost count; remove_sequence() O(n·D) for a sequence of n tokens (+ sorting the nodes it
+// touched; re-pointing a label is O(1)), in any order. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +66,8 @@ class SuffixTree {
   SuffixSeqId add_sequence();
   // Appends tokens to a held sequence and inserts the suffixes that grow or start with them.
   void extend(SuffixSeqId seq, std::span<const std::int32_t> tokens);
-  // Takes every suffix of the sequence out of the tree (counts drop back, emptied nodes go) and
-  // forgets it. See "Removal order" above.
+  // Takes every suffix of the sequence out of the tree (counts drop back, emptied nodes go, labels
+  // that pointed into it are re-pointed) and forgets it. Any held sequence, in any order.
   void remove_sequence(SuffixSeqId seq);
   std::span<const std::int32_t> sequence(SuffixSeqId seq) const;
   std::int32_t num_sequences() const { return num_live_seqs_; }
@@ -81,13 +94,26 @@ class SuffixTree {
   // in the tree or is longer than max_depth); for the empty path, all indexed suffixes.
   std::int64_t count(std::span<const std::int32_t> path) const;
   std::int32_t num_nodes() const { return num_nodes_; }
-  // Checks every structural invariant (labels, counts, most frequent children, compression, the
-  // child map); OK or the first violation found. O(size of the tree); for tests.
+  // Checks every structural invariant (labels point into held sequences and spell their paths;
+  // each held suffix ends at exactly one node, at its full capped length, and each count equals
+  // the suffixes ending at or below the node; most frequent children, compression, the child map,
+  // the active suffixes); OK or the first violation found. O(size of the tree + held tokens · D);
+  // for tests.
   absl::Status validate() const;
 
  private:
   static constexpr std::int32_t kNone = -1;
   static constexpr std::int32_t kStale = -2;  // best_child to recompute on next use
+  static constexpr std::int64_t kNoEnd = -1;
+
+  // A suffix (sequence, start) as one value, for the end lists.
+  static std::int64_t end_handle(SuffixSeqId seq, std::int32_t start) {
+    return (static_cast<std::int64_t>(seq) << 32) | static_cast<std::uint32_t>(start);
+  }
+  static SuffixSeqId end_seq(std::int64_t end) { return static_cast<SuffixSeqId>(end >> 32); }
+  static std::int32_t end_start(std::int64_t end) {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(end));
+  }
 
   struct Node {
     std::int64_t count = 0;          // suffixes through or ending at this node; 0 = free slot
@@ -106,13 +132,22 @@ class SuffixTree {
     std::int32_t num_children = 0;
     SuffixSeqId ref_seq = 0;          // label = sequence(ref_seq)[ref_off, ref_off + len)
     std::int32_t ref_off = 0;
+    std::int64_t ends = kNoEnd;       // first suffix (end_handle) ending here; kNoEnd for none
+  };
+  static_assert(sizeof(Node) == 64, "Node is documented (and budgeted) as one cache line");
+
+  struct EndLink {  // neighbours of a suffix in the end list of the node where it ends
+    std::int64_t prev = kNoEnd;
+    std::int64_t next = kNoEnd;
   };
 
   struct Sequence {
     bool live = false;
     std::vector<std::int32_t> tokens;
-    // Node where each suffix shorter than max_depth ends, oldest start first.
+    // Node where each suffix shorter than max_depth ends, oldest start first: the suffixes that
+    // start at the last active.size() positions.
     std::vector<std::int32_t> active;
+    std::vector<EndLink> ends;  // [tokens.size()]: by start
   };
 
   static std::uint64_t child_key(std::int32_t parent, std::int32_t token) {
@@ -122,6 +157,12 @@ class SuffixTree {
   std::int32_t find_child(std::int32_t parent, std::int32_t token) const;
   std::int32_t label_token(const Node& n, std::int32_t i) const {
     return seqs_[static_cast<std::size_t>(n.ref_seq)].tokens[static_cast<std::size_t>(n.ref_off + i)];
+  }
+  EndLink& end_link(std::int64_t end) {
+    return seqs_[static_cast<std::size_t>(end_seq(end))].ends[static_cast<std::size_t>(end_start(end))];
+  }
+  const EndLink& end_link(std::int64_t end) const {
+    return seqs_[static_cast<std::size_t>(end_seq(end))].ends[static_cast<std::size_t>(end_start(end))];
   }
   Node& node(std::int32_t id) { return nodes_[static_cast<std::size_t>(id)]; }
   const Node& node(std::int32_t id) const { return nodes_[static_cast<std::size_t>(id)]; }
@@ -137,9 +178,11 @@ class SuffixTree {
   bool better(std::int32_t a, std::int32_t b) const;  // a is a more frequent child than b
   void on_count_up(std::int32_t id);
   std::int32_t best_child(std::int32_t id) const;  // kNone when id has no children
-  // Moves the suffix of `seq` ending at node `at` one token on (the token at position `pos`);
-  // returns the node where it now ends.
-  std::int32_t step(SuffixSeqId seq, std::int32_t at, std::int32_t pos);
+  // Moves the suffix of `seq` that starts at `start` and ends at node `at` one token on (the
+  // token at position `pos`), end link included; returns the node where it now ends.
+  std::int32_t step(SuffixSeqId seq, std::int32_t at, std::int32_t pos, std::int32_t start);
+  void link_end(std::int32_t id, std::int64_t end);    // `end` now ends at node id
+  void unlink_end(std::int32_t id, std::int64_t end);  // `end` no longer ends at node id
   void maybe_merge(std::int32_t id);
 
   // Where a path ends: the node whose edge holds its last token, and how many tokens of that edge

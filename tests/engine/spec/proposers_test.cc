@@ -1,6 +1,7 @@
 // The model-free proposers: n-gram (prompt lookup) and suffix decoding. Hand-built sequences pin
 // the rules (ties, ends of context, caps, probabilities, local vs global, FIFO eviction); random
 // sequences over small alphabets compare both against brute-force references.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -407,13 +408,129 @@ TEST(SuffixTree, SpeculationMatchesBruteForce) {
   }
 }
 
-TEST(SuffixTreeDeathTest, RemovingANewerSequenceFirstAborts) {
+TEST(SuffixTree, RemovingANewerSequenceFirstRepointsItsLabels) {
+  // b passes through every node of a last, so their labels point into b; removing b first must
+  // leave them pointing into a (validate() fails on a label into a sequence no longer held).
   SuffixTree tree(4);
   const SuffixSeqId a = tree.add_sequence();
   tree.extend(a, Tokens{1, 2, 3});
   const SuffixSeqId b = tree.add_sequence();
   tree.extend(b, Tokens{1, 2, 3, 4});
-  EXPECT_DEATH(tree.remove_sequence(b), "oldest");
+  tree.remove_sequence(b);
+  ASSERT_TRUE(tree.validate().ok()) << tree.validate();
+  Reference ref(4);
+  ref.add({1, 2, 3});
+  expect_same_counts(tree, ref, 5);
+  // The labels are used: a keeps growing and speculating from the re-pointed nodes.
+  tree.extend(a, Tokens{1, 2});
+  ASSERT_TRUE(tree.validate().ok()) << tree.validate();
+  EXPECT_EQ(tree.speculate(Tokens{1, 2}, 4, 4.0f, 0.1f).tokens, (Tokens{3, 1, 2}));
+  SuffixTree fresh(4);
+  fresh.extend(fresh.add_sequence(), Tokens{1, 2, 3, 1, 2});
+  EXPECT_EQ(tree.num_nodes(), fresh.num_nodes());
+}
+
+// Several sequences growing interleaved in random chunks and removed in random order (ids
+// reused), against the naive recount from the live sequences after every operation.
+TEST(SuffixTree, InterleavedGrowthAndRemovalInAnyOrderMatchTheReference) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 120; ++trial) {
+    const int alphabet = 2 + trial % 3;
+    const int depth = 1 + static_cast<int>(rng() % 7);
+    SuffixTree tree(depth);
+    std::vector<std::pair<SuffixSeqId, Tokens>> held;
+    std::int64_t removals = 0;
+    for (int op = 0; op < 40; ++op) {
+      const unsigned r = rng() % 10;
+      if (held.empty() || (r < 2 && held.size() < 6)) {
+        held.emplace_back(tree.add_sequence(), Tokens{});
+      } else if (r < 8) {
+        auto& [id, seq] = held[rng() % held.size()];
+        const Tokens chunk = random_tokens(rng, 1 + static_cast<int>(rng() % 6), alphabet);
+        tree.extend(id, chunk);
+        seq.insert(seq.end(), chunk.begin(), chunk.end());
+      } else {
+        const std::size_t victim = rng() % held.size();
+        tree.remove_sequence(held[victim].first);
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(victim));
+        ++removals;
+      }
+      Reference ref(depth);
+      std::int64_t suffixes = 0;
+      SuffixTree fresh(depth);
+      for (const auto& [id, seq] : held) {
+        ref.add(seq);
+        suffixes += static_cast<std::int64_t>(seq.size());
+        fresh.extend(fresh.add_sequence(), seq);
+        ASSERT_EQ(Tokens(tree.sequence(id).begin(), tree.sequence(id).end()), seq);
+      }
+      // Speculation first: validate() would refresh most-frequent children left stale by removals.
+      for (const auto& [id, seq] : held) {
+        expect_same_speculation(tree.speculate_tail(id, 5, 2.0f, 0.1f),
+                                ref.speculate(seq, 5, 2.0f, 0.1f, alphabet));
+      }
+      for (int q = 0; q < 3; ++q) {
+        const Tokens ctx = random_tokens(rng, static_cast<int>(rng() % 9), alphabet);
+        expect_same_speculation(tree.speculate(ctx, 6, 2.0f, 0.1f),
+                                ref.speculate(ctx, 6, 2.0f, 0.1f, alphabet));
+      }
+      expect_same_counts(tree, ref, alphabet);
+      // The compressed tree is canonical: the same as built from scratch from what is held.
+      EXPECT_EQ(tree.num_nodes(), fresh.num_nodes());
+      EXPECT_EQ(tree.num_sequences(), static_cast<std::int32_t>(held.size()));
+      EXPECT_LE(tree.num_nodes(), 1 + 2 * suffixes + depth * static_cast<std::int64_t>(held.size()));
+      if (testing::Test::HasFailure()) FAIL() << "trial " << trial << " op " << op;
+    }
+    while (!held.empty()) {
+      const std::size_t victim = rng() % held.size();
+      tree.remove_sequence(held[victim].first);
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(victim));
+      ASSERT_TRUE(tree.validate().ok()) << tree.validate() << " trial " << trial;
+    }
+    EXPECT_GT(removals, 0);
+    EXPECT_EQ(tree.num_nodes(), 1);
+    EXPECT_EQ(tree.count({}), 0);
+  }
+}
+
+// Removing each of many interleaved sequences, newest first and from the middle, on longer
+// sequences with long shared runs (long edges, deep paths) than the random alphabet gives.
+TEST(SuffixTree, RemovalInAnyOrderKeepsLongSharedEdgesValid) {
+  std::mt19937 rng(31);
+  const Tokens motif = random_tokens(rng, 40, 50);
+  for (int order = 0; order < 3; ++order) {
+    SuffixTree tree(16);
+    std::vector<std::pair<SuffixSeqId, Tokens>> held;
+    for (int i = 0; i < 8; ++i) held.emplace_back(tree.add_sequence(), Tokens{});
+    // Round robin: each sequence gets a motif slice or noise, a few tokens at a time.
+    for (int step = 0; step < 60; ++step) {
+      for (auto& [id, seq] : held) {
+        Tokens chunk;
+        if (rng() % 3 != 0) {
+          const std::size_t at = rng() % 30;
+          chunk.assign(motif.begin() + static_cast<std::ptrdiff_t>(at),
+                       motif.begin() + static_cast<std::ptrdiff_t>(at + 1 + rng() % 10));
+        } else {
+          chunk = random_tokens(rng, 1 + static_cast<int>(rng() % 3), 60);
+        }
+        tree.extend(id, chunk);
+        seq.insert(seq.end(), chunk.begin(), chunk.end());
+      }
+    }
+    ASSERT_TRUE(tree.validate().ok()) << tree.validate();
+    while (!held.empty()) {
+      const std::size_t victim = order == 0 ? held.size() - 1 : order == 1 ? held.size() / 2 : rng() % held.size();
+      tree.remove_sequence(held[victim].first);
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(victim));
+      ASSERT_TRUE(tree.validate().ok()) << tree.validate() << " order " << order;
+      SuffixTree fresh(16);
+      for (const auto& [id, seq] : held) fresh.extend(fresh.add_sequence(), seq);
+      EXPECT_EQ(tree.num_nodes(), fresh.num_nodes());
+      EXPECT_EQ(tree.count(std::span<const std::int32_t>(motif).first(8)),
+                fresh.count(std::span<const std::int32_t>(motif).first(8)));
+    }
+    EXPECT_EQ(tree.num_nodes(), 1);
+  }
 }
 
 // ---- suffix proposer -------------------------------------------------------------------------
@@ -492,6 +609,182 @@ TEST(SuffixProposer, NoGlobalTreeWhenMaxCachedRequestsIsZero) {
   EXPECT_TRUE(propose_one(p, 2, {9, 1, 2, 3}, 4, 8).empty());
 }
 
+TEST(SuffixProposer, RunningRequestsPartialOutputIsProposedFromBeforeItFinishes) {
+  SuffixProposer p(suffix_config(8, 10));
+  p.add_request(1, Tokens{10, 11, 12});
+  propose_one(p, 1, {10, 11, 12, 1, 2, 3, 4, 5, 6}, 3, 0);  // request 1 has produced 1..6
+  ASSERT_NE(p.local_tree(1), nullptr);                       // and is still running
+  EXPECT_EQ(p.num_cached_requests(), 1);
+  EXPECT_EQ(p.global_tree().count({}), 6);        // its output so far
+  EXPECT_EQ(p.global_tree().count(Tokens{10}), 0);  // not its prompt
+
+  // Request 2's tail "1 2 3" only request 1's partial output can continue.
+  p.add_request(2, Tokens{9, 1, 2, 3});
+  EXPECT_EQ(propose_one(p, 2, {9, 1, 2, 3}, 4, 8), (Tokens{4, 5, 6}));
+  // Request 1 goes on; request 2 accepted 4 5 6 and is proposed the newest tokens of request 1.
+  propose_one(p, 1, {10, 11, 12, 1, 2, 3, 4, 5, 6, 7, 8}, 3, 0);
+  EXPECT_EQ(propose_one(p, 2, {9, 1, 2, 3, 4, 5, 6}, 4, 8), (Tokens{7, 8}));
+  ASSERT_NE(p.local_tree(1), nullptr);
+  EXPECT_TRUE(p.global_tree().validate().ok()) << p.global_tree().validate();
+}
+
+TEST(SuffixProposer, CapEvictsTheOldestResponseEvenWhileItsRequestRuns) {
+  SuffixProposer p(suffix_config(6, 2));
+  p.add_request(1, Tokens{9});
+  propose_one(p, 1, {9, 1, 2, 3}, 1, 0);
+  p.add_request(2, Tokens{9});
+  propose_one(p, 2, {9, 4, 5}, 1, 0);
+  EXPECT_EQ(p.num_cached_requests(), 2);
+  EXPECT_EQ(p.global_tree().count(Tokens{1, 2, 3}), 1);
+  // A third request takes the oldest place: request 1's, though request 1 still runs.
+  p.add_request(3, Tokens{9});
+  EXPECT_EQ(p.num_cached_requests(), 2);
+  EXPECT_EQ(p.global_tree().count(Tokens{1}), 0);
+  EXPECT_EQ(p.global_tree().count(Tokens{4, 5}), 1);
+  // Request 1 still drafts from both trees, but its new tokens no longer teach the global one.
+  EXPECT_EQ(propose_one(p, 1, {9, 1, 2, 3, 4}, 1, 2), (Tokens{5}));  // from request 2's response
+  EXPECT_EQ(p.global_tree().count(Tokens{3, 4}), 0);
+  p.remove_request(1, /*finished=*/true);
+  EXPECT_EQ(p.num_cached_requests(), 2);  // requests 2 and 3
+  EXPECT_EQ(p.global_tree().count({}), 2);
+  EXPECT_TRUE(p.global_tree().validate().ok()) << p.global_tree().validate();
+}
+
+TEST(SuffixProposer, AbortDropsTheResponseAndReAddingIsAReset) {
+  SuffixProposer p(suffix_config(8, 10));
+  p.add_request(1, Tokens{9});
+  propose_one(p, 1, {9, 1, 2, 3}, 1, 0);
+  EXPECT_EQ(p.global_tree().count({}), 3);
+  p.remove_request(1, /*finished=*/false);
+  EXPECT_EQ(p.num_cached_requests(), 0);
+  EXPECT_EQ(p.global_tree().num_nodes(), 1);
+
+  // Re-adding a running request (a reset) replaces its response: fed again, counted once.
+  p.add_request(2, Tokens{9});
+  propose_one(p, 2, {9, 4, 5, 6}, 1, 0);
+  p.add_request(2, Tokens{9, 4, 5});
+  propose_one(p, 2, {9, 4, 5, 6, 7}, 1, 0);
+  EXPECT_EQ(p.num_cached_requests(), 1);
+  EXPECT_EQ(p.global_tree().count(Tokens{4, 5, 6, 7}), 1);
+  EXPECT_EQ(p.global_tree().count({}), 4);
+
+  // A request that finishes with no output gives its place back.
+  p.add_request(3, Tokens{9});
+  EXPECT_EQ(p.num_cached_requests(), 2);
+  p.remove_request(3, /*finished=*/true);
+  EXPECT_EQ(p.num_cached_requests(), 1);
+}
+
+TEST(SuffixProposer, NoGlobalTreeWhileRequestsRunWhenMaxCachedRequestsIsZero) {
+  SuffixProposer p(suffix_config(8, 0));
+  p.add_request(1, Tokens{10});
+  p.add_request(2, Tokens{9, 1, 2, 3});
+  propose_one(p, 1, {10, 1, 2, 3, 4, 5, 6}, 1, 4);
+  EXPECT_EQ(p.num_cached_requests(), 0);
+  EXPECT_EQ(p.global_tree().num_sequences(), 0);
+  EXPECT_EQ(p.global_tree().num_nodes(), 1);
+  EXPECT_TRUE(propose_one(p, 2, {9, 1, 2, 3}, 4, 8).empty());  // request 1's output is not shared
+  p.remove_request(1, true);
+  EXPECT_EQ(p.global_tree().num_nodes(), 1);
+  EXPECT_TRUE(propose_one(p, 2, {9, 1, 2, 3}, 4, 8).empty());
+}
+
+// Requests start, grow a few tokens per step interleaved, and finish or abort, against a model of
+// the FIFO of cached responses: after every call the global tree holds exactly the model's
+// responses (counts node for node; memory bounded by the cap), and every proposal is the brute
+// force best of the request's context and the model's responses.
+TEST(SuffixProposer, InterleavedRequestsMatchAFifoModelOfTheGlobalCache) {
+  std::mt19937 rng(41);
+  constexpr int kAlphabet = 4;
+  constexpr int kDepth = 5;
+  constexpr int kMaxOutput = 30;
+  for (int trial = 0; trial < 30; ++trial) {
+    const int cap = 1 + trial % 3;
+    SuffixProposerConfig config = suffix_config(kDepth, cap, 4);
+    SuffixProposer p(config);
+    struct Cached {
+      RequestKey key;
+      Tokens response;
+    };
+    std::vector<Cached> model;  // oldest first
+    struct Running {
+      RequestKey key;
+      Tokens all;  // prompt + planned output
+      std::size_t prompt_len, len;
+      bool finishes;
+    };
+    std::vector<Running> running;
+    RequestKey next_key = 1;
+    auto find_cached = [&](RequestKey key) {
+      return std::find_if(model.begin(), model.end(), [&](const Cached& c) { return c.key == key; });
+    };
+    auto check = [&] {
+      ASSERT_EQ(p.num_cached_requests(), static_cast<std::int32_t>(model.size()));
+      ASSERT_LE(p.num_cached_requests(), cap);
+      const SuffixTree& g = p.global_tree();
+      ASSERT_EQ(g.num_sequences(), static_cast<std::int32_t>(model.size()));
+      Reference ref(kDepth);
+      SuffixTree fresh(kDepth);
+      std::int64_t held = 0;
+      for (const Cached& c : model) {
+        ref.add(c.response);
+        fresh.extend(fresh.add_sequence(), c.response);
+        held += static_cast<std::int64_t>(c.response.size());
+      }
+      expect_same_counts(g, ref, kAlphabet);
+      EXPECT_EQ(g.num_nodes(), fresh.num_nodes());
+      EXPECT_LE(held, static_cast<std::int64_t>(cap) * kMaxOutput);
+      EXPECT_LE(g.num_nodes(), 1 + 2 * held + kDepth * cap);
+    };
+    while (next_key <= 25 || !running.empty()) {
+      if (next_key <= 25 && running.size() < 4 && rng() % 2 == 0) {
+        const Tokens prompt = random_tokens(rng, 3, kAlphabet);
+        Running r{next_key++, prompt, prompt.size(), prompt.size(), rng() % 5 != 0};
+        const Tokens out = random_tokens(rng, static_cast<int>(rng() % (kMaxOutput + 1)), kAlphabet);
+        r.all.insert(r.all.end(), out.begin(), out.end());
+        p.add_request(r.key, prompt);
+        while (static_cast<int>(model.size()) >= cap) model.erase(model.begin());
+        model.push_back({r.key, {}});
+        running.push_back(std::move(r));
+        check();
+      }
+      if (running.empty()) continue;
+      const std::size_t i = rng() % running.size();
+      Running& r = running[i];
+      if (r.len == r.all.size()) {
+        p.remove_request(r.key, r.finishes);
+        const auto c = find_cached(r.key);
+        if (c != model.end() && (!r.finishes || c->response.empty())) model.erase(c);
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+        check();
+        continue;
+      }
+      const std::size_t old_len = r.len;
+      r.len = std::min(r.all.size(), r.len + 1 + rng() % 3);
+      const Tokens ctx(r.all.begin(), r.all.begin() + static_cast<std::ptrdiff_t>(r.len));
+      if (const auto c = find_cached(r.key); c != model.end()) {
+        c->response.insert(c->response.end(), ctx.begin() + static_cast<std::ptrdiff_t>(old_len), ctx.end());
+      }
+      const int max_drafts = static_cast<int>(rng() % 5);
+      SuffixSpeculation want;
+      if (max_drafts > 0) {
+        Reference local(kDepth);
+        local.add(ctx);
+        Reference global(kDepth);
+        for (const Cached& c : model) global.add(c.response);
+        want = local.speculate(ctx, max_drafts, config.max_spec_factor, config.min_token_prob, kAlphabet);
+        const SuffixSpeculation g =
+            global.speculate(ctx, max_drafts, config.max_spec_factor, config.min_token_prob, kAlphabet);
+        if (g.score > want.score) want = g;
+      }
+      ASSERT_EQ(propose_one(p, r.key, ctx, static_cast<std::int32_t>(r.prompt_len), max_drafts), want.tokens)
+          << "trial " << trial << " request " << r.key;
+      check();
+      if (testing::Test::HasFailure()) FAIL() << "trial " << trial;
+    }
+  }
+}
+
 TEST(SuffixProposer, IncrementalLocalTreeEqualsOneBuiltFromScratch) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 40; ++trial) {
@@ -529,20 +822,22 @@ TEST(SuffixProposer, BestOfLocalAndGlobalMatchesBruteForce) {
     config.max_spec_factor = rng() % 2 ? 1.0f : 2.0f;
     config.min_token_prob = rng() % 2 ? 0.1f : 0.3f;
     SuffixProposer p(config);
-    std::vector<Tokens> finished;
+    std::vector<Tokens> responses;  // finished, non-empty outputs, oldest first
     for (RequestKey key = 1; key <= 4; ++key) {
       const Tokens out = random_tokens(rng, static_cast<int>(rng() % 20), alphabet);
       const bool done = rng() % 4 != 0;
       run_request(p, key, random_tokens(rng, 3, alphabet), out, done);
-      if (done && cached > 0 && !out.empty()) finished.push_back(out);
-    }
-    Reference global(depth);
-    for (std::size_t i = finished.size() > static_cast<std::size_t>(cached) ? finished.size() - cached : 0;
-         i < finished.size(); ++i) {
-      global.add(finished[i]);
+      if (done && !out.empty()) responses.push_back(out);
     }
     const Tokens ctx = random_tokens(rng, 12, alphabet);
     p.add_request(99, std::span<const std::int32_t>(ctx).first(4));
+    // Request 99's own response takes the newest place and holds its output before it drafts.
+    responses.emplace_back(ctx.begin() + 4, ctx.end());
+    Reference global(depth);
+    for (std::size_t i = responses.size() > static_cast<std::size_t>(cached) ? responses.size() - cached : 0;
+         cached > 0 && i < responses.size(); ++i) {
+      global.add(responses[i]);
+    }
     Reference local(depth);
     local.add(ctx);
     const int max_drafts = static_cast<int>(rng() % 6);
