@@ -8,7 +8,7 @@
 #include <string>
 
 #include "engine/sample/stop_checker.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace baton {
 
