@@ -9,9 +9,9 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
-#include "engine/tokenizer_text_decoder.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_text_decoder.h"
 
 namespace baton::cli {
 namespace {

@@ -1,7 +1,8 @@
 // Deciding when a request is finished: EOS and stop token ids, max_tokens, stop strings.
 //
-// Stop strings are matched on the detokenized output, so the checker needs a TextDecoder (the
-// tokenizer provides one; without a tokenizer, requests with stop strings are rejected up front).
+// Stop strings are matched on the detokenized output, so the checker needs a TextDecoder
+// (tokenizer/text_decoder.h: the engine's only view of the tokenizer; without a tokenizer,
+// requests with stop strings are rejected up front).
 // It holds back text that might be the start of a stop string, so streamed text never contains a
 // stop string that is later cut away.
 #pragma once
@@ -12,21 +13,9 @@
 #include <string>
 
 #include "engine/sample/sampling_params.h"
+#include "tokenizer/text_decoder.h"
 
 namespace baton {
-
-// Incremental detokenization of one request's output.
-class TextDecoder {
- public:
-  virtual ~TextDecoder() = default;
-  // Text for the whole output so far (the checker works with the full string, so decoders need
-  // not be incremental; an incremental one is faster). Must be stable: the text of a prefix of the
-  // tokens is a prefix of the text of the whole (hold back an incomplete UTF-8 sequence rather
-  // than emit a replacement character that later changes), since the checker only searches text
-  // that is new since the previous call. `final` says no token will follow: release whatever was
-  // held back (e.g. a byte-fallback run that ends the output).
-  virtual std::string decode(std::span<const std::int32_t> output_tokens, bool final) = 0;
-};
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 // "stop", "length", "abort"; "none" for kNone (a running request: OpenAI's finish_reason is null).
