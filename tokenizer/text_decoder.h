@@ -13,17 +13,25 @@
 
 namespace baton {
 
-// Incremental detokenization of one request's output.
+// Incremental detokenization of one request's output: each token is fed once, and text() only
+// ever grows, so the work over a whole output is linear in its length (no call re-decodes or
+// copies the text so far; readers keep an offset into text() instead).
+//
+// Stability contract: the text of a prefix of the tokens is a prefix of the text of the whole.
+// An implementation holds back what may still change (an incomplete UTF-8 character, a
+// byte-fallback run that has not ended) rather than emit a replacement character it would later
+// have to take back. One decoder per request; not thread-safe.
 class TextDecoder {
  public:
   virtual ~TextDecoder() = default;
-  // Text for the whole output so far (the checker works with the full string, so decoders need
-  // not be incremental; an incremental one is faster). Must be stable: the text of a prefix of the
-  // tokens is a prefix of the text of the whole (hold back an incomplete UTF-8 sequence rather
-  // than emit a replacement character that later changes), since the checker only searches text
-  // that is new since the previous call. `final` says no token will follow: release whatever was
-  // held back (e.g. a byte-fallback run that ends the output).
-  virtual std::string decode(std::span<const std::int32_t> output_tokens, bool final) = 0;
+  // Feeds the tokens that follow every token fed so far; text() grows by the text they complete.
+  // Must not be called after finish().
+  virtual void append(std::span<const std::int32_t> new_tokens) = 0;
+  // No token will follow: appends whatever was held back. Calling it again does nothing.
+  virtual void finish() = 0;
+  // The text of the tokens fed so far (minus what is held back). The reference stays valid for the
+  // decoder's lifetime; its contents are only ever appended to.
+  virtual const std::string& text() const = 0;
 };
 
 }  // namespace baton

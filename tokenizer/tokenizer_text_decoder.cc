@@ -1,14 +1,21 @@
 #include "tokenizer/tokenizer_text_decoder.h"
 
+#include "common/status.h"
+
 namespace baton {
 
 TokenizerTextDecoder::TokenizerTextDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
     : stream_(tokenizer, skip_special_tokens) {}
 
-std::string TokenizerTextDecoder::decode(std::span<const std::int32_t> output_tokens, bool final) {
-  for (; fed_ < output_tokens.size(); ++fed_) text_ += stream_.step(output_tokens[fed_]);
-  if (final) text_ += stream_.flush();
-  return text_;
+void TokenizerTextDecoder::append(std::span<const std::int32_t> new_tokens) {
+  BATON_CHECK(!finished_, "TextDecoder::append of ", new_tokens.size(), " tokens after finish()");
+  for (std::int32_t id : new_tokens) text_ += stream_.step(id);
+}
+
+void TokenizerTextDecoder::finish() {
+  if (finished_) return;
+  text_ += stream_.flush();
+  finished_ = true;
 }
 
 }  // namespace baton

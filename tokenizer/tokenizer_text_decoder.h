@@ -7,7 +7,6 @@
 // to the Tokenizer, which must outlive it. One per request; not thread-safe.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -21,13 +20,14 @@ class TokenizerTextDecoder final : public TextDecoder {
  public:
   TokenizerTextDecoder(const Tokenizer& tokenizer, bool skip_special_tokens);
 
-  // Feeds the tokens not seen yet; returns all text so far. Tokens must only ever be appended.
-  std::string decode(std::span<const std::int32_t> output_tokens, bool final) override;
+  void append(std::span<const std::int32_t> new_tokens) override;
+  void finish() override;
+  const std::string& text() const override { return text_; }
 
  private:
   DecodeStream stream_;
-  std::size_t fed_ = 0;
   std::string text_;
+  bool finished_ = false;
 };
 
 }  // namespace baton
