@@ -148,15 +148,7 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (std::int32_t id : ids) {
-    const std::string* content = nullptr;
-    if (const AddedToken* added = added_->find(id)) {
-      content = &added->decoded;
-    } else {
-      content = model_->id_to_token(id);
-    }
-    if (content == nullptr) continue;
-    if (skip_special_tokens && added_->is_special(*content)) continue;
-    tokens.push_back(*content);
+    if (const std::string* content = decoded_content(id, skip_special_tokens)) tokens.push_back(*content);
   }
   std::string text;
   if (decoder_) {
@@ -169,6 +161,13 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
     }
   }
   return text;
+}
+
+const std::string* Tokenizer::decoded_content(std::int32_t id, bool skip_special_tokens) const {
+  const AddedToken* added = added_->find(id);
+  const std::string* content = added != nullptr ? &added->decoded : model_->id_to_token(id);
+  if (content == nullptr || (skip_special_tokens && added_->is_special(*content))) return nullptr;
+  return content;
 }
 
 std::int32_t Tokenizer::vocab_size() const { return vocab_size_; }
@@ -239,6 +238,10 @@ DecodeStream::DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens)
     : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 std::string DecodeStream::step(std::int32_t id) {
+  // A token decode() drops adds no text and ends nothing (a byte run continues across it). Keeping
+  // it in the window would make every later step decode it again: quadratic over a run of skipped
+  // specials (EOS after EOS under ignore_eos).
+  if (tokenizer_.decoded_content(id, skip_special_tokens_) == nullptr) return {};
   window_.push_back(id);
   std::string text = tokenizer_.decode(window_, skip_special_tokens_);
   // Hold back while the new text is empty or may still change: it may end inside a character (the

@@ -11,6 +11,7 @@
 // library without the model).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +57,9 @@ class Tokenizer {
  private:
   friend class DecodeStream;
   Tokenizer();
+  // What decode() starts from for `id`; nullptr when decode() drops it (an unknown id, or a special
+  // token with skip_special_tokens).
+  const std::string* decoded_content(std::int32_t id, bool skip_special_tokens) const;
   // True when `id` is a <0xXX> token and the decoder joins byte runs (see DecodeStream).
   bool in_byte_run(std::int32_t id) const;
   // An added token marked special (dropped by decode with skip_special_tokens).
@@ -82,6 +86,10 @@ class DecodeStream {
   std::string step(std::int32_t id);
   // Text still held back (e.g. an incomplete character at the end of the stream).
   std::string flush();
+  // Ids the next step() decodes again with the new one: the last emitted token(s) and those not
+  // emitted yet (an incomplete character, an open byte run). Tokens decode() drops are not kept,
+  // so this stays small and a stream's work is linear in its length.
+  std::size_t window_size() const { return window_.size(); }
 
  private:
   const Tokenizer& tokenizer_;

@@ -1,9 +1,10 @@
 // The public Tokenizer API on small hand-written tokenizer.json files: BPE merge order (short and
 // long words), byte fallback and unk fusing, ignore_merges, added-token flags, post-processing,
-// load errors that name the unsupported feature, special-token ids, streaming decode and
-// concurrent use.
+// load errors that name the unsupported feature, special-token ids, streaming decode (linear over
+// skipped specials) and concurrent use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -208,6 +209,29 @@ TEST(DecodeStream, NeverSplitsACharacter) {
   for (std::int32_t id : Ids{0, 1, 2, 3, 0}) pieces.push_back(stream.step(id));
   pieces.push_back(stream.flush());
   EXPECT_EQ(pieces, (std::vector<std::string>{"a", "", "", "\xE4\xBD\xA0", "a", ""}));
+}
+
+// Tokens that decoding drops (here EOS after EOS, as a model emits under ignore_eos) are not kept
+// to be decoded again with every later token: the window stays small, so streaming is linear.
+TEST(DecodeStream, SkippedSpecialsDoNotAccumulate) {
+  auto tok = Tokenizer::load(testing::bundled_tokenizer_dir().path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const auto eos = (*tok)->token_to_id("<|endoftext|>");
+  ASSERT_TRUE(eos.has_value());
+  Ids ids = (*tok)->encode("def f(x):", false);
+  ids.insert(ids.end(), 20000, *eos);
+  const Ids tail = (*tok)->encode("\n    return x", false);
+  ids.insert(ids.end(), tail.begin(), tail.end());
+  DecodeStream stream(**tok, /*skip_special_tokens=*/true);
+  std::string joined;
+  std::size_t widest = 0;
+  for (std::int32_t id : ids) {
+    joined += stream.step(id);
+    widest = std::max(widest, stream.window_size());
+  }
+  joined += stream.flush();
+  EXPECT_EQ(joined, "def f(x):\n    return x");
+  EXPECT_LE(widest, 4u);
 }
 
 TEST(Tokenizer, ConcurrentEncodesAgree) {
