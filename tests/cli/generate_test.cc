@@ -19,6 +19,7 @@ namespace baton {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct ProcessResult {
   int exit_code = -1;
@@ -97,6 +98,22 @@ TEST(GenerateCliErrors, BadInputFailsClearly) {
   EXPECT_EQ(r.exit_code, 2);
   r = run_baton("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// A missing model directory is the error whatever the prompt flag, not the tokenizer files it
+// lacks; so is a path that is not a directory.
+TEST(GenerateCliErrors, MissingModelDirectoryIsTheErrorWhateverThePrompt) {
+  for (const std::string prompt : {"--prompt hi", "--chat '[{\"role\":\"user\",\"content\":\"hi\"}]'",
+                                   "--prompt-tokens 1,2"}) {
+    const ProcessResult r = run_baton("generate --model /no/such/dir " + prompt);
+    EXPECT_EQ(r.exit_code, 1) << prompt;
+    EXPECT_THAT(r.err, HasSubstr("/no/such/dir: no such directory")) << prompt;
+    EXPECT_THAT(r.err, Not(HasSubstr("tokenizer"))) << prompt;
+  }
+  const std::string file = testing::fixture_path("llama3-bf16") + "/config.json";
+  const ProcessResult r = run_baton("generate --model " + file + " --prompt hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(file + ": not a directory"));
 }
 
 TEST(GenerateCliText, TextPromptEqualsItsTokenIdsAndTextEqualsTheirDecoding) {
