@@ -25,8 +25,8 @@
 
 #include "common/logging.h"
 #include "engine/engine.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/tokenizer.h"
 
 namespace baton::bench {
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 int main(int argc, char** argv) {
   std::string model, corpus;

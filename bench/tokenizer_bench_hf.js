@@ -6,7 +6,7 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require(path.join(__dirname, '..', 'tests', 'engine', 'tokenizer', 'reference',
+const { Tokenizer } = require(path.join(__dirname, '..', 'tests', 'tokenizer', 'reference',
                                         'node_modules', 'tokenizers'));
 
 async function main() {

@@ -10,9 +10,10 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
-#include "engine/tokenizer/tokenizer.h"
-#include "engine/tokenizer_text_decoder.h"
+#include "engine/model/config.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_text_decoder.h"
 
 namespace baton::cli {
 namespace {
@@ -162,6 +163,10 @@ int generate_main(int argc, char** argv) {
   auto config = engine_config_from_flags(f);
   if (!config.ok()) return fail(config.status());
 
+  // The model directory first, whatever the prompt flag: a missing or unreadable one must be the
+  // error, not the tokenizer files it cannot have. (Engine::create reads config.json again; it is
+  // small.)
+  if (auto model = ModelConfig::load(config->model_dir); !model.ok()) return fail(model.status());
   std::unique_ptr<Tokenizer> tokenizer;
   if (Tokenizer::has_tokenizer_files(config->model_dir)) {
     auto t = Tokenizer::load(config->model_dir);

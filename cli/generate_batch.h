@@ -13,7 +13,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace baton::cli {
 

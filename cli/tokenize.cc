@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/tokenizer.h"
 
 namespace baton::cli {
 

@@ -248,9 +248,9 @@ std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> toke
     }
     o.new_tokens.push_back(std::move(t));
     const StopDecision d = r->stop_checker->check(r->output());
-    if (d.visible_text.size() > r->text_sent) {
-      o.new_text += d.visible_text.substr(r->text_sent);
-      r->text_sent = d.visible_text.size();
+    if (d.visible_len > r->text_sent) {
+      o.new_text += r->stop_checker->text().substr(r->text_sent, d.visible_len - r->text_sent);
+      r->text_sent = d.visible_len;
     }
     if (d.reason != FinishReason::kNone) {
       o.finished = true;

@@ -203,7 +203,7 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
   // The first token was reported by the prefill engine: check it here only to bring the stop
   // checker (and the text already shown) up to date.
   const StopDecision d = r->stop_checker->check(r->output());
-  r->text_sent = d.visible_text.size();
+  r->text_sent = d.visible_len;
   if (d.reason != FinishReason::kNone) {
     finish(r, d.reason);
     RequestOutput o;

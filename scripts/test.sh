@@ -13,7 +13,7 @@ jobs=${BATON_JOBS:-$(nproc)}
 bash scripts/install-deps.sh
 # Hugging Face's own tokenizer and chat-template renderer, the references the tokenizer tests
 # compare against (versions pinned by the lock file).
-npm ci --prefix tests/engine/tokenizer/reference --no-audit --no-fund --loglevel=error >/dev/null
+npm ci --prefix tests/tokenizer/reference --no-audit --no-fund --loglevel=error >/dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

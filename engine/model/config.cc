@@ -120,7 +120,13 @@ absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const
 absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
   namespace fs = std::filesystem;
   const std::string config_path = (fs::path(model_dir) / "config.json").string();
-  if (!fs::is_directory(model_dir)) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(model_dir, ec);
+  if (status.type() == fs::file_type::not_found) {
+    return absl::NotFoundError(str_cat(model_dir, ": no such directory (expected a Hugging Face model directory)"));
+  }
+  if (ec) return absl::PermissionDeniedError(str_cat(model_dir, ": cannot be read (", ec.message(), ")"));
+  if (!fs::is_directory(status)) {
     return absl::NotFoundError(str_cat(model_dir, ": not a directory (expected a Hugging Face model directory)"));
   }
   BATON_ASSIGN_OR_RETURN(const std::string text, read_text_file(config_path));

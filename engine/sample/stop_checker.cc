@@ -1,7 +1,6 @@
 #include "engine/sample/stop_checker.h"
 
 #include <algorithm>
-#include <utility>
 
 #include "common/status.h"
 
@@ -33,10 +32,22 @@ StopChecker::StopChecker(const SamplingParams& params, std::span<const std::int3
               "no tokenizer");
 }
 
+std::string_view StopChecker::text() const {
+  return decoder_ != nullptr ? std::string_view(decoder_->text()) : std::string_view();
+}
+
+void StopChecker::feed(std::span<const std::int32_t> tokens) {
+  if (tokens.size() <= fed_) return;
+  decoder_->append(tokens.subspan(fed_));
+  fed_ = tokens.size();
+}
+
 StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
   StopDecision decision;
   const std::size_t n = output_tokens.size();
   if (n == 0) return decision;
+  BATON_CHECK(n >= fed_, "StopChecker::check with ", n, " output tokens after ", fed_,
+              ": pass the whole output, which only grows");
   const auto min_tokens = static_cast<std::size_t>(std::max(params_.min_tokens, 0));
 
   const std::int32_t last = output_tokens.back();
@@ -45,15 +56,21 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
     decision.reason = FinishReason::kStop;
     decision.stop_token = last;
     if (decoder_ != nullptr) {
-      decision.visible_text =
-          decoder_->decode(params_.include_stop_str_in_output ? output_tokens : output_tokens.first(n - 1),
-                           /*final=*/true);
+      feed(params_.include_stop_str_in_output ? output_tokens : output_tokens.first(n - 1));
+      decoder_->finish();
+      decision.visible_len = decoder_->text().size();
     }
     return decision;
   }
 
   const bool at_length = n >= static_cast<std::size_t>(params_.max_tokens);
-  std::string text = decoder_ != nullptr ? decoder_->decode(output_tokens, /*final=*/at_length) : std::string();
+  if (decoder_ == nullptr) {
+    if (at_length) decision.reason = FinishReason::kLength;
+    return decision;
+  }
+  feed(output_tokens);
+  if (at_length) decoder_->finish();
+  const std::string_view text = decoder_->text();
   if (!params_.stop.empty()) {
     if (n > min_tokens) {
       // A new occurrence ends past searched_len_, so it starts at or after searched_len_ + 1 - size.
@@ -62,6 +79,7 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
       for (const std::string& stop : params_.stop) {
         if (stop.empty()) continue;  // rejected by validate()
         const std::size_t from = searched_len_ + 1 > stop.size() ? searched_len_ + 1 - stop.size() : 0;
+        if (from < text.size()) searched_bytes_ += text.size() - from;
         const std::size_t at = text.find(stop, from);
         if (at < found_at) {
           found_at = at;
@@ -69,11 +87,10 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
         }
       }
       if (found != nullptr) {
-        text.resize(found_at + (params_.include_stop_str_in_output ? found->size() : 0));
-        searched_len_ = text.size();
         decision.reason = FinishReason::kStop;
         decision.stop_string = *found;
-        decision.visible_text = std::move(text);
+        decision.visible_len = found_at + (params_.include_stop_str_in_output ? found->size() : 0);
+        searched_len_ = decision.visible_len;
         return decision;
       }
     }
@@ -82,21 +99,20 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
 
   if (at_length) {
     decision.reason = FinishReason::kLength;
-    decision.visible_text = std::move(text);
+    decision.visible_len = text.size();
     return decision;
   }
-  text.resize(text.size() - held_back_length(text));
-  decision.visible_text = std::move(text);
+  decision.visible_len = text.size() - held_back_length(text);
   return decision;
 }
 
-std::size_t StopChecker::held_back_length(const std::string& text) const {
+std::size_t StopChecker::held_back_length(std::string_view text) const {
   if (params_.include_stop_str_in_output) return 0;
   std::size_t held = 0;
   for (const std::string& stop : params_.stop) {
     if (stop.empty()) continue;
     for (std::size_t len = std::min(stop.size() - 1, text.size()); len > held; --len) {
-      if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+      if (text.substr(text.size() - len) == std::string_view(stop).substr(0, len)) {
         held = len;
         break;
       }

@@ -3,7 +3,9 @@
 // a clear message and a non-zero exit code.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@ namespace baton {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct ProcessResult {
   int exit_code = -1;
@@ -99,6 +102,22 @@ TEST(GenerateCliErrors, BadInputFailsClearly) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// A missing model directory is the error whatever the prompt flag, not the tokenizer files it
+// lacks; so is a path that is not a directory.
+TEST(GenerateCliErrors, MissingModelDirectoryIsTheErrorWhateverThePrompt) {
+  for (const std::string prompt : {"--prompt hi", "--chat '[{\"role\":\"user\",\"content\":\"hi\"}]'",
+                                   "--prompt-tokens 1,2"}) {
+    const ProcessResult r = run_baton("generate --model /no/such/dir " + prompt);
+    EXPECT_EQ(r.exit_code, 1) << prompt;
+    EXPECT_THAT(r.err, HasSubstr("/no/such/dir: no such directory")) << prompt;
+    EXPECT_THAT(r.err, Not(HasSubstr("tokenizer"))) << prompt;
+  }
+  const std::string file = testing::fixture_path("llama3-bf16") + "/config.json";
+  const ProcessResult r = run_baton("generate --model " + file + " --prompt hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(file + ": not a directory"));
+}
+
 TEST(GenerateCliText, TextPromptEqualsItsTokenIdsAndTextEqualsTheirDecoding) {
   // The llama3-style fixture tokenizer adds BOS (id 1) through its post-processor.
   const std::string model = testing::fixture_path("llama3-bf16");
@@ -132,6 +151,36 @@ TEST(GenerateCliText, ChatPromptUsesTheTemplate) {
   const ProcessResult bad = run_baton("generate --model " + model + " --chat '{\"role\":1}'");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr("--chat must be a JSON array"));
+}
+
+// Stop strings and streamed text go through the engine's TextDecoder and StopChecker: the text
+// with --stop is the text without it, cut before the first occurrence of the stop string, and what
+// streams to stdout is exactly the text --json reports.
+TEST(GenerateCliText, StopStringCutsTheStreamedText) {
+  const std::string model = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/target";
+  const std::string base = "generate --model " + model + " --prompt 'def fibonacci(n):' --max-tokens 48 --ignore-eos";
+  const ProcessResult full = run_baton(base + " --json");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const std::string text = nlohmann::json::parse(full.out)["text"].get<std::string>();
+  // A stop string from the second half of the text, of characters the shell leaves alone.
+  std::string stop;
+  for (std::size_t at = text.size() / 2; at + 3 <= text.size() && stop.empty(); ++at) {
+    const std::string candidate = text.substr(at, 3);
+    if (std::all_of(candidate.begin(), candidate.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
+      stop = candidate;
+    }
+  }
+  ASSERT_FALSE(stop.empty()) << "no alphanumeric stop string in: " << text;
+  const std::string expected = text.substr(0, text.find(stop));
+
+  const ProcessResult stopped = run_baton(base + " --stop '" + stop + "' --json");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  const auto j = nlohmann::json::parse(stopped.out);
+  EXPECT_EQ(j["text"].get<std::string>(), expected) << "stop '" << stop << "' in: " << text;
+  EXPECT_EQ(j["finish_reason"], "stop");
+  const ProcessResult streamed = run_baton(base + " --stop '" + stop + "'");
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, expected + "\n");
 }
 
 TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {

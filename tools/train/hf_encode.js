@@ -3,12 +3,12 @@
 //   node tools/train/hf_encode.js TOKENIZER_JSON TEXTS_JSON     # TEXTS_JSON: a JSON array of strings
 //
 // Prints {"plain": [[ids]...], "special": [[ids]...]}: encode(text) without and with special
-// tokens. It resolves `tokenizers` from tests/engine/tokenizer/reference/node_modules (installed by
+// tokens. It resolves `tokenizers` from tests/tokenizer/reference/node_modules (installed by
 // scripts/test.sh). It must only report what the library does: no post-processing.
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require(path.join(__dirname, '..', '..', 'tests', 'engine', 'tokenizer', 'reference',
+const { Tokenizer } = require(path.join(__dirname, '..', '..', 'tests', 'tokenizer', 'reference',
                                          'node_modules', 'tokenizers'));
 
 async function main() {

@@ -123,7 +123,7 @@ def main(argv=None):
       f"(256 bytes + {tok['merges']} merges + `<|endoftext|>`, which is BOS, EOS and the document separator). "
       "At hidden size 256 the tied embedding is then 1/7 of the target while every token still occurs hundreds "
       "of times in the corpus; Hugging Face `tokenizers` loads the files and encodes exactly as Baton does "
-      "(tests/engine/tokenizer, and tools/train/check_tokenizer.py on the whole validation split).\n")
+      "(tests/tokenizer, and tools/train/check_tokenizer.py on the whole validation split).\n")
 
     w("## Training\n")
     w(f"Debian's python3-torch on the CPU, seed {cfg['seed']}, bf16 autocast with float32 weights; AdamW "

@@ -260,7 +260,9 @@ TEST_P(EngineDistribution, FirstThreeTokensFollowTheTargetsLaw) {
   const double p = p_value(run, law);
   std::printf("[ chi2     ] %-34s cells %zu  acceptance %.3f  p %.3g\n", c.label.c_str(), law.size(),
               run.acceptance_rate, p);
-  if (!c.method.empty()) EXPECT_GT(run.draft_tokens, kRequests) << "the engine hardly speculated";
+  if (!c.method.empty()) {
+    EXPECT_GT(run.draft_tokens, kRequests) << "the engine hardly speculated";
+  }
   if (c.wrong_q) {
     EXPECT_LT(p, kSignificance) << c.label << ": the negative control passed: the test has no power";
   } else {
