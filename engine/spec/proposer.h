@@ -74,8 +74,9 @@ class Proposer {
   virtual std::optional<KvPoolFingerprint> kv_fingerprint() const { return std::nullopt; }
 
   virtual void add_request(RequestKey key, std::span<const std::int32_t> prompt) = 0;
-  // `finished`: the request completed normally, so its output may teach a global cache (suffix
-  // decoding); false for aborts and faults.
+  // `finished`: the request completed normally, so its output may stay in a global cache (suffix
+  // decoding learns responses as they are generated and keeps finished ones); false for aborts
+  // and faults, whose partial output is dropped.
   virtual void remove_request(RequestKey key, bool finished) = 0;
   // The target dropped this request's KV and will recompute it (preemption): forget whatever was
   // computed from target positions (and free its KV), keep the request.
