@@ -130,7 +130,7 @@ struct KvPoolInfo {
   std::int32_t used = 0;      // held by requests (running, parked or reserved)
   std::int32_t free = 0;      // allocatable (free + evictable prefix-cache blocks)
   std::int32_t cached = 0;    // of free: evictable prefix-cache blocks
-  std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills)
+  std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills); target pool only
 };
 
 // A step's KV writes of one layer, for transports (prefill role: push layer i while i+1 computes).

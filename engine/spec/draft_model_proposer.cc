@@ -84,6 +84,14 @@ void DraftModelProposer::add_request(RequestKey key, std::span<const std::int32_
   model_state(*state_of(key)).prompt_len = static_cast<std::int32_t>(prompt.size());
 }
 
+void DraftModelProposer::reset_request(RequestKey key) {
+  const State* s = state_of(key);
+  if (s == nullptr) return;
+  const std::int32_t prompt_len = static_cast<const ModelState&>(*s).prompt_len;
+  DraftingProposer::reset_request(key);
+  model_state(*state_of(key)).prompt_len = prompt_len;
+}
+
 void DraftModelProposer::sync(ModelState& s, std::span<const std::int32_t> tokens) {
   std::size_t common = 0;
   const std::size_t fed = std::min(s.fed.size(), static_cast<std::size_t>(s.computed));

@@ -26,6 +26,7 @@ class DraftModelProposer final : public DraftingProposer {
 
   std::string_view name() const override { return "draft_model"; }
   void add_request(RequestKey key, std::span<const std::int32_t> prompt) override;
+  void reset_request(RequestKey key) override;  // keeps the prompt length
   absl::Status propose(std::span<ProposalRequest> batch) override;
 
   std::optional<KvPoolFingerprint> kv_fingerprint() const override;
