@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/args.h"
 #include "cli/generate_batch.h"
+#include "cli/report.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
@@ -270,25 +271,8 @@ int generate_main(int argc, char** argv) {
     j["time_to_first_token_s"] = ttft;
     j["total_s"] = std::chrono::duration<double>(end - start).count();
     j["backend"] = (*engine)->describe();
-    if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
-      j["spec"] = {{"method", std::string(spec_method_name(config->speculative->method))},
-                   {"num_speculative_tokens", (*engine)->speculative_config()->num_speculative_tokens},
-                   {"num_drafts", st->num_drafts},
-                   {"num_draft_tokens", st->num_draft_tokens},
-                   {"num_accepted_tokens", st->num_accepted_tokens},
-                   {"accepted_per_position", st->accepted_per_position},
-                   {"acceptance_rate", st->acceptance_rate()},
-                   {"mean_acceptance_length", st->mean_acceptance_length()}};
-    }
-    if (sampling->logprobs >= 0) {
-      nlohmann::json lp = nlohmann::json::array();
-      for (const TokenOutput& t : tokens) {
-        nlohmann::json top = nlohmann::json::array();
-        for (const TokenLogprob& x : t.top_logprobs) top.push_back({{"token_id", x.token}, {"logprob", x.logprob}});
-        lp.push_back({{"token_id", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
-      }
-      j["logprobs"] = lp;
-    }
+    if ((*engine)->spec_stats() != nullptr) j["spec"] = spec_report(**engine);
+    if (sampling->logprobs >= 0) j["logprobs"] = logprobs_report(tokens);
     // Text is valid UTF-8 by construction; replace rather than abort if it ever is not.
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else if (stream_text) {

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 
+#include "cli/report.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -98,15 +99,7 @@ json result_json(std::size_t index, const Result& r, bool with_text, std::int32_
   j["decode_tokens_per_s"] = r.ids.size() > 1 && decode > 0 ? static_cast<double>(r.ids.size() - 1) / decode : 0.0;
   j["time_to_first_token_s"] = ttft;
   j["total_s"] = seconds(o.finish_time - o.arrival_time);
-  if (logprobs >= 0) {
-    json lp = json::array();
-    for (const TokenOutput& t : r.tokens) {
-      json top = json::array();
-      for (const TokenLogprob& x : t.top_logprobs) top.push_back({{"token_id", x.token}, {"logprob", x.logprob}});
-      lp.push_back({{"token_id", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
-    }
-    j["logprobs"] = lp;
-  }
+  if (logprobs >= 0) j["logprobs"] = logprobs_report(r.tokens);
   return j;
 }
 
@@ -173,16 +166,7 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
     s["requests_per_s"] = wall > 0 ? static_cast<double>(prompts->size()) / wall : 0.0;
     s["preemptions"] = engine.stats().preemptions;
     s["backend"] = engine.describe();
-    if (const SpecDecodeStats* st = engine.spec_stats()) {
-      s["spec"] = {{"method", std::string(spec_method_name(engine.speculative_config()->method))},
-                   {"num_speculative_tokens", engine.speculative_config()->num_speculative_tokens},
-                   {"num_drafts", st->num_drafts},
-                   {"num_draft_tokens", st->num_draft_tokens},
-                   {"num_accepted_tokens", st->num_accepted_tokens},
-                   {"accepted_per_position", st->accepted_per_position},
-                   {"acceptance_rate", st->acceptance_rate()},
-                   {"mean_acceptance_length", st->mean_acceptance_length()}};
-    }
+    if (engine.spec_stats() != nullptr) s["spec"] = spec_report(engine);
     print_json(s);
   } else {
     for (const auto& [index, r] : results) {

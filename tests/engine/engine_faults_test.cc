@@ -17,6 +17,7 @@
 #include "tests/engine/disaggregated.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/forwarding_proposer.h"
 #include "tests/engine/spec_methods.h"
 
 namespace baton {
@@ -31,18 +32,9 @@ using testing::run_jobs;
 constexpr std::int32_t kPoisonToken = 7;  // prompts starting with it make the proposer fail
 
 // The real proposer, failing for requests whose prompt starts with kPoisonToken.
-class FailingProposer final : public Proposer {
+class FailingProposer final : public testing::ForwardingProposer {
  public:
-  explicit FailingProposer(std::unique_ptr<Proposer> real) : real_(std::move(real)) {}
-  std::string_view name() const override { return real_->name(); }
-  bool has_draft_probs() const override { return real_->has_draft_probs(); }
-  std::optional<std::int32_t> default_num_speculative_tokens() const override {
-    return real_->default_num_speculative_tokens();
-  }
-  std::optional<KvPoolFingerprint> kv_fingerprint() const override { return real_->kv_fingerprint(); }
-  void add_request(RequestKey key, std::span<const std::int32_t> prompt) override { real_->add_request(key, prompt); }
-  void remove_request(RequestKey key, bool finished) override { real_->remove_request(key, finished); }
-  void reset_request(RequestKey key) override { real_->reset_request(key); }
+  using ForwardingProposer::ForwardingProposer;
   absl::Status propose(std::span<ProposalRequest> batch) override {
     std::vector<ProposalRequest> good;
     for (ProposalRequest& p : batch) {
@@ -53,19 +45,14 @@ class FailingProposer final : public Proposer {
         good.push_back(p);
       }
     }
-    const absl::Status s = real_->propose(good);
+    const absl::Status s = real().propose(good);
     std::size_t g = 0;
     for (ProposalRequest& p : batch) {
       if (p.status.ok()) p.status = good[g++].status;
     }
     return s;
   }
-  KvCache* kv_cache() override { return real_->kv_cache(); }
-  const KvBlockPool* kv_pool() const override { return real_->kv_pool(); }
   int failures = 0;
-
- private:
-  std::unique_ptr<Proposer> real_;
 };
 
 std::unique_ptr<Engine> make_engine(const std::optional<SpeculativeConfig>& spec, EngineHooks hooks = {},

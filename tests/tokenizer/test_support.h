@@ -15,6 +15,8 @@ std::string reference_setup_problem();
 std::string run_command(const std::string& command, int& exit_code);
 std::string shell_quote(const std::string& s);
 std::string read_file(const std::string& path);
+// Whether s is well-formed UTF-8 (no truncated or stray continuation bytes).
+bool valid_utf8(const std::string& s);
 void write_file(const std::string& path, const std::string& contents);
 
 struct TokenizerDir {

@@ -263,19 +263,7 @@ TEST(Tokenizer, InvalidUtf8IsRepaired) {
 namespace baton {
 namespace {
 
-bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n;
-  }
-  return true;
-}
+using testing::valid_utf8;
 
 // Random id sequences mixing special tokens, byte-fallback tokens and ordinary ones (what a random
 // model generates): the stream's pieces are valid UTF-8 and concatenate to the full decode, with

@@ -12,21 +12,9 @@
 namespace baton {
 namespace {
 
-using Ids = std::vector<std::int32_t>;
+using testing::valid_utf8;
 
-bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n;
-  }
-  return true;
-}
+using Ids = std::vector<std::int32_t>;
 
 TEST(TokenizerTextDecoder, GrowsInChunksToTheFullDecode) {
   auto dirs = testing::fixture_tokenizer_dirs();

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/forwarding_proposer.h"
 #include "tests/engine/model_harness.h"
 #include "tests/support/chi_square.h"
 
@@ -110,26 +111,11 @@ class ExactLaw {
 
 // A proposer that samples its drafts from q but reports q sharpened (q^2, renormalized): the
 // verification then tests against the wrong q. Must fail the same test.
-class WrongQProposer final : public Proposer, public TargetStateConsumer {
+class WrongQProposer final : public testing::ForwardingProposer {
  public:
-  explicit WrongQProposer(std::unique_ptr<Proposer> real) : real_(std::move(real)) {}
-  std::string_view name() const override { return real_->name(); }
-  bool has_draft_probs() const override { return real_->has_draft_probs(); }
-  std::optional<KvPoolFingerprint> kv_fingerprint() const override { return real_->kv_fingerprint(); }
-  void add_request(RequestKey key, std::span<const std::int32_t> prompt) override { real_->add_request(key, prompt); }
-  void remove_request(RequestKey key, bool finished) override { real_->remove_request(key, finished); }
-  void reset_request(RequestKey key) override { real_->reset_request(key); }
-  TargetStateSpec target_states() const override {
-    auto* c = dynamic_cast<const TargetStateConsumer*>(real_.get());
-    return c != nullptr ? c->target_states() : TargetStateSpec{};
-  }
-  absl::Status observe(RequestKey key, std::int32_t start, std::span<const float> rows, std::int32_t n,
-                       std::int32_t n_valid) override {
-    auto* c = dynamic_cast<TargetStateConsumer*>(real_.get());
-    return c != nullptr ? c->observe(key, start, rows, n, n_valid) : absl::OkStatus();
-  }
+  using ForwardingProposer::ForwardingProposer;
   absl::Status propose(std::span<ProposalRequest> batch) override {
-    BATON_RETURN_IF_ERROR(real_->propose(batch));
+    BATON_RETURN_IF_ERROR(real().propose(batch));
     for (ProposalRequest& p : batch) {
       if (p.draft_probs == nullptr || p.drafts->empty()) continue;
       const std::size_t vocab = p.draft_probs->size() / p.drafts->size();
@@ -142,11 +128,6 @@ class WrongQProposer final : public Proposer, public TargetStateConsumer {
     }
     return absl::OkStatus();
   }
-  KvCache* kv_cache() override { return real_->kv_cache(); }
-  const KvBlockPool* kv_pool() const override { return real_->kv_pool(); }
-
- private:
-  std::unique_ptr<Proposer> real_;
 };
 
 struct Case {

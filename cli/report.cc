@@ -1,0 +1,28 @@
+#include "cli/report.h"
+
+namespace baton::cli {
+
+nlohmann::json spec_report(const Engine& engine) {
+  const SpecDecodeStats* st = engine.spec_stats();
+  if (st == nullptr) return nullptr;
+  return {{"method", std::string(spec_method_name(engine.speculative_config()->method))},
+          {"num_speculative_tokens", engine.speculative_config()->num_speculative_tokens},
+          {"num_drafts", st->num_drafts},
+          {"num_draft_tokens", st->num_draft_tokens},
+          {"num_accepted_tokens", st->num_accepted_tokens},
+          {"accepted_per_position", st->accepted_per_position},
+          {"acceptance_rate", st->acceptance_rate()},
+          {"mean_acceptance_length", st->mean_acceptance_length()}};
+}
+
+nlohmann::json logprobs_report(std::span<const TokenOutput> tokens) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TokenOutput& t : tokens) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob& x : t.top_logprobs) top.push_back({{"token_id", x.token}, {"logprob", x.logprob}});
+    out.push_back({{"token_id", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
+  }
+  return out;
+}
+
+}  // namespace baton::cli
