@@ -57,15 +57,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     return absl::InvalidArgumentError(str_cat("without chunked prefill max_num_batched_tokens (", sc.max_num_batched_tokens,
                                               ") must be at least max_model_len (", max_len, ")"));
   }
-  const std::int32_t k_given = config.speculative ? std::max(1, config.speculative->num_speculative_tokens) : 0;
+  // Drafts per verification, for sizing the logits buffer. MTP's default (one per MTP layer) is
+  // known only once its head is loaded, after the model: size for up to kMaxDefaultDrafts then
+  // (published MTP checkpoints have 1 to 3 layers), and check below.
+  constexpr std::int32_t kMaxDefaultDrafts = 8;
+  std::int32_t k_sized = 0;
+  if (config.speculative) {
+    k_sized = config.speculative->num_speculative_tokens > 0 ? config.speculative->num_speculative_tokens
+                                                             : kMaxDefaultDrafts;
+  }
   TransformerOptions to;
   to.max_num_tokens = sc.max_num_batched_tokens;
   to.max_num_seqs = sc.max_num_seqs;
   to.max_model_len = max_len;
   to.block_size = config.block_size;
-  // A verifying request needs logits at its pending token and at each draft (k resolved below;
-  // MTP's default is at most its module count, which the head checks against this).
-  to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (std::max(k_given, 8) + 1));
+  // A verifying request needs logits at its pending token and at each draft.
+  to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (k_sized + 1));
   BATON_ASSIGN_OR_RETURN(e->model_, Transformer::create(*e->backend_, model_config, std::move(weights), to));
   e->pool_ = std::make_unique<KvBlockPool>(num_blocks, config.block_size);
   if (config.speculative) {
