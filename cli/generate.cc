@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
-#include "cli/args.h"
+#include "common/flags.h"
 #include "cli/generate_batch.h"
 #include "cli/report.h"
 #include "common/logging.h"

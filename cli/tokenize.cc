@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "common/flags.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 

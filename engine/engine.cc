@@ -188,6 +188,7 @@ void Engine::fill_counts(const Request* r, RequestOutput& o) const {
   o.num_prompt_tokens = r->prompt_len;
   o.num_cached_prompt_tokens = r->num_cached_prompt;
   o.num_output_tokens = r->num_output();
+  o.spec = r->spec;
   o.arrival_time = r->arrival;
   o.first_token_time = r->first_token_time;
   o.finish_time = r->finish_time;

@@ -93,6 +93,7 @@ struct RequestOutput {
   std::int32_t num_prompt_tokens = 0;
   std::int32_t num_cached_prompt_tokens = 0;
   std::int32_t num_output_tokens = 0;
+  RequestSpecCounts spec;  // this request's speculation so far (on this engine)
   // Prefill role: the request is prefilled and parked under a lease; send this to the decode
   // engine, then release() it. Not finished: its KV is still held.
   std::optional<HandoffRecord> handoff;

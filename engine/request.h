@@ -27,6 +27,13 @@ enum class RequestState {
   kFinished,
 };
 
+// One request's share of the speculative-decoding counters (SpecDecodeStats), for its usage report.
+struct RequestSpecCounts {
+  std::int64_t num_drafts = 0;  // verification steps that checked at least one draft token
+  std::int64_t num_draft_tokens = 0;
+  std::int64_t num_accepted_tokens = 0;
+};
+
 struct Request {
   Request(std::uint64_t key_, std::string id_, std::vector<std::int32_t> prompt, SamplingParams params_,
           std::uint64_t seed_, std::int32_t block_size, EngineClock::time_point now)
@@ -62,6 +69,7 @@ struct Request {
   std::vector<std::int32_t> drafts;
   std::vector<float> draft_probs;
   bool needs_drafts = false;  // decoding, and the proposer has not seen its newest token yet
+  RequestSpecCounts spec;
   EngineClock::time_point arrival;
   EngineClock::time_point first_token_time{};
   EngineClock::time_point finish_time{};

@@ -81,6 +81,9 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
     ++stats_.num_drafts;
     stats_.num_draft_tokens += k;
     stats_.num_accepted_tokens += res.num_accepted;
+    ++r.spec.num_drafts;
+    r.spec.num_draft_tokens += k;
+    r.spec.num_accepted_tokens += res.num_accepted;
     for (std::int32_t i = 0; i < res.num_accepted && i < static_cast<std::int32_t>(stats_.accepted_per_position.size()); ++i) {
       ++stats_.accepted_per_position[static_cast<std::size_t>(i)];
     }

@@ -1,11 +1,11 @@
-#include "cli/args.h"
+#include "common/flags.h"
 
 #include <cerrno>
 #include <cstdlib>
 
 #include "common/status.h"
 
-namespace baton::cli {
+namespace baton {
 
 std::optional<std::string> ParsedFlags::get(const std::string& name) const {
   auto it = values_.find(name);
@@ -75,4 +75,4 @@ std::string usage(const std::string& command, const std::string& synopsis, const
   return s;
 }
 
-}  // namespace baton::cli
+}  // namespace baton

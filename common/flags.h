@@ -1,6 +1,6 @@
-// Command-line flags for the `baton` subcommands: `--name value`, `--name=value` and boolean
-// `--name`. Each subcommand declares its flags; unknown flags and missing values are errors that
-// name the flag. (Hand-written because Abseil's flags are process-global, which does not fit one
+// Command-line flags for the `baton` subcommands and the node and router binaries: `--name value`,
+// `--name=value` and boolean `--name`. Each command declares its flags; unknown flags and missing
+// values are errors that name the flag. (Hand-written because Abseil's flags are process-global, which does not fit one
 // binary with many subcommands.)
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace baton::cli {
+namespace baton {
 
 struct FlagSpec {
   std::string name;         // without the leading dashes
@@ -36,4 +36,4 @@ class ParsedFlags {
 absl::StatusOr<ParsedFlags> parse_flags(const std::vector<FlagSpec>& specs, int argc, char** argv);
 std::string usage(const std::string& command, const std::string& synopsis, const std::vector<FlagSpec>& specs);
 
-}  // namespace baton::cli
+}  // namespace baton

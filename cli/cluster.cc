@@ -1,0 +1,165 @@
+#include "cli/cluster.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::cli {
+
+namespace {
+
+constexpr const char* kReady = " ready on ";
+
+// "<binary> ready on HOST:PORT (...)" -> HOST:PORT
+std::string address_of(const std::string& line) {
+  const std::size_t at = line.find(kReady);
+  std::string rest = line.substr(at + std::string(kReady).size());
+  return rest.substr(0, rest.find(' '));
+}
+
+// The prefill nodes' config: the decode nodes' with num_speculative_tokens = 1 (the P/D rule for
+// attention models; the node itself rejects anything else).
+absl::StatusOr<std::string> prefill_config(const std::string& decode_config) {
+  nlohmann::json j = nlohmann::json::parse(decode_config, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("--speculative-config must be a JSON object");
+  }
+  j["num_speculative_tokens"] = 1;
+  return j.dump();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LocalCluster::find_binary(const std::string& name, const std::string& bin_dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (!bin_dir.empty()) {
+    candidates.push_back(fs::path(bin_dir) / name);
+  } else {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    // An install puts them side by side; the build tree keeps one folder per binary.
+    candidates = {self / name, self / ".." / "prefill_node" / name, self / ".." / "decode_node" / name,
+                  self / ".." / "router" / name};
+  }
+  for (const fs::path& p : candidates) {
+    if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p).string();
+  }
+  return absl::NotFoundError(str_cat("cannot find the ", name, " binary (looked in ",
+                                     candidates.front().parent_path().string(), "; build it, or give --bin-dir)"));
+}
+
+absl::Status LocalCluster::spawn(ClusterProcess& p, const std::string& name) {
+  Subprocess::Options o;
+  o.argv = p.argv;
+  o.log_path = (std::filesystem::path(options_.log_dir) / (name + ".log")).string();
+  o.env = options_.env;
+  o.echo = options_.echo_logs;
+  BATON_ASSIGN_OR_RETURN(p.process, Subprocess::start(std::move(o)));
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::launch(ClusterProcess& p, const std::string& name) {
+  BATON_RETURN_IF_ERROR(spawn(p, name));
+  return await_ready(p, name);
+}
+
+absl::Status LocalCluster::await_ready(ClusterProcess& p, const std::string& name) {
+  auto line = p.process->wait_for_line(kReady, options_.start_timeout);
+  if (!line.ok()) {
+    return absl::Status(line.status().code(), str_cat(name, " failed to start (log: ", options_.log_dir, "/", name,
+                                                      ".log): ", line.status().message()));
+  }
+  p.address = address_of(*line);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterOptions& options) {
+  if (options.num_decode < 1) return absl::InvalidArgumentError("a cluster needs at least one decode node");
+  if (options.num_prefill < 0) return absl::InvalidArgumentError("--prefill must be >= 0");
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  c->options_ = options;
+  std::filesystem::create_directories(options.log_dir);
+  BATON_ASSIGN_OR_RETURN(const std::string prefill_bin, find_binary("baton-prefill", options.bin_dir));
+  BATON_ASSIGN_OR_RETURN(const std::string decode_bin, find_binary("baton-decode", options.bin_dir));
+  BATON_ASSIGN_OR_RETURN(const std::string router_bin, find_binary("baton-router", options.bin_dir));
+  const int nodes = options.num_prefill + options.num_decode;
+  const int threads = options.threads_per_node > 0
+                          ? options.threads_per_node
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / nodes);
+  const auto node_argv = [&](const std::string& bin, const std::optional<std::string>& spec,
+                             const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {bin, "--model", options.model_dir, "--host", options.host, "--port", "0",
+                                  "--threads", std::to_string(threads)};
+    if (spec) a.insert(a.end(), {"--speculative-config", *spec});
+    a.insert(a.end(), options.node_args.begin(), options.node_args.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::optional<std::string> p_spec;
+  if (options.speculative_config) {
+    BATON_ASSIGN_OR_RETURN(p_spec, prefill_config(*options.speculative_config));
+  }
+  const std::string transports = options.transport == "grpc" ? "grpc,ucx" : "ucx,grpc";
+  // Start every node at once (each loads the model), then wait for each.
+  for (int i = 0; i < options.num_decode; ++i) {
+    auto p = std::make_unique<ClusterProcess>();
+    p->role = "decode";
+    p->argv = node_argv(decode_bin, options.speculative_config, options.decode_args);
+    p->argv.insert(p->argv.end(), {"--transport", transports});
+    c->nodes_.push_back(std::move(p));
+  }
+  for (int i = 0; i < options.num_prefill; ++i) {
+    auto p = std::make_unique<ClusterProcess>();
+    p->role = "prefill";
+    p->argv = node_argv(prefill_bin, p_spec, options.prefill_args);
+    c->nodes_.push_back(std::move(p));
+  }
+  std::vector<std::string> names;
+  std::vector<int> counts(2, 0);
+  for (auto& n : c->nodes_) names.push_back(str_cat(n->role, "-", counts[n->role == "prefill"]++));
+  for (std::size_t i = 0; i < c->nodes_.size(); ++i) BATON_RETURN_IF_ERROR(c->spawn(*c->nodes_[i], names[i]));
+  for (std::size_t i = 0; i < c->nodes_.size(); ++i) BATON_RETURN_IF_ERROR(c->await_ready(*c->nodes_[i], names[i]));
+
+  c->router_ = std::make_unique<ClusterProcess>();
+  c->router_->role = "router";
+  c->router_->argv = {router_bin, "--model", options.model_dir, "--host", options.host, "--port",
+                      std::to_string(options.router_port)};
+  for (auto& n : c->nodes_) c->router_->argv.insert(c->router_->argv.end(), {"--" + n->role, n->address});
+  c->router_->argv.insert(c->router_->argv.end(), options.router_args.begin(), options.router_args.end());
+  BATON_RETURN_IF_ERROR(c->launch(*c->router_, "router"));
+  return c;
+}
+
+std::vector<ClusterProcess*> LocalCluster::nodes(const std::string& role) {
+  std::vector<ClusterProcess*> out;
+  for (auto& n : nodes_) {
+    if (n->role == role) out.push_back(n.get());
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> LocalCluster::restart(ClusterProcess& p) {
+  if (p.process) p.process->terminate();
+  // Same flags, same port: whoever knew the old address finds the new process there.
+  auto port = std::find(p.argv.begin(), p.argv.end(), "--port");
+  if (port != p.argv.end() && !p.address.empty()) *(port + 1) = p.address.substr(p.address.rfind(':') + 1);
+  BATON_RETURN_IF_ERROR(launch(p, p.role + "-restarted"));
+  return p.address;
+}
+
+void LocalCluster::stop() {
+  if (router_ && router_->process) router_->process->terminate();
+  for (auto& n : nodes_) {
+    if (n->process) n->process->terminate();
+  }
+}
+
+LocalCluster::~LocalCluster() { stop(); }
+
+}  // namespace baton::cli

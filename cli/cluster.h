@@ -1,0 +1,75 @@
+// LocalCluster: starts and stops the processes of a local Baton cluster (decode nodes, prefill
+// nodes, then the router) and knows where their binaries are. Used by `baton up` and by the
+// end-to-end tests, so both run exactly the same processes.
+//
+// Must not: outlive its children: the destructor stops the router first, then the nodes.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/subprocess.h"
+
+namespace baton::cli {
+
+struct ClusterOptions {
+  std::string model_dir;
+  std::optional<std::string> speculative_config;  // the decode nodes'; prefill nodes get k = 1
+  int num_prefill = 1;
+  int num_decode = 1;
+  std::string host = "127.0.0.1";
+  int router_port = 0;                  // 0: any free port
+  std::string transport = "ucx";        // "ucx" or "grpc": what decode nodes offer first
+  std::string bin_dir;                  // "" : next to this executable (build tree or install)
+  std::string log_dir;                  // where each process writes <name>.log
+  int threads_per_node = 0;             // 0: cores / nodes (at least 1)
+  std::vector<std::string> node_args;   // extra flags for every node (e.g. --kv-cache-memory 0.25)
+  std::vector<std::string> prefill_args;
+  std::vector<std::string> decode_args;
+  std::vector<std::string> router_args;
+  std::vector<std::pair<std::string, std::string>> env;  // for every child (e.g. UCX_TLS)
+  std::chrono::milliseconds start_timeout{120000};
+  bool echo_logs = false;
+};
+
+struct ClusterProcess {
+  std::string role;     // "prefill", "decode", "router"
+  std::string address;  // host:port once ready
+  std::vector<std::string> argv;
+  std::unique_ptr<Subprocess> process;
+};
+
+class LocalCluster {
+ public:
+  // Starts every process and waits until each is ready. On failure everything started is stopped
+  // and the error carries the failing process's log tail.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> start(const ClusterOptions& options);
+  ~LocalCluster();
+
+  const std::string& router_address() const { return router_->address; }
+  std::vector<ClusterProcess*> nodes(const std::string& role);
+  ClusterProcess& router() { return *router_; }
+  // Starts a process again with the same flags (a restarted node gets a new port unless fixed;
+  // the router learns it by registration or polling). Returns its new address.
+  absl::StatusOr<std::string> restart(ClusterProcess& p);
+  // Stops the router, then the nodes (SIGTERM, then SIGKILL after a grace period).
+  void stop();
+  // The path of a sibling binary.
+  static absl::StatusOr<std::string> find_binary(const std::string& name, const std::string& bin_dir);
+
+ private:
+  LocalCluster() = default;
+  absl::Status spawn(ClusterProcess& p, const std::string& name);
+  absl::Status await_ready(ClusterProcess& p, const std::string& name);
+  absl::Status launch(ClusterProcess& p, const std::string& name);  // spawn + await_ready
+
+  ClusterOptions options_;
+  std::vector<std::unique_ptr<ClusterProcess>> nodes_;
+  std::unique_ptr<ClusterProcess> router_;
+};
+
+}  // namespace baton::cli

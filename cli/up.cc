@@ -1,0 +1,145 @@
+#include "cli/up.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/cluster.h"
+#include "common/flags.h"
+#include "common/status.h"
+
+namespace baton::cli {
+
+namespace {
+
+const std::vector<FlagSpec>& up_flags() {
+  static const std::vector<FlagSpec> flags = {
+      {"model", "DIR", "target model directory (default: the bundled baton-tiny-code family, drafting with its EAGLE-3 head)"},
+      {"prefill", "N", "prefill nodes (default 1; 0: decode nodes prefill locally)"},
+      {"decode", "M", "decode nodes (default 1)"},
+      {"speculative-config", "JSON", "the decode nodes' speculative config (prefill nodes run it with k = 1)"},
+      {"port", "P", "the router's port (default 50051; 0: any free port)"},
+      {"host", "HOST", "address every process listens on (default 127.0.0.1)"},
+      {"transport", "T", "KV transport: ucx or grpc (default ucx)"},
+      {"threads", "N", "CPU threads per node (default: cores / nodes)"},
+      {"kv-cache-memory", "GIB", "KV cache per node in GiB (default 1)"},
+      {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
+      {"log-dir", "DIR", "where each process writes its log (default: a new folder under /tmp)"},
+      {"bin-dir", "DIR", "where baton-prefill, baton-decode and baton-router are (default: next to baton)"},
+      {"help", "", "show this help"},
+  };
+  return flags;
+}
+
+constexpr const char* kSynopsis =
+    "[--model DIR] [--prefill N] [--decode M] [--speculative-config JSON] [--port P] [--transport ucx|grpc]\n\n"
+    "Starts a local cluster on this machine: M decode nodes, N prefill nodes and a router, as child\n"
+    "processes. Prints the router's address once every node is ready; Ctrl-C stops them all.\n"
+    "Then: baton generate --endpoint HOST:PORT --prompt \"...\"";
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "baton up: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
+  ClusterOptions o;
+  const std::string family = BATON_DEFAULT_MODEL_FAMILY;
+  if (f.has("model")) {
+    o.model_dir = *f.get("model");
+  } else {
+    o.model_dir = family + "/target";
+    if (!f.has("speculative-config")) {
+      o.speculative_config = str_cat(R"({"method":"eagle3","model":")", family, R"(/eagle3","num_speculative_tokens":4})");
+    }
+  }
+  if (auto spec = f.get("speculative-config")) o.speculative_config = *spec;
+  BATON_ASSIGN_OR_RETURN(auto prefill, f.get_int("prefill"));
+  BATON_ASSIGN_OR_RETURN(auto decode, f.get_int("decode"));
+  BATON_ASSIGN_OR_RETURN(auto port, f.get_int("port"));
+  BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
+  o.num_prefill = static_cast<int>(prefill.value_or(1));
+  o.num_decode = static_cast<int>(decode.value_or(1));
+  o.router_port = static_cast<int>(port.value_or(50051));
+  o.threads_per_node = static_cast<int>(threads.value_or(0));
+  o.host = f.get("host").value_or("127.0.0.1");
+  o.transport = f.get("transport").value_or("ucx");
+  if (o.transport != "ucx" && o.transport != "grpc") {
+    return absl::InvalidArgumentError(str_cat("--transport must be ucx or grpc, got '", o.transport, "'"));
+  }
+  if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
+  if (auto n = f.get("local-prefill-max-tokens")) o.router_args = {"--local-prefill-max-tokens", *n};
+  o.bin_dir = f.get("bin-dir").value_or("");
+  o.log_dir = f.get("log-dir").value_or(
+      (std::filesystem::temp_directory_path() / str_cat("baton-up-", ::getpid())).string());
+  return o;
+}
+
+}  // namespace
+
+int up_main(int argc, char** argv) {
+  // Ctrl-C and SIGTERM are read from a signalfd (with the children's exits, in one poll), so they
+  // are blocked first; children get the default mask back.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto parsed = parse_flags(up_flags(), argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "baton up: %s\n\n%s", std::string(parsed.status().message()).c_str(),
+                 usage("up", kSynopsis, up_flags()).c_str());
+    return 2;
+  }
+  if (parsed->has("help")) {
+    std::printf("%s", usage("up", kSynopsis, up_flags()).c_str());
+    return 0;
+  }
+  auto options = options_from_flags(*parsed);
+  if (!options.ok()) return fail(options.status());
+  std::fprintf(stderr, "baton up: starting %d decode and %d prefill node(s) of %s (logs in %s)\n", options->num_decode,
+               options->num_prefill, options->model_dir.c_str(), options->log_dir.c_str());
+  auto cluster = LocalCluster::start(*options);
+  if (!cluster.ok()) return fail(cluster.status());
+  std::printf("baton up: router ready on %s (%d prefill, %d decode; logs in %s). Ctrl-C stops the cluster.\n",
+              (*cluster)->router_address().c_str(), options->num_prefill, options->num_decode, options->log_dir.c_str());
+  std::fflush(stdout);
+
+  const int sfd = signalfd(-1, &signals, SFD_CLOEXEC);
+  std::vector<pollfd> fds = {{sfd, POLLIN, 0}};
+  std::vector<ClusterProcess*> all = {&(*cluster)->router()};
+  for (const char* role : {"decode", "prefill"}) {
+    for (ClusterProcess* p : (*cluster)->nodes(role)) all.push_back(p);
+  }
+  for (ClusterProcess* p : all) fds.push_back({p->process->pidfd(), POLLIN, 0});
+  int code = 0;
+  while (::poll(fds.data(), fds.size(), -1) >= 0 || errno == EINTR) {
+    if (fds[0].revents & POLLIN) break;  // Ctrl-C / SIGTERM
+    bool router_gone = false;
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      ClusterProcess* p = all[i - 1];
+      std::fprintf(stderr, "baton up: %s %s exited (status %d); its last output:\n%s", p->role.c_str(), p->address.c_str(),
+                   p->process->wait(std::chrono::milliseconds(1000)).value_or(-1), p->process->log_tail(20).c_str());
+      fds[i].fd = -1;  // poll ignores it from now on
+      router_gone |= p->role == "router";
+    }
+    if (router_gone) {
+      code = 1;
+      break;
+    }
+  }
+  std::fprintf(stderr, "baton up: stopping\n");
+  (*cluster)->stop();
+  ::close(sfd);
+  return code;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,357 @@
+#include "decode_node/decode_service.h"
+
+#include "common/status.h"
+#include "node_common/convert.h"
+#include "node_common/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace baton {
+
+namespace {
+
+node::v1::DecodeResponse to_message(const RequestOutput& o, bool logprobs, bool local) {
+  node::v1::DecodeResponse m;
+  for (const TokenOutput& t : o.new_tokens) {
+    m.add_token_ids(t.token);
+    if (logprobs) *m.add_logprobs() = token_logprob_to_proto(t);
+  }
+  m.set_text(o.new_text);
+  if (!o.finished) return m;
+  m.set_finish_reason(finish_reason_to_proto(o.finish_reason));
+  m.set_error(o.error);
+  if (o.stop_token) m.set_stop_token(*o.stop_token);
+  if (o.stop_string) m.set_stop_string(*o.stop_string);
+  m.set_num_prompt_tokens(o.num_prompt_tokens);
+  m.set_num_cached_prompt_tokens(o.num_cached_prompt_tokens);
+  m.set_num_output_tokens(o.num_output_tokens);
+  m.mutable_speculation()->set_num_drafts(o.spec.num_drafts);
+  m.mutable_speculation()->set_num_draft_tokens(o.spec.num_draft_tokens);
+  m.mutable_speculation()->set_num_accepted_tokens(o.spec.num_accepted_tokens);
+  if (local && o.first_token_time != EngineClock::time_point{}) {
+    m.set_prefill_ms(std::chrono::duration<double, std::milli>(o.first_token_time - o.arrival_time).count());
+  }
+  return m;
+}
+
+node::v1::DecodeResponse error_message(const std::string& error) {
+  node::v1::DecodeResponse m;
+  m.set_finish_reason(v1::FINISH_REASON_ERROR);
+  m.set_error(error);
+  return m;
+}
+
+}  // namespace
+
+DecodeService::DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identity, DecodeNodeOptions options)
+    : identity_(std::move(identity)), options_(options) {
+  for (const KvPoolInfo& p : engine->kv_pools()) {
+    const KvRegion r = p.cache->region();
+    regions_.push_back(kv::MemoryRegion{p.name, r.base, r.bytes});
+    layouts_.push_back(p.cache->layout());
+    pool_blocks_.push_back(p.cache->num_blocks());
+  }
+  loop_ = std::make_unique<EngineLoop>(
+      std::move(engine), [this](std::vector<RequestOutput>&& outs) { on_outputs(std::move(outs)); },
+      [](const absl::Status& s) { spdlog::error("decode engine step failed: {}", s.ToString()); });
+}
+
+DecodeService::~DecodeService() { stop(); }
+
+void DecodeService::set_address(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  identity_.address = address;
+}
+
+void DecodeService::stop() {
+  if (loop_) loop_->stop();
+}
+
+void DecodeService::add_receiver(std::unique_ptr<kv::KvReceiver> receiver) {
+  identity_.transports.emplace_back(receiver->kind());
+  receivers_.push_back(std::move(receiver));
+}
+
+const kv::KvReceiver* DecodeService::receiver(const std::string& kind) const {
+  if (kind.empty()) return receivers_.empty() ? nullptr : receivers_.front().get();
+  for (const auto& r : receivers_) {
+    if (r->kind() == kind) return r.get();
+  }
+  return nullptr;
+}
+
+absl::Status DecodeService::check_write(const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.phase != Phase::kReserved || it->second.finished) {
+    return absl::InvalidArgumentError(
+        str_cat("KV write for request '", id, "': it holds no reservation here (committed, released or expired)"));
+  }
+  if (pool < 0 || static_cast<std::size_t>(pool) >= layouts_.size()) {
+    return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': no pool ", pool));
+  }
+  const auto p = static_cast<std::size_t>(pool);
+  const auto per = static_cast<std::uint64_t>(layouts_[p].bytes_per_block_per_layer());
+  const std::uint64_t stride = per * static_cast<std::uint64_t>(pool_blocks_[p]);
+  const std::uint64_t layer = offset / stride, within = offset % stride;
+  const auto block = static_cast<std::int32_t>(within / per);
+  if (layer >= static_cast<std::uint64_t>(layouts_[p].num_layers) || (within % per) + bytes > per) {
+    return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': bytes [", offset, ", ", offset + bytes,
+                                              ") of pool ", pool, " do not lie inside one (layer, block)"));
+  }
+  if (!it->second.writable[p].contains(block)) {
+    return absl::InvalidArgumentError(
+        str_cat("KV write for request '", id, "': block ", block, " of pool ", pool, " is not reserved for it"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ctx, const node::v1::ReserveRequest* request,
+                                                 node::v1::KvDestination* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const kv::KvReceiver* recv = receiver(request->transport());
+  if (recv == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                 str_cat("this decode node does not receive KV over '", request->transport(), "'")));
+    return reactor;
+  }
+  loop_->post([this, reactor, request, response, recv](Engine& e) {
+    const std::string& id = request->request_id();
+    if (id.empty()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty"));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (entries_.contains(id)) {
+        reactor->Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' is already here")));
+        return;
+      }
+    }
+    auto r = e.reserve(id, request->prompt_len());
+    if (!r.ok()) {
+      reactor->Finish(to_grpc_status(r.status()));
+      return;
+    }
+    response->set_request_id(id);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      response->set_decode_address(identity_.address);
+    }
+    response->set_decode_instance_id(identity_.instance_id);
+    response->set_transport(std::string(recv->kind()));
+    response->set_transport_descriptor(recv->descriptor());
+    response->set_layout_fingerprint(e.layout_fingerprint().serialize());
+    response->mutable_kv_blocks()->Add(r->kv_blocks.begin(), r->kv_blocks.end());
+    response->mutable_proposer_blocks()->Add(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    response->set_proposer_kv_positions(r->proposer_kv_positions);
+    response->set_lease_ms(std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - EngineClock::now()).count());
+    for (std::int32_t n : pool_blocks_) response->add_pool_num_blocks(n);
+    Entry entry;
+    entry.writable.resize(regions_.size());
+    entry.writable[0].insert(r->kv_blocks.begin(), r->kv_blocks.end());
+    if (entry.writable.size() > 1) entry.writable[1].insert(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_.emplace(id, std::move(entry));
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecodeService::Commit(grpc::CallbackServerContext* ctx, const node::v1::CommitRequest* request,
+                                                node::v1::CommitResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto record = handoff_from_proto(request->record());
+  if (!record.ok()) {
+    reactor->Finish(to_grpc_status(record.status()));
+    return reactor;
+  }
+  loop_->post([this, reactor, record = std::move(*record)](Engine& e) {
+    const std::string id = record.request_id;
+    const absl::Status s = e.commit(id, record);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(id);
+      if (it != entries_.end()) {
+        if (s.ok()) {
+          it->second.phase = Phase::kCommitted;
+          it->second.writable.clear();
+          it->second.logprobs = record.params.logprobs >= 0;
+        } else {
+          // The engine gave the reservation back; a waiting Decode stream ends with the reason.
+          route(id, error_message(str_cat("the hand-off commit failed: ", s.message())), true);
+        }
+      }
+    }
+    if (!s.ok()) spdlog::warn("commit of '{}' refused: {}", id, s.ToString());
+    reactor->Finish(to_grpc_status(s));
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<node::v1::DecodeResponse>* DecodeService::Decode(grpc::CallbackServerContext*,
+                                                                          const node::v1::DecodeRequest* request) {
+  const std::string id = request->request_id();
+  auto* stream = new DecodeWriter();
+  stream->set_handlers(
+      [this, id, stream] {
+        // The client went away: stop the request (an abort frees a reservation too).
+        bool ours = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = entries_.find(id);
+          if (it != entries_.end() && it->second.stream == stream) {
+            entries_.erase(it);
+            ours = true;
+          }
+        }
+        if (ours) loop_->post([id](Engine& e) { e.abort(id); });
+      },
+      [this, id, stream] {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = entries_.find(id);
+        if (it != entries_.end() && it->second.stream == stream) it->second.stream = nullptr;
+      });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (request->has_local()) {
+    if (id.empty() || entries_.contains(id)) {
+      stream->fail(grpc::Status(id.empty() ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::ALREADY_EXISTS,
+                                id.empty() ? std::string("request_id is empty") : str_cat("request '", id, "' is already here")));
+      return stream;
+    }
+    SamplingParams params = sampling_from_proto(request->local().sampling());
+    Entry& entry = entries_[id];
+    entry.phase = Phase::kLocal;
+    entry.stream = stream;
+    entry.logprobs = params.logprobs >= 0;
+    const std::int64_t n = ++local_prefills_;
+    spdlog::info("request '{}': prefilling locally ({} prompt tokens; {} local prefills so far)", id,
+                 request->local().prompt_size(), n);
+    std::vector<std::int32_t> prompt(request->local().prompt().begin(), request->local().prompt().end());
+    loop_->post([this, id, prompt = std::move(prompt), params = std::move(params)](Engine& e) mutable {
+      const absl::Status s = e.add_request(id, std::move(prompt), params);
+      if (s.ok()) return;
+      std::lock_guard<std::mutex> relock(mu_);
+      auto it = entries_.find(id);
+      if (it == entries_.end()) return;
+      if (it->second.stream) it->second.stream->fail(to_grpc_status(s));
+      entries_.erase(it);
+    });
+    return stream;
+  }
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    stream->fail(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                              str_cat("no request '", id, "' on this decode node (never reserved, released, or expired)")));
+    return stream;
+  }
+  Entry& entry = it->second;
+  if (entry.stream != nullptr) {
+    stream->fail(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' already has a Decode stream")));
+    return stream;
+  }
+  entry.stream = stream;
+  while (!entry.buffered.empty()) {
+    const bool last = entry.finished && entry.buffered.size() == 1;
+    stream->push(std::move(entry.buffered.front()), last);
+    entry.buffered.pop_front();
+  }
+  if (entry.finished) entries_.erase(it);
+  return stream;
+}
+
+void DecodeService::route(const std::string& id, node::v1::DecodeResponse message, bool last) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;  // nobody wants it any more (cancelled, released)
+  Entry& entry = it->second;
+  if (entry.stream != nullptr) {
+    entry.stream->push(std::move(message), last);
+    if (last) entries_.erase(it);
+    return;
+  }
+  entry.buffered.push_back(std::move(message));
+  if (last) {
+    entry.finished = true;
+    entry.finished_at = EngineClock::now();
+    entry.writable.clear();
+  }
+}
+
+void DecodeService::drop_unclaimed(EngineClock::time_point now) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.finished && it->second.stream == nullptr && now - it->second.finished_at > options_.unclaimed_output_ttl) {
+      spdlog::warn("request '{}': dropping its output, no Decode stream came for it", it->first);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void DecodeService::on_outputs(std::vector<RequestOutput>&& outputs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const RequestOutput& o : outputs) {
+    auto it = entries_.find(o.request_id);
+    if (it == entries_.end()) continue;
+    route(o.request_id, to_message(o, it->second.logprobs, it->second.phase == Phase::kLocal), o.finished);
+  }
+  drop_unclaimed(EngineClock::now());
+}
+
+grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* ctx, const node::v1::ReleaseRequest* request,
+                                                 node::v1::ReleaseResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->post([this, reactor, request, response](Engine& e) {
+    const std::string& id = request->request_id();
+    response->set_found(e.release(id).ok());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(id);
+      if (it != entries_.end() && it->second.phase == Phase::kReserved) {
+        if (it->second.stream) it->second.stream->fail(grpc::Status(grpc::StatusCode::CANCELLED, "the reservation was released"));
+        entries_.erase(it);
+      }
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecodeService::Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
+                                               node::v1::NodeAbortResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->post([this, reactor, request, response](Engine& e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      response->set_found(entries_.contains(request->request_id()));
+    }
+    e.abort(request->request_id());  // its final output (reason abort) ends the stream
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecodeService::Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest*,
+                                              node::v1::NodeInfo* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->post([this, reactor, response](Engine& e) {
+    NodeIdentity identity;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      identity = identity_;
+    }
+    *response = make_node_info(e, identity, 0);
+    response->mutable_load()->set_local_prefills(local_prefills_.load());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
+                                   node::v1::PushKvResponse* response) {
+  if (!push_handler_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this decode node does not receive KV over gRPC");
+  return push_handler_(ctx, reader, response);
+}
+
+}  // namespace baton

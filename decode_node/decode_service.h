@@ -1,0 +1,114 @@
+// DecodeService: the DecodeNode gRPC service (baton-decode). It holds KV blocks for incoming
+// requests under a lease (Reserve), admits a request once its prefill node committed the hand-off
+// (Commit), streams its tokens (Decode), and can also prefill a request itself (Decode with
+// `local`: short prompts, no healthy prefill node, single-node mode) — each one counted.
+//
+// Output routing: the engine's outputs (loop thread) go to the request's stream, or wait in a
+// buffer until the stream opens (the commit usually comes before the router's Decode call).
+// Finished outputs nobody collected are dropped after `unclaimed_output_ttl`.
+//
+// Threads: the engine runs on its EngineLoop thread; gRPC callbacks post to it and return; the
+// gRPC KV transport (PushKv, synchronous) writes into reserved blocks only (check_write).
+//
+// Must not: let a request decode before its commit, or leave blocks held on any path (finish,
+// abort, release, failed commit, lease expiry, cancelled stream).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "baton/v1/node.grpc.pb.h"
+#include "decode_node/decode_writer.h"
+#include "engine/engine_loop.h"
+#include "kv_transfer/transport.h"
+#include "node_common/node_info.h"
+
+namespace baton {
+
+struct DecodeNodeOptions {
+  std::chrono::milliseconds unclaimed_output_ttl{60000};
+};
+
+using DecodeServiceBase = node::v1::DecodeNode::WithCallbackMethod_Reserve<node::v1::DecodeNode::WithCallbackMethod_Commit<
+    node::v1::DecodeNode::WithCallbackMethod_Decode<node::v1::DecodeNode::WithCallbackMethod_Release<
+        node::v1::DecodeNode::WithCallbackMethod_Abort<node::v1::DecodeNode::WithCallbackMethod_Info<node::v1::DecodeNode::Service>>>>>>;
+
+class DecodeService final : public DecodeServiceBase {
+ public:
+  using PushHandler = std::function<grpc::Status(grpc::ServerContext*, grpc::ServerReader<node::v1::KvChunk>*,
+                                                 node::v1::PushKvResponse*)>;
+
+  // `engine` has the decode role; the tokenizer may be null and must outlive the service.
+  DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identity, DecodeNodeOptions options);
+  ~DecodeService() override;
+
+  // The engine's pools (by index: "target", then "draft") for the KV receivers.
+  const std::vector<kv::MemoryRegion>& regions() const { return regions_; }
+  // Receivers by kind; the first added is the preferred one. Call before serving.
+  void add_receiver(std::unique_ptr<kv::KvReceiver> receiver);
+  // The gRPC transport's PushKv handler. Call before serving.
+  void set_push_handler(PushHandler handler) { push_handler_ = std::move(handler); }
+  // OK when [offset, offset + bytes) of pool `pool` lies inside one (layer, block) reserved for
+  // request `id`; otherwise InvalidArgument naming them (a peer may only write its reservation).
+  absl::Status check_write(const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes);
+
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx, const node::v1::ReserveRequest* request,
+                                    node::v1::KvDestination* response) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx, const node::v1::CommitRequest* request,
+                                   node::v1::CommitResponse* response) override;
+  grpc::ServerWriteReactor<node::v1::DecodeResponse>* Decode(grpc::CallbackServerContext* ctx,
+                                                             const node::v1::DecodeRequest* request) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const node::v1::ReleaseRequest* request,
+                                    node::v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
+                                  node::v1::NodeAbortResponse* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest* request,
+                                 node::v1::NodeInfo* response) override;
+  grpc::Status PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
+                      node::v1::PushKvResponse* response) override;
+
+  void stop();
+  // The address this node serves on (known once the server has bound its port; set it before
+  // reporting SERVING).
+  void set_address(const std::string& address);
+
+ private:
+  enum class Phase { kReserved, kCommitted, kLocal };
+  struct Entry {
+    Phase phase = Phase::kReserved;
+    DecodeWriter* stream = nullptr;
+    std::deque<node::v1::DecodeResponse> buffered;
+    bool finished = false;  // the final output is in `buffered`
+    bool logprobs = false;  // the request asked for logprobs
+    EngineClock::time_point finished_at{};
+    std::vector<std::set<std::int32_t>> writable;  // reserved blocks by pool, until the commit
+  };
+
+  void on_outputs(std::vector<RequestOutput>&& outputs);
+  // Routes one message to the request's stream or buffer (mu_ held).
+  void route(const std::string& id, node::v1::DecodeResponse message, bool last);
+  void drop_unclaimed(EngineClock::time_point now);  // mu_ held
+  const kv::KvReceiver* receiver(const std::string& kind) const;
+
+  NodeIdentity identity_;
+  DecodeNodeOptions options_;
+  std::vector<kv::MemoryRegion> regions_;
+  std::vector<KvCacheLayout> layouts_;
+  std::vector<std::int32_t> pool_blocks_;
+  std::vector<std::unique_ptr<kv::KvReceiver>> receivers_;
+  PushHandler push_handler_;
+  std::atomic<std::int64_t> local_prefills_{0};
+
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+  std::unique_ptr<EngineLoop> loop_;  // last: stops first
+};
+
+}  // namespace baton

@@ -1,0 +1,70 @@
+#include "node_common/engine_flags.h"
+
+#include "common/status.h"
+#include "tokenizer/tokenizer_text_decoder.h"
+
+namespace baton {
+
+const std::vector<FlagSpec>& engine_flags() {
+  static const std::vector<FlagSpec> flags = {
+      {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
+      {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
+      {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
+      {"threads", "N", "CPU threads (default: all cores)"},
+      {"cpu-isa", "ISA", "auto, portable, avx2, avx512, or avx512bf16 (opt-in BF16 dot products; changes results)"},
+      {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
+      {"kv-cache-memory", "GIB", "KV cache size in GiB (default 1)"},
+      {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
+      {"max-num-seqs", "N", "requests running at once (default 64)"},
+      {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
+  };
+  return flags;
+}
+
+absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, NodeRole role) {
+  EngineConfig c;
+  c.role = role;
+  if (!f.has("model")) return absl::InvalidArgumentError("--model DIR is required");
+  c.model_dir = *f.get("model");
+  if (auto d = f.get("dtype"); d && *d != "auto") {
+    if (*d == "float32") c.dtype = DType::kF32;
+    else if (*d == "bfloat16") c.dtype = DType::kBF16;
+    else if (*d == "float16") c.dtype = DType::kF16;
+    else return absl::InvalidArgumentError(str_cat("--dtype must be auto, float32, bfloat16 or float16, got '", *d, "'"));
+  }
+  BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
+  if (threads) c.backend.num_threads = static_cast<int>(*threads);
+  if (auto isa = f.get("cpu-isa")) c.backend.cpu_isa = *isa;
+  c.backend.batch_invariant = !f.has("no-batch-invariant");
+  BATON_ASSIGN_OR_RETURN(auto gib, f.get_double("kv-cache-memory"));
+  if (gib) {
+    if (!(*gib > 0)) return absl::InvalidArgumentError("--kv-cache-memory must be positive");
+    c.kv_cache_bytes = static_cast<std::int64_t>(*gib * (1LL << 30));
+  }
+  BATON_ASSIGN_OR_RETURN(auto max_len, f.get_int("max-model-len"));
+  if (max_len) c.max_model_len = static_cast<std::int32_t>(*max_len);
+  BATON_ASSIGN_OR_RETURN(auto max_seqs, f.get_int("max-num-seqs"));
+  if (max_seqs) c.scheduler.max_num_seqs = static_cast<std::int32_t>(*max_seqs);
+  BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-num-batched-tokens"));
+  if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
+  if (auto spec = f.get("speculative-config")) {
+    auto parsed = SpeculativeConfig::parse(*spec, role);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(), str_cat("--speculative-config: ", parsed.status().message()));
+    }
+    c.speculative = std::move(*parsed);
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer_if_present(const std::string& model_dir) {
+  if (!Tokenizer::has_tokenizer_files(model_dir)) return std::unique_ptr<Tokenizer>();
+  return Tokenizer::load(model_dir);
+}
+
+void attach_tokenizer(Engine& engine, const Tokenizer& tokenizer) {
+  const Tokenizer* tok = &tokenizer;
+  engine.set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+}
+
+}  // namespace baton

@@ -1,0 +1,352 @@
+#include "prefill_node/prefill_service.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "grpcpp/grpcpp.h"
+#include "node_common/convert.h"
+#include "node_common/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace baton {
+
+namespace {
+
+double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+struct PrefillService::Job {
+  std::string id;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  node::v1::PrefillResponse* response = nullptr;
+  node::v1::KvDestination destination;
+  std::vector<PeerPool> peer_pools;  // by pool index
+  std::unique_ptr<kv::KvTransfer> transfer;
+  std::int32_t prompt_len = 0;
+  bool wants_logprobs = false;
+  EngineClock::time_point received{};
+  EngineClock::time_point handed_off_at{};
+  std::atomic<bool> responded{false};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> parked{false};   // the engine holds its KV for us (release when done)
+  bool counted_queued = true;        // loop thread: still in queued_prefill_tokens_
+  std::optional<HandoffRecord> record;
+  // The asynchronous Commit call to D.
+  grpc::ClientContext commit_context;
+  node::v1::CommitRequest commit_request;
+  node::v1::CommitResponse commit_response;
+};
+
+namespace {
+
+// Answers one Prefill call; a cancelled call (client gone, deadline) aborts the request.
+class PrefillReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit PrefillReactor(std::function<void()> on_cancel) : on_cancel_(std::move(on_cancel)) {}
+  void OnCancel() override { on_cancel_(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::function<void()> on_cancel_;
+};
+
+}  // namespace
+
+PrefillService::PrefillService(std::unique_ptr<Engine> engine, const Tokenizer* tokenizer,
+                               std::map<std::string, std::unique_ptr<kv::KvSender>> senders, NodeIdentity identity,
+                               PrefillNodeOptions options)
+    : identity_(std::move(identity)), options_(options), tokenizer_(tokenizer), senders_(std::move(senders)) {
+  fingerprint_ = engine->layout_fingerprint();
+  for (const KvPoolInfo& p : engine->kv_pools()) pools_.push_back(p.cache);
+  block_size_ = pools_.front()->layout().block_size;
+  engine->set_kv_layer_callback([this](std::int32_t layer, std::span<const KvLayerWrite> writes) { on_layer(layer, writes); });
+  loop_ = std::make_unique<EngineLoop>(
+      std::move(engine), [this](std::vector<RequestOutput>&& outs) { on_outputs(std::move(outs)); },
+      [](const absl::Status& s) { spdlog::error("prefill engine step failed: {}", s.ToString()); });
+}
+
+PrefillService::~PrefillService() { stop(); }
+
+void PrefillService::set_address(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  identity_.address = address;
+}
+
+void PrefillService::stop() {
+  if (loop_) loop_->stop();
+}
+
+std::shared_ptr<PrefillService::Job> PrefillService::find(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* ctx, const node::v1::PrefillRequest* request,
+                                                  node::v1::PrefillResponse* response) {
+  const std::string id = request->request_id();
+  auto* reactor = new PrefillReactor([this, id] { abort_job(id); });
+  const auto reject = [&](grpc::StatusCode code, const std::string& message) {
+    spdlog::warn("prefill '{}' refused: {}", id, message);
+    reactor->Finish(grpc::Status(code, message));
+    return reactor;
+  };
+  if (id.empty()) return reject(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
+  const node::v1::KvDestination& dest = request->destination();
+  // The fingerprint first: no byte may move into a decode node whose layout differs.
+  auto peer_fp = KvLayoutFingerprint::parse(dest.layout_fingerprint());
+  if (!peer_fp.ok()) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                  str_cat("destination.layout_fingerprint of decode node ", dest.decode_address(), ": ",
+                          peer_fp.status().message()));
+  }
+  if (absl::Status s = fingerprint_.check_compatible(*peer_fp); !s.ok()) {
+    return reject(grpc::StatusCode::FAILED_PRECONDITION,
+                  str_cat("decode node ", dest.decode_address(), " has a different KV layout; nothing was sent: ", s.message()));
+  }
+  const auto prompt_len = static_cast<std::int32_t>(request->prompt_size());
+  const auto blocks_needed = static_cast<std::size_t>((prompt_len + block_size_ - 1) / block_size_);
+  if (static_cast<std::size_t>(dest.kv_blocks_size()) != blocks_needed) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                  str_cat("destination.kv_blocks names ", dest.kv_blocks_size(), " blocks; a prompt of ", prompt_len,
+                          " tokens needs ", blocks_needed));
+  }
+  if (static_cast<std::size_t>(dest.pool_num_blocks_size()) != pools_.size()) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT, str_cat("destination.pool_num_blocks has ", dest.pool_num_blocks_size(),
+                                                              " pools; this node has ", pools_.size()));
+  }
+  auto job = std::make_shared<Job>();
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    job->peer_pools.push_back(PeerPool{pools_[i]->layout(), dest.pool_num_blocks(static_cast<int>(i))});
+  }
+  const auto check_blocks = [&](const google::protobuf::RepeatedField<std::int32_t>& blocks, std::size_t pool) {
+    return std::all_of(blocks.begin(), blocks.end(), [&](std::int32_t b) {
+      return pool < job->peer_pools.size() && b >= 0 && b < job->peer_pools[pool].num_blocks;
+    });
+  };
+  if (!check_blocks(dest.kv_blocks(), 0) || !check_blocks(dest.proposer_blocks(), 1)) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT, "destination names a block outside the decode node's pools");
+  }
+  auto sender = senders_.find(dest.transport());
+  if (sender == senders_.end()) {
+    return reject(grpc::StatusCode::FAILED_PRECONDITION,
+                  str_cat("this prefill node cannot send KV over '", dest.transport(), "'"));
+  }
+  auto transfer = sender->second->begin(
+      kv::TransferTarget{id, dest.decode_address(), dest.decode_instance_id(), dest.transport_descriptor()});
+  if (!transfer.ok()) {
+    return reject(to_grpc_status(transfer.status()).error_code(),
+                  str_cat("KV transfer to decode node ", dest.decode_address(), ": ", transfer.status().message()));
+  }
+  job->id = id;
+  job->reactor = reactor;
+  job->response = response;
+  job->destination = dest;
+  job->transfer = std::move(*transfer);
+  job->prompt_len = prompt_len;
+  job->received = EngineClock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!jobs_.emplace(id, job).second) {
+      job->responded = true;  // never answered through respond(): this call is refused here
+      return reject(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' is already being prefilled here"));
+    }
+  }
+  queued_prefill_tokens_ += prompt_len;
+  std::vector<std::int32_t> prompt(request->prompt().begin(), request->prompt().end());
+  SamplingParams params = sampling_from_proto(request->sampling());
+  job->wants_logprobs = params.logprobs >= 0;
+  loop_->post([this, job, prompt = std::move(prompt), params = std::move(params)](Engine& e) mutable {
+    if (job->aborted) {
+      queued_prefill_tokens_ -= job->prompt_len;
+      job->counted_queued = false;
+      respond(job, grpc::Status(grpc::StatusCode::CANCELLED, "aborted before the prefill began"));
+      return;
+    }
+    AddRequestOptions o;
+    o.prefill_only = true;
+    if (absl::Status s = e.add_request(job->id, std::move(prompt), params, o); !s.ok()) {
+      queued_prefill_tokens_ -= job->prompt_len;
+      job->counted_queued = false;
+      respond(job, to_grpc_status(s));
+    }
+  });
+  (void)ctx;
+  return reactor;
+}
+
+void PrefillService::on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes) {
+  std::vector<kv::Copy> copies;
+  for (const KvLayerWrite& w : writes) {
+    std::shared_ptr<Job> job = find(*w.request_id);
+    if (!job || job->aborted) continue;
+    copies.clear();
+    std::span<const std::int32_t> peer_blocks(job->destination.kv_blocks().data(),
+                                              static_cast<std::size_t>(job->destination.kv_blocks_size()));
+    plan_positions(*pools_[0], job->peer_pools[0], layer, w.start, w.num_tokens, w.blocks, peer_blocks, copies);
+    job->transfer->put(0, copies);
+  }
+}
+
+void PrefillService::on_outputs(std::vector<RequestOutput>&& outputs) {
+  for (RequestOutput& o : outputs) {
+    std::shared_ptr<Job> job = find(o.request_id);
+    if (!job) continue;
+    if (job->counted_queued && (o.handoff || o.finished)) {
+      queued_prefill_tokens_ -= job->prompt_len;
+      job->counted_queued = false;
+    }
+    node::v1::PrefillResponse& r = *job->response;
+    if (!o.new_tokens.empty()) {
+      r.set_first_token(o.new_tokens.front().token);
+      if (job->wants_logprobs) *r.mutable_logprob() = token_logprob_to_proto(o.new_tokens.front());
+      r.set_text(o.new_text);
+      r.set_num_cached_prompt_tokens(o.num_cached_prompt_tokens);
+      r.set_prefill_ms(ms_between(job->received, EngineClock::now()));
+    }
+    if (o.handoff) {
+      hand_off(job, o);
+    } else if (o.finished) {
+      if (o.new_tokens.empty() || o.finish_reason == FinishReason::kError || o.finish_reason == FinishReason::kAbort) {
+        const bool aborted = o.finish_reason == FinishReason::kAbort;
+        respond(job, grpc::Status(aborted ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INTERNAL,
+                                  aborted ? std::string("aborted") : str_cat("prefill failed: ", o.error)));
+      } else {
+        // The first token finished the request (EOS, a stop, max_tokens 1): nothing to hand off.
+        r.set_finished(true);
+        r.set_finish_reason(finish_reason_to_proto(o.finish_reason));
+        if (o.stop_token) r.set_stop_token(*o.stop_token);
+        if (o.stop_string) r.set_stop_string(*o.stop_string);
+        respond(job, grpc::Status::OK);
+      }
+    }
+  }
+}
+
+void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& out) {
+  job->parked = true;
+  job->handed_off_at = EngineClock::now();
+  HandoffRecord& h = *out.handoff;
+  // Blocks served by the prefix cache were not written by this forward, so the layer callback
+  // did not send them; the proposer's KV goes whole.
+  std::vector<kv::Copy> copies;
+  std::span<const std::int32_t> peer_blocks(job->destination.kv_blocks().data(),
+                                            static_cast<std::size_t>(job->destination.kv_blocks_size()));
+  const auto cached = static_cast<std::size_t>(h.num_cached_prompt_tokens / block_size_);
+  if (cached > 0) {
+    plan_blocks(*pools_[0], job->peer_pools[0], std::span<const BlockId>(h.kv_blocks).first(cached), peer_blocks, copies);
+    job->transfer->put(0, copies);
+  }
+  if (!h.proposer.kv_blocks.empty()) {
+    if (pools_.size() < 2 || static_cast<std::size_t>(job->destination.proposer_blocks_size()) < h.proposer.kv_blocks.size()) {
+      respond(job, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                str_cat("decode node reserved ", job->destination.proposer_blocks_size(),
+                                        " draft blocks; the proposer's KV needs ", h.proposer.kv_blocks.size())));
+      return;
+    }
+    copies.clear();
+    std::span<const std::int32_t> peer_draft(job->destination.proposer_blocks().data(),
+                                             static_cast<std::size_t>(job->destination.proposer_blocks_size()));
+    plan_blocks(*pools_[1], job->peer_pools[1], h.proposer.kv_blocks, peer_draft, copies);
+    job->transfer->put(1, copies);
+  }
+  job->record = std::move(h);
+  const auto deadline = std::chrono::steady_clock::now() + options_.kv_transfer_timeout;
+  job->transfer->finish(deadline, [this, job](absl::Status s) { on_transfer_done(job, s); });
+}
+
+void PrefillService::on_transfer_done(const std::shared_ptr<Job>& job, const absl::Status& status) {
+  if (job->aborted) {
+    respond(job, grpc::Status(grpc::StatusCode::CANCELLED, "aborted during the KV transfer"));
+    return;
+  }
+  if (!status.ok()) {
+    respond(job, grpc::Status(to_grpc_status(status).error_code(),
+                              str_cat("KV transfer to decode node ", job->destination.decode_address(), " failed: ",
+                                      status.message())));
+    return;
+  }
+  job->response->set_kv_bytes(job->transfer->bytes_posted());
+  commit(job);
+}
+
+node::v1::DecodeNode::Stub& PrefillService::decode_stub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = decode_stubs_[address];
+  if (!stub) {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(256 << 20);
+    stub = node::v1::DecodeNode::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+  return *stub;
+}
+
+void PrefillService::commit(const std::shared_ptr<Job>& job) {
+  // The record names D's reservation by its request id; its block ids are ours (only their number
+  // must match D's).
+  job->commit_request.set_prefill_instance_id(identity_.instance_id);
+  *job->commit_request.mutable_record() = handoff_to_proto(*job->record);
+  job->commit_context.set_deadline(std::chrono::system_clock::now() + options_.commit_timeout);
+  const std::string address = job->destination.decode_address();
+  decode_stub(address).async()->Commit(&job->commit_context, &job->commit_request, &job->commit_response,
+                                       [this, job, address](grpc::Status s) {
+                                         if (!s.ok()) {
+                                           respond(job, grpc::Status(s.error_code(), str_cat("commit on decode node ", address,
+                                                                                             ": ", s.error_message())));
+                                           return;
+                                         }
+                                         job->response->set_kv_transfer_ms(ms_between(job->handed_off_at, EngineClock::now()));
+                                         respond(job, grpc::Status::OK);
+                                       });
+}
+
+void PrefillService::respond(const std::shared_ptr<Job>& job, const grpc::Status& status) {
+  if (job->responded.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.erase(job->id);
+  }
+  if (job->parked) {
+    loop_->post([id = job->id](Engine& e) { (void)e.release(id); });
+  }
+  if (!status.ok()) spdlog::info("prefill '{}': {}", job->id, status.error_message());
+  job->reactor->Finish(status);
+}
+
+void PrefillService::abort_job(const std::string& id) {
+  std::shared_ptr<Job> job = find(id);
+  if (!job) return;
+  job->aborted = true;
+  // Not handed off yet: the engine drops it (its final output answers the call). Handed off: the
+  // transfer's completion sees the flag, skips the commit and releases the KV.
+  if (!job->parked) loop_->post([id](Engine& e) { e.abort(id); });
+}
+
+grpc::ServerUnaryReactor* PrefillService::Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
+                                                node::v1::NodeAbortResponse* response) {
+  response->set_found(find(request->request_id()) != nullptr);
+  abort_job(request->request_id());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PrefillService::Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest*,
+                                               node::v1::NodeInfo* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->post([this, reactor, response](Engine& e) {
+    NodeIdentity identity;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      identity = identity_;
+    }
+    *response = make_node_info(e, identity, queued_prefill_tokens_.load());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace baton

@@ -1,0 +1,88 @@
+// PrefillService: the PrefillNode gRPC service (baton-prefill). For each Prefill call it checks
+// the decode node's layout fingerprint (before any byte moves), starts a KV transfer to the
+// destination, queues the prompt on its prefill-role engine and, while the engine computes layer
+// by layer, posts each finished layer's KV to the decode node (the engine's per-layer callback).
+// After the first token: the prefix-cache blocks and the proposer's KV go too, the transfer is
+// flushed, the hand-off record is committed on the decode node, and the call returns the first
+// token. Then the engine frees the request's KV.
+//
+// Threads: the engine runs on its EngineLoop thread; gRPC callbacks only post to it or answer;
+// transports report on their own threads; the commit is an asynchronous call. Nothing blocks the
+// loop, and every wait has a deadline (the transfer's, the commit's, the engine's lease).
+//
+// Must not: decode past the first token, or accept a destination whose fingerprint differs.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "baton/v1/node.grpc.pb.h"
+#include "engine/engine_loop.h"
+#include "kv_transfer/transport.h"
+#include "node_common/node_info.h"
+#include "prefill_node/kv_push_plan.h"
+#include "tokenizer/tokenizer.h"
+
+namespace baton {
+
+struct PrefillNodeOptions {
+  std::chrono::milliseconds kv_transfer_timeout{30000};  // last layer computed -> every byte on D
+  std::chrono::milliseconds commit_timeout{10000};       // Commit call to D
+};
+
+class PrefillService final : public node::v1::PrefillNode::CallbackService {
+ public:
+  // `engine` has the prefill role; `senders` by kind ("ucx", "grpc") send from its pools;
+  // `tokenizer` may be null (token-id mode) and must outlive the service.
+  PrefillService(std::unique_ptr<Engine> engine, const Tokenizer* tokenizer,
+                 std::map<std::string, std::unique_ptr<kv::KvSender>> senders, NodeIdentity identity,
+                 PrefillNodeOptions options);
+  ~PrefillService() override;
+
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* ctx, const node::v1::PrefillRequest* request,
+                                    node::v1::PrefillResponse* response) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
+                                  node::v1::NodeAbortResponse* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest* request,
+                                 node::v1::NodeInfo* response) override;
+
+  // Stops the engine loop (after the server stopped taking calls).
+  void stop();
+  // The address this node serves on (known once the server has bound its port; set it before
+  // reporting SERVING).
+  void set_address(const std::string& address);
+
+  struct Job;  // one Prefill call (prefill_service.cc)
+
+ private:
+  void on_outputs(std::vector<RequestOutput>&& outputs);
+  void on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes);
+  void hand_off(const std::shared_ptr<Job>& job, RequestOutput& out);
+  void on_transfer_done(const std::shared_ptr<Job>& job, const absl::Status& status);
+  void commit(const std::shared_ptr<Job>& job);
+  // Answers the call once; later calls do nothing. Forgets the job; releases its KV if parked.
+  void respond(const std::shared_ptr<Job>& job, const grpc::Status& status);
+  std::shared_ptr<Job> find(const std::string& id);
+  void abort_job(const std::string& id);
+  node::v1::DecodeNode::Stub& decode_stub(const std::string& address);
+
+  NodeIdentity identity_;
+  PrefillNodeOptions options_;
+  const Tokenizer* tokenizer_;
+  std::map<std::string, std::unique_ptr<kv::KvSender>> senders_;
+  KvLayoutFingerprint fingerprint_;
+  std::vector<const KvCache*> pools_;  // the engine's pools by index ("target", "draft")
+  std::int32_t block_size_ = 0;
+  std::atomic<std::int64_t> queued_prefill_tokens_{0};
+
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  std::map<std::string, std::unique_ptr<node::v1::DecodeNode::Stub>> decode_stubs_;
+  std::unique_ptr<EngineLoop> loop_;  // last: its thread stops before the members it uses go
+};
+
+}  // namespace baton
