@@ -15,7 +15,7 @@ build=${2:-$root/build/release}
 shift $(( $# > 2 ? 2 : $# )) || true
 prompts=$(mktemp --suffix=.jsonl)
 trap 'rm -f "$prompts"' EXIT
-zcat "$root/../shared/data/HumanEval.jsonl.gz" > "$prompts"
+zcat "$root/bench/data/HumanEval.jsonl.gz" > "$prompts"
 k=4
 if [ "$which" = family ]; then
   m="$root/models/baton-tiny-code"

@@ -151,7 +151,7 @@ def main(argv=None):
       + f"; total {total_wall / 60:.1f} min wall, {total_cpu / 60:.1f} CPU-minutes.\n")
 
     w("## Acceptance (Baton's engine)\n")
-    w("`bench/run_spec_bench.sh family` on the HumanEval prompts (`../shared/data/HumanEval.jsonl.gz`), "
+    w("`bench/run_spec_bench.sh family` on the HumanEval prompts (`bench/data/HumanEval.jsonl.gz`), "
       f"greedy, batch 1, k = {bench[0]['speculative_config'].get('num_speculative_tokens')}, "
       f"{bench[0]['prompts']} prompts, up to {bench[0]['max_tokens']} generated tokens each. Mean acceptance length = "
       "1 + accepted / drafts (tokens emitted per verification step); the TPOT ratio is speculative / plain, "
