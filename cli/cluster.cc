@@ -38,14 +38,12 @@ absl::StatusOr<std::string> prefill_config(const std::string& decode_config) {
 absl::StatusOr<std::string> LocalCluster::find_binary(const std::string& name, const std::string& bin_dir) {
   namespace fs = std::filesystem;
   std::vector<fs::path> candidates;
-  if (!bin_dir.empty()) {
-    candidates.push_back(fs::path(bin_dir) / name);
-  } else {
-    std::error_code ec;
-    const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
-    // An install puts them side by side; the build tree keeps one folder per binary.
-    candidates = {self / name, self / ".." / "prefill_node" / name, self / ".." / "decode_node" / name,
-                  self / ".." / "router" / name};
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  // An install puts them side by side; a build tree keeps one folder per binary.
+  for (const fs::path& dir : {bin_dir.empty() ? self : fs::path(bin_dir), bin_dir.empty() ? self / ".." : fs::path(bin_dir)}) {
+    candidates.push_back(dir / name);
+    for (const char* sub : {"prefill_node", "decode_node", "router"}) candidates.push_back(dir / sub / name);
   }
   for (const fs::path& p : candidates) {
     if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p).string();

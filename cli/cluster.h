@@ -24,7 +24,7 @@ struct ClusterOptions {
   std::string host = "127.0.0.1";
   int router_port = 0;                  // 0: any free port
   std::string transport = "ucx";        // "ucx" or "grpc": what decode nodes offer first
-  std::string bin_dir;                  // "" : next to this executable (build tree or install)
+  std::string bin_dir;                  // "" : next to this executable; else a folder (or build tree) holding them
   std::string log_dir;                  // where each process writes <name>.log
   int threads_per_node = 0;             // 0: cores / nodes (at least 1)
   std::vector<std::string> node_args;   // extra flags for every node (e.g. --kv-cache-memory 0.25)
@@ -58,7 +58,8 @@ class LocalCluster {
   absl::StatusOr<std::string> restart(ClusterProcess& p);
   // Stops the router, then the nodes (SIGTERM, then SIGKILL after a grace period).
   void stop();
-  // The path of a sibling binary.
+  // The path of a node or router binary: in bin_dir (or beside this executable), directly or in
+  // the build tree's prefill_node/, decode_node/ or router/.
   static absl::StatusOr<std::string> find_binary(const std::string& name, const std::string& bin_dir);
 
  private:

@@ -5,13 +5,15 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
-#include "common/flags.h"
 #include "cli/generate_batch.h"
+#include "cli/generate_remote.h"
 #include "cli/report.h"
+#include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/engine.h"
 #include "engine/model/config.h"
+#include "node_common/engine_flags.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_text_decoder.h"
@@ -19,42 +21,40 @@
 namespace baton::cli {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
-    {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
-    {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
-    {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
-    {"prompts-file", "FILE", "JSONL, one {\"prompt\" or \"prompt_tokens\", optional \"seed\", \"max_tokens\", \"temperature\"} "
-                             "a line: run all through one engine (continuous batching)"},
-    {"chat", "JSON", "messages, e.g. '[{\"role\":\"user\",\"content\":\"hi\"}]', rendered with the model's chat template"},
-    {"stop", "TEXT", "stop when the output contains TEXT (not included in the output)"},
-    {"max-tokens", "N", "tokens to generate at most (default 64)"},
-    {"temperature", "T", "0 = greedy (default 0)"},
-    {"top-k", "K", "keep the K most likely tokens (0 = off)"},
-    {"top-p", "P", "nucleus sampling threshold (1 = off)"},
-    {"min-p", "P", "drop tokens below P x the top probability (0 = off)"},
-    {"repetition-penalty", "R", "HF-style repetition penalty (1 = off)"},
-    {"presence-penalty", "X", "OpenAI-style presence penalty (0 = off)"},
-    {"frequency-penalty", "X", "OpenAI-style frequency penalty (0 = off)"},
-    {"seed", "S", "seed of this request's sampling"},
-    {"ignore-eos", "", "keep generating after EOS"},
-    {"logprobs", "N", "report the sampled token's logprob and the top N (with --json)"},
-    {"output", "FORMAT", "text or token-ids (default: text when a tokenizer exists)"},
-    {"json", "", "print one JSON object on stdout"},
-    {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
-    {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
-    {"threads", "N", "CPU threads (default: all cores)"},
-    {"cpu-isa", "ISA", "auto, portable, avx2, avx512, or avx512bf16 (opt-in BF16 dot products; changes results)"},
-    {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
-    {"kv-cache-memory", "GIB", "KV cache size in GiB (default 1)"},
-    {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
-    {"max-num-seqs", "N", "requests running at once (default 64)"},
-    {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
-    {"log-level", "LEVEL", "trace, debug, info, warn, error (default warn)"},
-    {"help", "", "show this help"},
-};
+std::vector<FlagSpec> generate_flags() {
+  std::vector<FlagSpec> f = {
+      {"endpoint", "HOST:PORT", "send the prompt to a Baton router (e.g. from `baton up`) instead of running the model here"},
+      {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
+      {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
+      {"prompts-file", "FILE", "JSONL, one {\"prompt\" or \"prompt_tokens\", optional \"seed\", \"max_tokens\", \"temperature\"} "
+                               "a line: run all through one engine (continuous batching)"},
+      {"chat", "JSON", "messages, e.g. '[{\"role\":\"user\",\"content\":\"hi\"}]', rendered with the model's chat template"},
+      {"stop", "TEXT", "stop when the output contains TEXT (not included in the output)"},
+      {"max-tokens", "N", "tokens to generate at most (default 64)"},
+      {"temperature", "T", "0 = greedy (default 0)"},
+      {"top-k", "K", "keep the K most likely tokens (0 = off)"},
+      {"top-p", "P", "nucleus sampling threshold (1 = off)"},
+      {"min-p", "P", "drop tokens below P x the top probability (0 = off)"},
+      {"repetition-penalty", "R", "HF-style repetition penalty (1 = off)"},
+      {"presence-penalty", "X", "OpenAI-style presence penalty (0 = off)"},
+      {"frequency-penalty", "X", "OpenAI-style frequency penalty (0 = off)"},
+      {"seed", "S", "seed of this request's sampling"},
+      {"ignore-eos", "", "keep generating after EOS"},
+      {"logprobs", "N", "report the sampled token's logprob and the top N (with --json)"},
+      {"output", "FORMAT", "text or token-ids (default: text when a tokenizer exists)"},
+      {"json", "", "print one JSON object on stdout"},
+  };
+  const std::vector<FlagSpec>& engine = engine_flags();
+  f.insert(f.end(), engine.begin(), engine.end());
+  f.push_back({"log-level", "LEVEL", "trace, debug, info, warn, error (default warn)"});
+  f.push_back({"help", "", "show this help"});
+  return f;
+}
+
+const std::vector<FlagSpec> kFlags = generate_flags();
 
 constexpr const char* kSynopsis =
-    "--model DIR (--prompt TEXT | --chat JSON | --prompt-tokens 1,2,3 | --prompts-file FILE.jsonl) [flags]";
+    "(--model DIR | --endpoint HOST:PORT) (--prompt TEXT | --chat JSON | --prompt-tokens 1,2,3 | --prompts-file FILE.jsonl) [flags]";
 
 absl::StatusOr<std::vector<std::int32_t>> parse_ids(const std::string& s) {
   std::vector<std::int32_t> ids;
@@ -101,36 +101,6 @@ absl::StatusOr<SamplingParams> sampling_from_flags(const ParsedFlags& f) {
   return p;
 }
 
-absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f) {
-  EngineConfig c;
-  c.model_dir = *f.get("model");
-  if (auto d = f.get("dtype"); d && *d != "auto") {
-    if (*d == "float32") c.dtype = DType::kF32;
-    else if (*d == "bfloat16") c.dtype = DType::kBF16;
-    else if (*d == "float16") c.dtype = DType::kF16;
-    else return absl::InvalidArgumentError(str_cat("--dtype must be auto, float32, bfloat16 or float16, got '", *d, "'"));
-  }
-  BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
-  if (threads) c.backend.num_threads = static_cast<int>(*threads);
-  if (auto isa = f.get("cpu-isa")) c.backend.cpu_isa = *isa;
-  c.backend.batch_invariant = !f.has("no-batch-invariant");
-  BATON_ASSIGN_OR_RETURN(auto gib, f.get_double("kv-cache-memory"));
-  if (gib) {
-    if (!(*gib > 0)) return absl::InvalidArgumentError("--kv-cache-memory must be positive");
-    c.kv_cache_bytes = static_cast<std::int64_t>(*gib * (1LL << 30));
-  }
-  BATON_ASSIGN_OR_RETURN(auto max_len, f.get_int("max-model-len"));
-  if (max_len) c.max_model_len = static_cast<std::int32_t>(*max_len);
-  BATON_ASSIGN_OR_RETURN(auto max_seqs, f.get_int("max-num-seqs"));
-  if (max_seqs) c.scheduler.max_num_seqs = static_cast<std::int32_t>(*max_seqs);
-  BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-num-batched-tokens"));
-  if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
-  if (auto spec = f.get("speculative-config")) {
-    BATON_ASSIGN_OR_RETURN(c.speculative, SpeculativeConfig::parse(*spec, NodeRole::kColocated));
-  }
-  return c;
-}
-
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "baton generate: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -152,16 +122,18 @@ int generate_main(int argc, char** argv) {
   }
   const int prompt_sources = (f.has("prompt") ? 1 : 0) + (f.has("prompt-tokens") ? 1 : 0) + (f.has("chat") ? 1 : 0) +
                              (f.has("prompts-file") ? 1 : 0);
-  if (!f.has("model") || prompt_sources != 1) {
+  if ((!f.has("model") && !f.has("endpoint")) || prompt_sources != 1) {
     std::fprintf(stderr,
-                 "baton generate: give --model and exactly one of --prompt / --chat / --prompt-tokens / --prompts-file\n\n%s",
+                 "baton generate: give --model (or --endpoint) and exactly one of --prompt / --chat / --prompt-tokens / "
+                 "--prompts-file\n\n%s",
                  usage("generate", kSynopsis, kFlags).c_str());
     return 2;
   }
   if (auto s = init_logging(f.get("log-level").value_or("warn")); !s.ok()) return fail(s);
   auto sampling = sampling_from_flags(f);
   if (!sampling.ok()) return fail(sampling.status());
-  auto config = engine_config_from_flags(f);
+  if (f.has("endpoint")) return generate_remote(f, *sampling);
+  auto config = engine_config_from_flags(f, NodeRole::kColocated);
   if (!config.ok()) return fail(config.status());
 
   // The model directory first, whatever the prompt flag: a missing or unreadable one must be the

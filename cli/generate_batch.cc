@@ -11,19 +11,14 @@
 #include "nlohmann/json.hpp"
 
 namespace baton::cli {
-namespace {
 
 using nlohmann::json;
 
-struct Prompt {
-  std::vector<std::int32_t> tokens;
-  SamplingParams params;
-};
-
-absl::StatusOr<std::vector<Prompt>> read_prompts(const BatchOptions& o, const Tokenizer* tokenizer) {
+absl::StatusOr<std::vector<BatchPrompt>> read_prompts_file(const BatchOptions& o, const Tokenizer* tokenizer,
+                                                           bool keep_text) {
   std::ifstream in(o.path);
   if (!in) return absl::NotFoundError(str_cat(o.path, ": cannot open the prompts file"));
-  std::vector<Prompt> prompts;
+  std::vector<BatchPrompt> prompts;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -36,17 +31,20 @@ absl::StatusOr<std::vector<Prompt>> read_prompts(const BatchOptions& o, const To
             str_cat(where, "unknown key `", key, "` (known: prompt, prompt_tokens, seed, max_tokens, temperature)"));
       }
     }
-    Prompt p;
+    BatchPrompt p;
     p.params = o.defaults;
     if (j.contains("prompt") == j.contains("prompt_tokens")) {
       return absl::InvalidArgumentError(where + "give exactly one of `prompt` and `prompt_tokens`");
     }
     if (j.contains("prompt")) {
       if (!j["prompt"].is_string()) return absl::InvalidArgumentError(where + "`prompt` must be a string");
-      if (tokenizer == nullptr) {
+      if (keep_text) {
+        p.text = j["prompt"].get<std::string>();
+      } else if (tokenizer == nullptr) {
         return absl::FailedPreconditionError(where + "`prompt` is text but the model has no tokenizer; use `prompt_tokens`");
+      } else {
+        p.tokens = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/true);
       }
-      p.tokens = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/true);
     } else {
       const json& ids = j["prompt_tokens"];
       if (!ids.is_array()) return absl::InvalidArgumentError(where + "`prompt_tokens` must be a list of token ids");
@@ -72,6 +70,8 @@ absl::StatusOr<std::vector<Prompt>> read_prompts(const BatchOptions& o, const To
   if (prompts.empty()) return absl::InvalidArgumentError(str_cat(o.path, ": no prompts"));
   return prompts;
 }
+
+namespace {
 
 double seconds(EngineClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -111,14 +111,14 @@ void print_json(const json& j) {
 }  // namespace
 
 int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOptions& o) {
-  absl::StatusOr<std::vector<Prompt>> prompts = read_prompts(o, tokenizer);
+  absl::StatusOr<std::vector<BatchPrompt>> prompts = read_prompts_file(o, tokenizer, /*keep_text=*/false);
   if (!prompts.ok()) {
     std::fprintf(stderr, "baton generate: %s\n", std::string(prompts.status().message()).c_str());
     return 1;
   }
   const auto start = EngineClock::now();
   for (std::size_t i = 0; i < prompts->size(); ++i) {
-    Prompt& p = (*prompts)[i];
+    BatchPrompt& p = (*prompts)[i];
     if (absl::Status s = engine.add_request(std::to_string(i), std::move(p.tokens), p.params); !s.ok()) {
       std::fprintf(stderr, "baton generate: %s:%s\n", o.path.c_str(), std::string(s.message()).c_str());
       return 1;

@@ -10,7 +10,9 @@
 // order under a `=== index ===` header. The speed summary always goes to stderr.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -24,6 +26,17 @@ struct BatchOptions {
   bool json = false;
   bool token_ids = false;  // print token ids instead of text
 };
+
+struct BatchPrompt {
+  std::optional<std::string> text;  // when read with keep_text (a remote endpoint tokenizes)
+  std::vector<std::int32_t> tokens;
+  SamplingParams params;
+};
+
+// Reads and checks every line (errors name FILE:LINE). Text prompts are encoded with `tokenizer`,
+// or kept as text with keep_text.
+absl::StatusOr<std::vector<BatchPrompt>> read_prompts_file(const BatchOptions& options, const Tokenizer* tokenizer,
+                                                           bool keep_text);
 
 // Returns the process exit code (0: every prompt ran; 1: bad input or an engine failure).
 int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOptions& options);

@@ -1,0 +1,174 @@
+// What the end-to-end serving tests share: the bundled model family and its speculative methods,
+// a local cluster of real processes (cli/cluster.h — the same code as `baton up`), a client of
+// the router's public API, and the local reference (one colocated engine, as `baton generate`).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/v1/api.grpc.pb.h"
+#include "cli/cluster.h"
+#include "common/status.h"
+#include "engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "node_common/convert.h"
+#include "node_common/engine_flags.h"
+#include "tokenizer/tokenizer.h"
+
+namespace baton::testing {
+
+inline std::string family_path(const std::string& part) {
+  return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/" + part;
+}
+
+struct SpecCase {
+  std::string label;
+  std::optional<std::string> config;  // the decode nodes' JSON (prefill nodes get k = 1)
+};
+
+// No speculation and every method the bundled family supports.
+inline std::vector<SpecCase> family_methods() {
+  return {
+      {"none", std::nullopt},
+      {"ngram", R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":3})"},
+      {"suffix", R"({"method":"suffix","num_speculative_tokens":4})"},
+      {"draft_model", R"({"method":"draft_model","model":")" + family_path("draft") + R"(","num_speculative_tokens":3})"},
+      {"eagle3", R"({"method":"eagle3","model":")" + family_path("eagle3") + R"(","num_speculative_tokens":4})"},
+      {"mtp", R"({"method":"mtp","model":")" + family_path("mtp") + R"("})"},
+  };
+}
+
+// Code prompts of mixed lengths (the bundled family is trained on Python).
+inline std::vector<std::string> code_prompts() {
+  return {
+      "def fibonacci(n):",
+      "import os\n\ndef list_files(path):\n    \"\"\"Return the files under path, recursively.\"\"\"\n",
+      "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+      "def is_prime(n):\n    if n < 2:\n        return False\n",
+      "# Merge two sorted lists into one sorted list.\ndef merge(a, b):\n    result = []\n    i = j = 0\n"
+      "    while i < len(a) and j < len(b):\n",
+      "def read_config(path):\n    with open(path) as f:\n",
+      "from typing import List\n\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+      "    \"\"\" Check if in given list of numbers, are any two numbers closer to each other than\n"
+      "    given threshold.\n    \"\"\"\n",
+      "x = [",
+  };
+}
+
+inline cli::ClusterOptions cluster_options(const std::optional<std::string>& spec, const std::string& transport,
+                                           const std::string& name) {
+  cli::ClusterOptions o;
+  o.model_dir = family_path("target");
+  o.speculative_config = spec;
+  o.transport = transport;
+  o.bin_dir = BATON_BINARY_DIR;
+  o.log_dir = (std::filesystem::temp_directory_path() / ("baton-test-" + name + "-" + std::to_string(::getpid()))).string();
+  o.node_args = {"--kv-cache-memory", "0.125", "--log-level", "info"};
+  o.start_timeout = std::chrono::seconds(120);
+  return o;
+}
+
+inline std::unique_ptr<v1::Baton::Stub> router_stub(const std::string& address) {
+  return v1::Baton::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+struct Completion {
+  grpc::Status status;
+  std::vector<std::int32_t> ids;
+  std::string text;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  std::string error;
+  v1::Usage usage;
+  int messages = 0;
+};
+
+inline v1::GenerateRequest text_request(const std::string& prompt, const SamplingParams& params) {
+  v1::GenerateRequest r;
+  r.set_text(prompt);
+  *r.mutable_sampling() = sampling_to_proto(params);
+  return r;
+}
+
+// One streamed completion through the router, with a deadline.
+inline Completion generate(v1::Baton::Stub& stub, const v1::GenerateRequest& request,
+                           std::chrono::seconds timeout = std::chrono::seconds(180)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Completion c;
+  auto reader = stub.Generate(&ctx, request);
+  v1::GenerateResponse m;
+  while (reader->Read(&m)) {
+    ++c.messages;
+    c.ids.insert(c.ids.end(), m.token_ids().begin(), m.token_ids().end());
+    c.text += m.text();
+    if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      c.finish_reason = m.finish_reason();
+      c.error = m.error();
+      c.usage = m.usage();
+    }
+  }
+  c.status = reader->Finish();
+  return c;
+}
+
+// Many completions at once (one thread each), in request order.
+inline std::vector<Completion> generate_all(v1::Baton::Stub& stub, const std::vector<v1::GenerateRequest>& requests) {
+  std::vector<Completion> out(requests.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] { out[i] = generate(stub, requests[i]); });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+struct LocalResult {
+  std::vector<std::int32_t> ids;
+  std::string text;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+// The reference: the same prompts through one colocated engine in this process, as `baton
+// generate` runs them (text encoded with special tokens, the tokenizer's text decoder attached).
+inline std::vector<LocalResult> run_local(const std::optional<std::string>& spec, const std::vector<std::string>& prompts,
+                                          const std::vector<SamplingParams>& params) {
+  EngineConfig config;
+  config.model_dir = family_path("target");
+  config.kv_cache_bytes = 128LL << 20;
+  if (spec) {
+    auto parsed = SpeculativeConfig::parse(*spec, NodeRole::kColocated);
+    BATON_CHECK(parsed.ok(), parsed.status().ToString());
+    config.speculative = *parsed;
+  }
+  auto tokenizer = Tokenizer::load(config.model_dir);
+  BATON_CHECK(tokenizer.ok(), tokenizer.status().ToString());
+  auto engine = Engine::create(config);
+  BATON_CHECK(engine.ok(), engine.status().ToString());
+  attach_tokenizer(**engine, **tokenizer);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const absl::Status s = (*engine)->add_request(std::to_string(i), (*tokenizer)->encode(prompts[i], true), params[i]);
+    BATON_CHECK(s.ok(), s.ToString());
+  }
+  std::vector<LocalResult> out(prompts.size());
+  while ((*engine)->has_unfinished()) {
+    auto outs = (*engine)->step();
+    BATON_CHECK(outs.ok(), outs.status().ToString());
+    for (const RequestOutput& o : *outs) {
+      LocalResult& r = out[std::stoul(o.request_id)];
+      for (const TokenOutput& t : o.new_tokens) r.ids.push_back(t.token);
+      r.text += o.new_text;
+      if (o.finished) r.finish_reason = o.finish_reason;
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::testing
