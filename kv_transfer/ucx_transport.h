@@ -1,0 +1,79 @@
+// The UCX transport: one-sided puts (RMA) from a prefill node's registered pools into a decode
+// node's registered pools. UCX picks the wire (RDMA between hosts; tcp here on loopback, where it
+// emulates RMA in software and the receiver's thread must progress). Endpoints use
+// UCP_ERR_HANDLING_MODE_PEER so that a dead peer fails its transfers instead of hanging them.
+//
+//   UcxKvReceiver  registers each pool once, packs its remote keys into descriptor(), and runs one
+//                  progress thread that sleeps on the worker's event fd while idle.
+//   UcxKvSender    registers the local (source) pools once; one transport thread owns the worker:
+//                  put() hands copies to it through a queue (never waits on the network), it posts
+//                  ucp_put_nbx, and finish() flushes the endpoint (remote completion) by a deadline.
+//                  Connections are cached per peer address; a new instance id replaces the entry.
+//
+// Thread-safety: begin()/invalidate() from any thread; one KvTransfer is used by one thread at a
+// time. Done callbacks run on the transport thread: they must not block (they may call put(),
+// finish() and begin()). A KvTransfer must not outlive its sender (finish() then reports
+// CANCELLED at once). Must not: block put(); busy-poll or sleep-poll while idle; touch engine
+// objects (only raw memory regions).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kv_transfer/transport.h"
+
+namespace baton::kv {
+
+class UcxKvReceiver final : public KvReceiver {
+ public:
+  // Pools in index order (0 "target", 1 "draft"); each must be non-empty. The memory must stay
+  // valid until the receiver is destroyed.
+  static absl::StatusOr<std::unique_ptr<UcxKvReceiver>> create(std::vector<MemoryRegion> pools);
+  ~UcxKvReceiver() override;
+
+  std::string_view kind() const override { return "ucx"; }
+  const std::string& descriptor() const override;
+
+  struct Impl;
+
+ private:
+  explicit UcxKvReceiver(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct UcxSenderOptions {
+  // How long begin() waits for the transport thread to set up (or find) the connection. The
+  // thread never blocks, so this only bounds a stuck process.
+  std::chrono::milliseconds begin_timeout{5000};
+};
+
+class UcxKvSender final : public KvSender {
+ public:
+  // Local (source) pools in index order; the memory must stay valid until the sender is destroyed.
+  static absl::StatusOr<std::unique_ptr<UcxKvSender>> create(std::vector<MemoryRegion> local_pools,
+                                                             UcxSenderOptions options = {});
+  ~UcxKvSender() override;
+
+  std::string_view kind() const override { return "ucx"; }
+  // INVALID_ARGUMENT: the descriptor is malformed or not a UCX one, or a pool's name differs
+  // between the sides. UNAVAILABLE: no endpoint could be created. Later failures (the peer cannot
+  // be reached, died, the deadline passed) come from finish().
+  absl::StatusOr<std::unique_ptr<KvTransfer>> begin(const TransferTarget& target) override;
+  void invalidate(const std::string& peer_address) override;
+
+  // Endpoints created so far (cache misses), for tests and metrics.
+  std::int64_t connections_made() const;
+
+  class Loop;
+
+ private:
+  explicit UcxKvSender(std::unique_ptr<Loop> loop);
+  std::unique_ptr<Loop> loop_;
+};
+
+}  // namespace baton::kv

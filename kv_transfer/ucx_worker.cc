@@ -1,0 +1,168 @@
+// UcxWorker and WakeFd (ucx_worker.h).
+#include "kv_transfer/ucx_worker.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+namespace baton::kv {
+
+absl::StatusOr<std::shared_ptr<WakeFd>> WakeFd::create() {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(str_cat("eventfd: ", std::strerror(errno)));
+  return std::shared_ptr<WakeFd>(new WakeFd(fd));
+}
+
+WakeFd::~WakeFd() { close(fd_); }
+
+void WakeFd::signal() {
+  // One write per sleep: later signals see `pending_` and skip the syscall. A producer publishes
+  // its work before signal(), and the waiter clears `pending_` before it reads the counter and
+  // then looks at the work, so no signal is lost.
+  if (pending_.exchange(true, std::memory_order_acq_rel)) return;
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
+}
+
+void WakeFd::drain() {
+  pending_.store(false, std::memory_order_release);
+  std::uint64_t count = 0;
+  [[maybe_unused]] ssize_t n = read(fd_, &count, sizeof(count));
+}
+
+absl::Status ucs_to_status(ucs_status_t status, std::string_view what) {
+  std::string message = str_cat(what, ": ", ucs_status_string(status));
+  switch (status) {
+    case UCS_OK:
+      return absl::OkStatus();
+    case UCS_ERR_CANCELED:
+      return absl::CancelledError(message);
+    case UCS_ERR_TIMED_OUT:
+      return absl::DeadlineExceededError(message);
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_SOME_CONNECTS_FAILED:
+      return absl::UnavailableError(message);
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR:
+    case UCS_ERR_OUT_OF_RANGE:
+      return absl::InvalidArgumentError(message);
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_NO_RESOURCE:
+    case UCS_ERR_EXCEEDS_LIMIT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::create(std::string_view who) {
+  std::unique_ptr<UcxWorker> w(new UcxWorker());
+  w->who_ = std::string(who);
+
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  // RMA for the puts; WAKEUP for the event fd the idle thread sleeps on.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  ucs_status_t st = ucp_init(&params, nullptr, &w->context_);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who, ": ucp_init"));
+
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  // One thread drives the worker; it is created and destroyed on another (never concurrently).
+  worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  st = ucp_worker_create(w->context_, &worker_params, &w->worker_);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who, ": ucp_worker_create"));
+
+  int worker_fd = -1;
+  st = ucp_worker_get_efd(w->worker_, &worker_fd);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who, ": ucp_worker_get_efd"));
+  BATON_ASSIGN_OR_RETURN(w->wake_, WakeFd::create());
+
+  w->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (w->epoll_fd_ < 0) return absl::InternalError(str_cat(who, ": epoll_create1: ", std::strerror(errno)));
+  for (int fd : {worker_fd, w->wake_->fd()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(w->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return absl::InternalError(str_cat(who, ": epoll_ctl: ", std::strerror(errno)));
+    }
+  }
+  return w;
+}
+
+UcxWorker::~UcxWorker() {
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+absl::StatusOr<ucp_mem_h> UcxWorker::map(const MemoryRegion& region) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = region.base;
+  params.length = region.bytes;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(context_, &params, &memh);
+  if (st != UCS_OK) {
+    return ucs_to_status(st, str_cat(who_, ": ucp_mem_map of pool ", region.name, " (", region.bytes, " bytes)"));
+  }
+  return memh;
+}
+
+void UcxWorker::unmap(ucp_mem_h memh) {
+  ucs_status_t st = ucp_mem_unmap(context_, memh);
+  if (st != UCS_OK) spdlog::warn("{}: ucp_mem_unmap: {}", who_, ucs_status_string(st));
+}
+
+absl::StatusOr<std::string> UcxWorker::address() const {
+  ucp_address_t* addr = nullptr;
+  std::size_t len = 0;
+  ucs_status_t st = ucp_worker_get_address(worker_, &addr, &len);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who_, ": ucp_worker_get_address"));
+  std::string out(reinterpret_cast<const char*>(addr), len);
+  ucp_worker_release_address(worker_, addr);
+  return out;
+}
+
+void UcxWorker::progress() {
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+}
+
+void UcxWorker::wait(std::optional<Deadline> until) {
+  ucs_status_t st = ucp_worker_arm(worker_);
+  if (st == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress first
+  if (st != UCS_OK) {
+    // Not expected with UCP_FEATURE_WAKEUP; sleeping without an armed fd could miss events, so
+    // fall through to a short bounded wait rather than a blind sleep.
+    spdlog::warn("{}: ucp_worker_arm: {}", who_, ucs_status_string(st));
+    until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  }
+  int timeout_ms = -1;
+  if (until) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - std::chrono::steady_clock::now());
+    timeout_ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+  epoll_event events[2];
+  int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd == wake_->fd()) wake_->drain();
+  }
+}
+
+}  // namespace baton::kv

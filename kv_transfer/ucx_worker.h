@@ -1,0 +1,82 @@
+// UcxWorker: one UCP context with its one worker, as the UCX transports use them — RMA (+ wake-up)
+// features, a worker driven by exactly one thread at a time, memory registration, and the wait
+// that sleeps until the worker has events, another thread calls wake(), or a deadline passes.
+//
+//   for (;;) { handle work; worker.progress(); worker.wait(deadline); }
+//
+// Internal to kv_transfer (it exposes UCX types). Must not: spin or sleep-poll while idle (wait()
+// blocks in epoll on the worker's event fd); be driven by two threads at once.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv_transfer/transport.h"
+
+namespace baton::kv {
+
+// An eventfd that wakes a UcxWorker::wait() from any thread; shared so that a producer that
+// outlives the worker can still signal it harmlessly.
+class WakeFd {
+ public:
+  static absl::StatusOr<std::shared_ptr<WakeFd>> create();
+  ~WakeFd();
+  WakeFd(const WakeFd&) = delete;
+  WakeFd& operator=(const WakeFd&) = delete;
+
+  void signal();  // any thread; cheap when a signal is already pending
+  void drain();   // the waiting thread, after it woke
+  int fd() const { return fd_; }
+
+ private:
+  explicit WakeFd(int fd) : fd_(fd) {}
+  int fd_;
+  std::atomic<bool> pending_{false};
+};
+
+// Maps a UCX status to an absl::Status: connection-level failures to UNAVAILABLE, timeouts to
+// DEADLINE_EXCEEDED, cancellation to CANCELLED, bad arguments to INVALID_ARGUMENT, else INTERNAL.
+absl::Status ucs_to_status(ucs_status_t status, std::string_view what);
+
+class UcxWorker {
+ public:
+  // `who` names the owner in errors ("ucx receiver", "ucx sender").
+  static absl::StatusOr<std::unique_ptr<UcxWorker>> create(std::string_view who);
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  const std::shared_ptr<WakeFd>& wake_fd() const { return wake_; }
+
+  // Registers a region for RMA (once per pool; deregistered with unmap()).
+  absl::StatusOr<ucp_mem_h> map(const MemoryRegion& region);
+  void unmap(ucp_mem_h memh);
+  // The worker's address, for a peer's ucp_ep_create.
+  absl::StatusOr<std::string> address() const;
+
+  // Calls ucp_worker_progress until it reports nothing more to do.
+  void progress();
+  // Sleeps until the worker has events, wake_fd() is signalled, or `until` (never when nullopt).
+  // Returns at once when the worker cannot be armed (events are pending: progress again).
+  void wait(std::optional<Deadline> until);
+
+ private:
+  UcxWorker() = default;
+  std::string who_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int epoll_fd_ = -1;
+  std::shared_ptr<WakeFd> wake_;
+};
+
+}  // namespace baton::kv
