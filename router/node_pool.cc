@@ -262,7 +262,7 @@ void NodePool::log_pair_changes() {
       if (s.ok()) {
         spdlog::info("router: {} and {} may now be paired", p->label(), d->label());
       } else {
-        spdlog::error("router: refusing to pair {}", std::string(s.message()));
+        spdlog::error("router: {}", std::string(s.message()));
       }
     }
   }
@@ -321,6 +321,9 @@ absl::StatusOr<ChosenNodes> NodePool::choose(const PlacementRequest& request, co
     if (n->kind() == NodeKind::kDecode) {
       ++configured_decodes;
       if (!n->usable_) unusable += str_cat(unusable.empty() ? "" : "; ", n->address(), ": ", n->problem_);
+      else if (excluded.contains(n->address())) {
+        unusable += str_cat(unusable.empty() ? "" : "; ", n->address(), ": failed this request already");
+      }
     }
     if (!n->usable_ || excluded.contains(n->address())) continue;
     (n->kind() == NodeKind::kDecode ? ds : ps).push_back(n);

@@ -113,6 +113,7 @@ class RequestRun {
 
 grpc::Status RequestRun::run() {
   std::set<std::string> excluded;
+  grpc::Status previous;
   for (int attempt = 1;; ++attempt) {
     PlacementRequest placement;
     placement.prompt_len = static_cast<std::int64_t>(prompt_.size());
@@ -122,8 +123,9 @@ grpc::Status RequestRun::run() {
     absl::StatusOr<ChosenNodes> chosen = pool_.choose(placement, excluded);
     if (!chosen.ok()) {
       if (attempt == 1) return to_grpc(chosen.status());
-      return grpc::Status(static_cast<grpc::StatusCode>(chosen.status().code()),
-                          str_cat("retry after a failure: ", chosen.status().message()));
+      // Nowhere to retry: the first failure is what the client needs to know.
+      return grpc::Status(previous.error_code(),
+                          str_cat(previous.error_message(), " (not retried: ", chosen.status().message(), ")"));
     }
     if (attempt == 1) {
       const auto& info = chosen->decode_info;
@@ -139,6 +141,7 @@ grpc::Status RequestRun::run() {
       spdlog::warn("router: request {} failed before its first token ({}); trying once more without {}", rid_,
                    outcome.status.error_message(), outcome.exclude);
       excluded.insert(outcome.exclude);
+      previous = outcome.status;
       continue;
     }
     return outcome.status;
@@ -245,6 +248,8 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
   out.add_token_ids(first.first_token());
   out.set_text(first.text());
   if (first.has_logprob()) *out.add_logprobs() = first.logprob();
+  tokens_sent_ = 1;
+  first_token_at_ = Clock::now();
   if (first.finished()) {
     // Nothing was committed: the reservation is the router's to free.
     stream.cancel();
@@ -252,8 +257,6 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
     out.set_finish_reason(first.finish_reason());
     if (first.has_stop_token()) out.set_stop_token(first.stop_token());
     if (first.has_stop_string()) out.set_stop_string(first.stop_string());
-    tokens_sent_ = 1;
-    first_token_at_ = Clock::now();
     fill_usage(out.mutable_usage(), nullptr);
     if (!write(out)) return stop(nullptr, nullptr, id);
     return {grpc::Status::OK};

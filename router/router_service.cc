@@ -188,6 +188,8 @@ absl::StatusOr<int> RouterService::start() {
   builder.RegisterService(baton_.get());
   builder.RegisterService(registry_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     server_.reset();
