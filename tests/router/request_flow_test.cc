@@ -1,14 +1,11 @@
 // router/request_flow through the real router service, against scripted prefill and decode nodes
 // (fake_nodes.h): the disaggregated path and its usage, local prefill and its counted fallbacks,
-// the one retry before the first token, errors that name the node, the Abort RPC, client
-// cancellation and validation before any node call.
+// the one retry before the first token, errors that name the node and validation before any node
+// call. Stopping requests: request_flow_stop_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "fake_nodes.h"
-#include "node_info_builders.h"
-#include "router/router_service.h"
-#include "router_client.h"
+#include "cluster.h"
 
 namespace baton::router {
 namespace {
@@ -16,55 +13,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::FakeDecodeNode;
-using testing::FakePrefillNode;
-using testing::node_info;
+using testing::Cluster;
+using testing::Router;
 using testing::token_request;
-using testing::with_load;
-
-class Cluster {
- public:
-  // One decode node and `num_prefill` prefill nodes (specs: {method, k} of D and of every P).
-  Cluster(int num_prefill, const std::string& d_method = "", int d_k = 0, const std::string& p_method = "",
-          int p_k = 0)
-      : decode(with_load(node_info("decode", d_method, d_k), 500)) {
-    for (int i = 0; i < num_prefill; ++i) {
-      prefills.push_back(std::make_unique<FakePrefillNode>(
-          with_load(node_info("prefill", p_method, p_k), 0, 0, 0, /*queued=*/i * 100),
-          std::map<std::string, FakeDecodeNode*>{{decode.address(), &decode}}));
-    }
-  }
-
-  RouterOptions options() const {
-    RouterOptions o;
-    o.decode_addresses = {decode.address()};
-    for (const auto& p : prefills) o.prefill_addresses.push_back(p->address());
-    o.poll_interval = std::chrono::minutes(1);  // the tests decide when nodes are polled
-    o.flow.commit_timeout = std::chrono::seconds(10);
-    return o;
-  }
-
-  FakeDecodeNode decode;
-  std::vector<std::unique_ptr<FakePrefillNode>> prefills;
-};
-
-struct Router {
-  explicit Router(const RouterOptions& options) : service(options) {
-    auto port = service.start();
-    EXPECT_TRUE(port.ok()) << port.status();
-    client = std::make_unique<testing::RouterClient>(*port);
-  }
-  ~Router() { service.shutdown(); }
-  RouterService service;
-  std::unique_ptr<testing::RouterClient> client;
-};
-
-bool usable(RouterService& router, const std::string& address) {
-  for (const auto& n : router.nodes().status()) {
-    if (n.address == address) return n.usable;
-  }
-  return false;
-}
+using testing::usable;
 
 TEST(RequestFlow, DisaggregatedStreamsPsFirstTokenThenDsTokensWithUsage) {
   Cluster cluster(1);
@@ -305,120 +257,6 @@ TEST(RequestFlow, ValidationHappensBeforeAnyNodeCall) {
   EXPECT_THAT(too_long.status.error_message(), HasSubstr("exceeds max_model_len 2048"));
   EXPECT_TRUE(cluster.decode.log.calls().empty());
   EXPECT_TRUE(cluster.prefills[0]->log.calls().empty());
-}
-
-// Reads a Generate stream up to its `n`th message.
-class OpenStream {
- public:
-  OpenStream(testing::RouterClient& client, const baton::v1::GenerateRequest& request)
-      : reader_(client.stub().Generate(&context, request)) {}
-  bool read(int n) {
-    for (int i = 0; i < n; ++i) {
-      baton::v1::GenerateResponse m;
-      if (!reader_->Read(&m)) return false;
-      result.messages.push_back(m);
-    }
-    return true;
-  }
-  testing::GenerateResult finish() {
-    baton::v1::GenerateResponse m;
-    while (reader_->Read(&m)) result.messages.push_back(m);
-    result.status = reader_->Finish();
-    return result;
-  }
-  grpc::ClientContext context;
-  testing::GenerateResult result;
-
- private:
-  std::unique_ptr<grpc::ClientReader<baton::v1::GenerateResponse>> reader_;
-};
-
-bool abort_rpc(testing::RouterClient& client, const std::string& id) {
-  grpc::ClientContext context;
-  baton::v1::AbortRequest abort;
-  abort.set_request_id(id);
-  baton::v1::AbortResponse response;
-  EXPECT_TRUE(client.stub().Abort(&context, abort, &response).ok());
-  return response.found();
-}
-
-TEST(RequestFlow, AbortRpcEndsTheStreamAndAbortsOnTheDecodeNodeOnce) {
-  Cluster cluster(1);
-  cluster.decode.hold_after_messages = true;
-  Router router(cluster.options());
-  auto request = token_request({5, 6, 7});
-  request.set_request_id("abort-me");
-  OpenStream stream(*router.client, request);
-  ASSERT_TRUE(stream.read(2));  // P's first token and D's first message: D holds the stream open
-  EXPECT_TRUE(abort_rpc(*router.client, "abort-me"));
-  auto result = stream.finish();
-  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
-  // Whatever D had sent before the abort reached the router still arrives, then the last message.
-  const auto ids = result.token_ids();
-  ASSERT_GE(ids.size(), 2u);
-  EXPECT_THAT(std::vector<std::int32_t>(ids.begin(), ids.begin() + 2), ElementsAre(10, 11));
-  EXPECT_EQ(result.last().finish_reason(), baton::v1::FINISH_REASON_ABORT);
-  EXPECT_THAT(result.last().error(), HasSubstr("Abort RPC"));
-  EXPECT_EQ(result.last().usage().completion_tokens(), static_cast<std::int32_t>(ids.size()));
-  EXPECT_EQ(cluster.decode.log.count("Abort abort-me.1"), 1);
-  EXPECT_TRUE(cluster.decode.log.wait_for("Cancelled abort-me.1"));
-  EXPECT_EQ(cluster.prefills[0]->log.count("Abort abort-me.1"), 0);  // P was done with it
-  EXPECT_EQ(router.service.stats().requests_aborted.load(), 1);
-  EXPECT_EQ(router.service.running_requests(), 0u);
-  EXPECT_FALSE(abort_rpc(*router.client, "abort-me"));
-  EXPECT_TRUE(usable(router.service, cluster.decode.address()));
-}
-
-TEST(RequestFlow, AbortRpcDuringPrefillAbortsOnBothNodes) {
-  Cluster cluster(1);
-  cluster.prefills[0]->hold = true;
-  Router router(cluster.options());
-  auto request = token_request({5, 6, 7});
-  request.set_request_id("early");
-  OpenStream stream(*router.client, request);
-  ASSERT_TRUE(cluster.prefills[0]->log.wait_for("Prefill early.1 3"));
-  EXPECT_TRUE(abort_rpc(*router.client, "early"));
-  auto result = stream.finish();
-  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
-  ASSERT_EQ(result.messages.size(), 1u);
-  EXPECT_EQ(result.last().finish_reason(), baton::v1::FINISH_REASON_ABORT);
-  EXPECT_EQ(result.last().usage().completion_tokens(), 0);
-  EXPECT_TRUE(cluster.prefills[0]->log.wait_for("Cancelled early.1"));
-  EXPECT_EQ(cluster.prefills[0]->log.count("Abort early.1"), 1);
-  EXPECT_EQ(cluster.decode.log.count("Abort early.1"), 1);
-  EXPECT_EQ(router.service.stats().retries.load(), 0);
-  EXPECT_TRUE(usable(router.service, cluster.prefills[0]->address()));
-}
-
-TEST(RequestFlow, ClientCancellationAbortsOnTheDecodeNode) {
-  Cluster cluster(1);
-  cluster.decode.hold_after_messages = true;
-  Router router(cluster.options());
-  auto request = token_request({5, 6, 7});
-  request.set_request_id("gone");
-  OpenStream stream(*router.client, request);
-  ASSERT_TRUE(stream.read(2));
-  stream.context.TryCancel();
-  EXPECT_EQ(stream.finish().status.error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(cluster.decode.log.wait_for("Abort gone.1"));
-  EXPECT_TRUE(cluster.decode.log.wait_for("Cancelled gone.1"));
-  EXPECT_EQ(cluster.decode.log.count("Abort gone.1"), 1);
-  EXPECT_TRUE(usable(router.service, cluster.decode.address()));  // the client left; the node is fine
-}
-
-TEST(RequestFlow, RequestDeadlineStopsAHungStream) {
-  Cluster cluster(1);
-  cluster.decode.hold_after_messages = true;
-  auto options = cluster.options();
-  options.flow.request_timeout = std::chrono::milliseconds(300);
-  Router router(options);
-  auto request = token_request({5, 6, 7});
-  request.set_request_id("slow");
-  auto result = router.client->generate(request);
-  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_THAT(result.status.error_message(), HasSubstr("--request-timeout-ms (300 ms)"));
-  EXPECT_TRUE(cluster.decode.log.wait_for("Abort slow.1"));
-  EXPECT_TRUE(usable(router.service, cluster.decode.address()));
 }
 
 }  // namespace
