@@ -112,12 +112,12 @@ int generate_main(int argc, char** argv) {
   auto flags = parse_flags(kFlags, argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "baton generate: %s\n\n%s", std::string(flags.status().message()).c_str(),
-                 usage("generate", kSynopsis, kFlags).c_str());
+                 usage("baton generate", kSynopsis, kFlags).c_str());
     return 2;
   }
   const ParsedFlags& f = *flags;
   if (f.has("help")) {
-    std::printf("%s", usage("generate", kSynopsis, kFlags).c_str());
+    std::printf("%s", usage("baton generate", kSynopsis, kFlags).c_str());
     return 0;
   }
   const int prompt_sources = (f.has("prompt") ? 1 : 0) + (f.has("prompt-tokens") ? 1 : 0) + (f.has("chat") ? 1 : 0) +
@@ -126,7 +126,7 @@ int generate_main(int argc, char** argv) {
     std::fprintf(stderr,
                  "baton generate: give --model (or --endpoint) and exactly one of --prompt / --chat / --prompt-tokens / "
                  "--prompts-file\n\n%s",
-                 usage("generate", kSynopsis, kFlags).c_str());
+                 usage("baton generate", kSynopsis, kFlags).c_str());
     return 2;
   }
   if (auto s = init_logging(f.get("log-level").value_or("warn")); !s.ok()) return fail(s);

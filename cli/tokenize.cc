@@ -70,17 +70,17 @@ int tokenize_main(int argc, char** argv) {
   auto flags = parse_flags(tokenize_flags(), argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "baton tokenize: %s\n\n%s", std::string(flags.status().message()).c_str(),
-                 usage("tokenize", kSynopsis, tokenize_flags()).c_str());
+                 usage("baton tokenize", kSynopsis, tokenize_flags()).c_str());
     return 2;
   }
   if (flags->has("help")) {
-    std::printf("%s", usage("tokenize", kSynopsis, tokenize_flags()).c_str());
+    std::printf("%s", usage("baton tokenize", kSynopsis, tokenize_flags()).c_str());
     return 0;
   }
   auto model = flags->get("model");
   if (!model) {
     std::fprintf(stderr, "baton tokenize: --model DIR is required\n\n%s",
-                 usage("tokenize", kSynopsis, tokenize_flags()).c_str());
+                 usage("baton tokenize", kSynopsis, tokenize_flags()).c_str());
     return 2;
   }
   if (flags->has("skip-special-tokens") && !flags->has("decode")) {

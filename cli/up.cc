@@ -95,11 +95,11 @@ int up_main(int argc, char** argv) {
   auto parsed = parse_flags(up_flags(), argc, argv);
   if (!parsed.ok()) {
     std::fprintf(stderr, "baton up: %s\n\n%s", std::string(parsed.status().message()).c_str(),
-                 usage("up", kSynopsis, up_flags()).c_str());
+                 usage("baton up", kSynopsis, up_flags()).c_str());
     return 2;
   }
   if (parsed->has("help")) {
-    std::printf("%s", usage("up", kSynopsis, up_flags()).c_str());
+    std::printf("%s", usage("baton up", kSynopsis, up_flags()).c_str());
     return 0;
   }
   auto options = options_from_flags(*parsed);

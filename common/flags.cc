@@ -10,6 +10,12 @@ namespace baton {
 std::optional<std::string> ParsedFlags::get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedFlags::get_all(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return {};
   return it->second;
 }
 
@@ -60,13 +66,13 @@ absl::StatusOr<ParsedFlags> parse_flags(const std::vector<FlagSpec>& specs, int 
       if (i + 1 >= argc) return absl::InvalidArgumentError(str_cat("--", name, " needs a value (", spec->value_name, ")"));
       value = argv[++i];
     }
-    out.values_[name] = *value;
+    out.values_[name].push_back(*value);
   }
   return out;
 }
 
-std::string usage(const std::string& command, const std::string& synopsis, const std::vector<FlagSpec>& specs) {
-  std::string s = str_cat("usage: baton ", command, " ", synopsis, "\n\nflags:\n");
+std::string usage(const std::string& program, const std::string& synopsis, const std::vector<FlagSpec>& specs) {
+  std::string s = str_cat("usage: ", program, " ", synopsis, "\n\nflags:\n");
   for (const auto& f : specs) {
     std::string left = str_cat("  --", f.name, f.value_name.empty() ? "" : " " + f.value_name);
     if (left.size() < 28) left.resize(28, ' ');

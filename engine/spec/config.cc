@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/pd_rule.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -175,48 +176,24 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
 }
 
+namespace {
+
+SpeculationSetting setting_of(const SpeculativeConfig& c) {
+  return {std::string(spec_method_name(c.method)), c.num_speculative_tokens};
+}
+
+}  // namespace
+
+// The rule itself lives in common/pd_rule so that the router applies it without the engine.
 absl::Status validate_for_role(const std::optional<SpeculativeConfig>& c, NodeRole role, bool model_has_recurrent_layers) {
-  if (role == NodeRole::kColocated) return absl::OkStatus();
-  const std::string kind = model_has_recurrent_layers ? "a hybrid model with recurrent layers" : "an attention-only model";
-  if (!c) return absl::OkStatus();  // no speculation on this node; pairing is checked by pd_compatible()
-  const std::int32_t k = c->num_speculative_tokens;
-  if (role == NodeRole::kPrefill && !model_has_recurrent_layers && k != 1) {
-    return key_error("num_speculative_tokens",
-                     str_cat("is ", k, " on a prefill node serving ", kind, "; the P/D rule requires 1 there "
-                             "(prefill makes one draft token; decode nodes use k >= 1)",
-                             c->method == SpecMethod::kMtp ? " — for MTP an unset value means one per MTP layer" : ""));
-  }
-  if (k < 1) {
-    return key_error("num_speculative_tokens", str_cat("is ", k, " on a ", node_role_name(role), " node serving ", kind,
-                                                       "; the P/D rule requires k >= 1 (or no speculative_config)"));
-  }
-  return absl::OkStatus();
+  if (role == NodeRole::kColocated || !c) return absl::OkStatus();
+  return check_pd_rule_for_node(role == NodeRole::kPrefill ? PdRole::kPrefill : PdRole::kDecode, setting_of(*c),
+                                PdModel{"", model_has_recurrent_layers});
 }
 
 absl::Status pd_compatible(const SpeculativeConfig& prefill, const SpeculativeConfig& decode,
                            bool model_has_recurrent_layers) {
-  if (prefill.method != decode.method) {
-    return absl::FailedPreconditionError(str_cat("P/D rule: prefill uses method ", spec_method_name(prefill.method),
-                                                 " but decode uses ", spec_method_name(decode.method)));
-  }
-  if (model_has_recurrent_layers) {
-    if (prefill.num_speculative_tokens != decode.num_speculative_tokens || decode.num_speculative_tokens < 1) {
-      return absl::FailedPreconditionError(str_cat(
-          "P/D rule: this model has recurrent layers, so prefill and decode must use the same num_speculative_tokens "
-          "(the recurrent-state cache holds 1 + k slots and the handed-over state is located by k); prefill has ",
-          prefill.num_speculative_tokens, ", decode has ", decode.num_speculative_tokens));
-    }
-    return absl::OkStatus();
-  }
-  if (prefill.num_speculative_tokens != 1) {
-    return absl::FailedPreconditionError(str_cat("P/D rule: the prefill node runs num_speculative_tokens = ",
-                                                 prefill.num_speculative_tokens, ", but prefill must use 1"));
-  }
-  if (decode.num_speculative_tokens < 1) {
-    return absl::FailedPreconditionError(str_cat("P/D rule: the decode node runs num_speculative_tokens = ",
-                                                 decode.num_speculative_tokens, ", but decode must use >= 1"));
-  }
-  return absl::OkStatus();
+  return check_pd_pairing(setting_of(prefill), setting_of(decode), PdModel{"", model_has_recurrent_layers});
 }
 
 }  // namespace baton

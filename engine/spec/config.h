@@ -3,7 +3,8 @@
 //
 // Unknown keys and bad values are errors naming the key. The P/D rule: a prefill node runs with
 // num_speculative_tokens = 1, a decode node with >= 1, and for models with recurrent layers both
-// must be equal (checked by the router when it pairs nodes, via pd_compatible()).
+// must be equal (checked by the router when it pairs nodes). The rule itself is common/pd_rule.h;
+// validate_for_role() and pd_compatible() apply it to a parsed config.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,121 @@
+// baton-router: parses flags, starts RouterService, prints the bound address, and serves until
+// SIGINT or SIGTERM. Logic lives in the baton_router library.
+#include <signal.h>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "router/router_service.h"
+
+namespace {
+
+using baton::FlagSpec;
+
+const std::vector<FlagSpec> kFlags = {
+    {"port", "P", "port to serve on (0 = pick a free one; default 0); the bound address is printed"},
+    {"host", "HOST", "address to listen on (default 127.0.0.1)"},
+    {"model", "DIR", "model directory, for its tokenizer files only (without them: token-id mode)"},
+    {"prefill", "HOST:PORT", "a prefill node (repeat the flag or separate with commas)"},
+    {"decode", "HOST:PORT", "a decode node (repeat the flag or separate with commas)"},
+    {"local-prefill-max-tokens", "N", "prompts of at most N tokens prefill on the decode node (default 0: always "
+                                      "disaggregate when a prefill node pairs)"},
+    {"no-local-fallback", "", "never prefill on a decode node because no prefill node can be used: fail instead "
+                              "(UNAVAILABLE, or FAILED_PRECONDITION when the P/D rule refuses every pair)"},
+    {"poll-interval-ms", "MS", "how often each node's health and Info are polled (default 500)"},
+    {"node-timeout-ms", "MS", "deadline of each node control call: Check, Info, Reserve (default 5000)"},
+    {"prefill-timeout-ms", "MS", "deadline of one Prefill call (default 60000)"},
+    {"commit-timeout-ms", "MS", "how long a decode node waits for the prefill node's commit (default 60000)"},
+    {"request-timeout-ms", "MS", "deadline of a whole request (default 600000)"},
+    {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
+    {"help", "", "show this help"},
+};
+
+constexpr const char* kSynopsis = "--decode HOST:PORT [--prefill HOST:PORT] [--model DIR] [flags]";
+
+std::vector<std::string> addresses(const baton::ParsedFlags& f, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& v : f.get_all(name)) {
+    for (absl::string_view a : absl::StrSplit(v, ',', absl::SkipWhitespace())) out.emplace_back(a);
+  }
+  return out;
+}
+
+absl::Status read_ms(const baton::ParsedFlags& f, const std::string& name, std::chrono::milliseconds* out) {
+  BATON_ASSIGN_OR_RETURN(auto v, f.get_int(name));
+  if (!v) return absl::OkStatus();
+  if (*v <= 0) return absl::InvalidArgumentError(baton::str_cat("--", name, " must be positive, got ", *v));
+  *out = std::chrono::milliseconds(*v);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::ParsedFlags& f) {
+  baton::router::RouterOptions o;
+  BATON_ASSIGN_OR_RETURN(auto port, f.get_int("port"));
+  if (port) {
+    if (*port < 0 || *port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+    o.port = static_cast<int>(*port);
+  }
+  if (auto host = f.get("host")) o.host = *host;
+  if (auto model = f.get("model")) o.model_dir = *model;
+  o.prefill_addresses = addresses(f, "prefill");
+  o.decode_addresses = addresses(f, "decode");
+  BATON_ASSIGN_OR_RETURN(auto local_max, f.get_int("local-prefill-max-tokens"));
+  if (local_max) {
+    if (*local_max < 0) return absl::InvalidArgumentError("--local-prefill-max-tokens must be >= 0");
+    o.flow.local_prefill_max_tokens = *local_max;
+  }
+  o.flow.local_fallback = !f.has("no-local-fallback");
+  BATON_RETURN_IF_ERROR(read_ms(f, "poll-interval-ms", &o.poll_interval));
+  BATON_RETURN_IF_ERROR(read_ms(f, "node-timeout-ms", &o.flow.node_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "prefill-timeout-ms", &o.flow.prefill_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "commit-timeout-ms", &o.flow.commit_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "request-timeout-ms", &o.flow.request_timeout));
+  return o;
+}
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "baton-router: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto flags = baton::parse_flags(kFlags, argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "baton-router: %s\n\n%s", std::string(flags.status().message()).c_str(),
+                 baton::usage("baton-router", kSynopsis, kFlags).c_str());
+    return 2;
+  }
+  if (flags->has("help")) {
+    std::printf("%s", baton::usage("baton-router", kSynopsis, kFlags).c_str());
+    return 0;
+  }
+  if (auto s = baton::init_logging(flags->get("log-level").value_or("info")); !s.ok()) return fail(s);
+  auto options = options_from_flags(*flags);
+  if (!options.ok()) return fail(options.status());
+
+  // Signals are taken by sigwait below, never by a handler on some gRPC thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  baton::router::RouterService router(std::move(*options));
+  auto port = router.start();
+  if (!port.ok()) return fail(port.status());
+  // The same "ready on" line as the nodes print: `baton up` and scripts wait for it.
+  std::printf("baton-router ready on %s\n", router.address().c_str());
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("router: {} received, shutting down", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  router.shutdown();
+  return 0;
+}

@@ -1,0 +1,61 @@
+// One request's calls to nodes, made the same way every time: each with a deadline (never past the
+// request's own), the client's cancellation propagated (ClientContext::FromServerContext) and the
+// call registered with the request's RequestControl so the Abort RPC wakes it; failures named
+// after the node ("decode node 10.0.0.2:5001: ...", the node's code kept) and reported to the pool
+// (UNAVAILABLE / DEADLINE_EXCEEDED mark the node unusable); best-effort Release and Abort with a
+// short deadline, each sent at most once per node and node-call id (no abort storms).
+//
+// Thread-safety: one request's thread. Must not: decide what to call next (request_flow.h does).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "grpcpp/client_context.h"
+#include "grpcpp/server_context.h"
+#include "router/node_pool.h"
+#include "router/router_stats.h"
+#include "router/running_requests.h"
+
+namespace baton::router {
+
+class NodeCalls {
+ public:
+  // server: the client's call, whose cancellation (and deadline) node calls inherit; null in tests
+  // that drive a flow without a server.
+  NodeCalls(NodePool& pool, RouterStats& stats, RequestControl& control, const grpc::ServerContextBase* server,
+            Clock::time_point request_deadline, std::chrono::milliseconds abort_timeout);
+
+  // A context whose deadline is min(now + timeout, the request's deadline).
+  std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds timeout) const;
+  std::unique_ptr<grpc::ClientContext> context_until_request_deadline() const;
+
+  // Why the request stopped, when it did: the Abort RPC, the client going away, or its deadline.
+  bool aborted_by_rpc() const { return control_.cancelled(); }
+  bool client_gone() const { return server_ != nullptr && server_->IsCancelled(); }
+  bool request_deadline_passed() const { return Clock::now() >= request_deadline_; }
+  bool stopped() const { return aborted_by_rpc() || client_gone() || request_deadline_passed(); }
+
+  // A failed call: reports it to the pool unless the request itself stopped (its deadline, the
+  // client, an abort), and returns the status for the client with the node named.
+  grpc::Status failed(const Node& node, const grpc::Status& status);
+
+  // Best effort, short deadline, not tied to the client's call (which may be gone).
+  void release(Node& decode, const std::string& node_request_id);
+  void abort(Node& node, const std::string& node_request_id);
+
+  RequestControl& control() { return control_; }
+
+ private:
+  NodePool& pool_;
+  RouterStats& stats_;
+  RequestControl& control_;
+  const grpc::ServerContextBase* server_;
+  const Clock::time_point request_deadline_;
+  const std::chrono::milliseconds abort_timeout_;
+  std::set<std::string> aborted_;  // "address|id"
+};
+
+}  // namespace baton::router

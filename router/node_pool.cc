@@ -1,0 +1,363 @@
+#include "router/node_pool.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "spdlog/spdlog.h"
+
+namespace baton::router {
+
+using baton::node::v1::InfoRequest;
+using baton::node::v1::NodeInfo;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+namespace {
+
+std::string describe(const grpc::Status& s) { return str_cat(grpc_code_name(s.error_code()), ": ", s.error_message()); }
+
+// gRPC deadlines take system_clock time points.
+std::chrono::system_clock::time_point deadline_in(std::chrono::milliseconds d) {
+  return std::chrono::system_clock::now() + d;
+}
+
+}  // namespace
+
+std::string grpc_code_name(grpc::StatusCode code) {
+  static constexpr const char* kNames[] = {
+      "OK",           "CANCELLED",     "UNKNOWN",           "INVALID_ARGUMENT",    "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+      "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",         "DATA_LOSS",         "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  if (i >= 0 && i < static_cast<int>(std::size(kNames))) return kNames[i];
+  return str_cat("code ", i);
+}
+
+// ---- Node -------------------------------------------------------------------------------------
+
+Node::Node(NodeKind kind, std::string address) : kind_(kind), address_(std::move(address)) {
+  grpc::ChannelArguments args;
+  // A node that restarts must be found again within about a poll interval, not after gRPC's
+  // default reconnect backoff (up to two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  if (kind_ == NodeKind::kPrefill) prefill_ = baton::node::v1::PrefillNode::NewStub(channel_);
+  else decode_ = baton::node::v1::DecodeNode::NewStub(channel_);
+  health_ = grpc::health::v1::Health::NewStub(channel_);
+}
+
+baton::node::v1::PrefillNode::Stub& Node::prefill() const {
+  BATON_CHECK(prefill_ != nullptr, address_, " is not a prefill node");
+  return *prefill_;
+}
+
+baton::node::v1::DecodeNode::Stub& Node::decode() const {
+  BATON_CHECK(decode_ != nullptr, address_, " is not a decode node");
+  return *decode_;
+}
+
+// ---- NodeClaim --------------------------------------------------------------------------------
+
+NodeClaim& NodeClaim::operator=(NodeClaim&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = std::exchange(other.pool_, nullptr);
+    node_ = std::move(other.node_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void NodeClaim::reset() {
+  if (pool_ != nullptr && node_) pool_->release_claim(*node_, id_);
+  pool_ = nullptr;
+  node_.reset();
+}
+
+// ---- NodePool ---------------------------------------------------------------------------------
+
+struct NodePool::Round {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t left = 0;
+  void done() {
+    std::lock_guard lock(mu);
+    if (--left == 0) cv.notify_all();
+  }
+};
+
+struct NodePool::PollCall {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<Round> round;
+  Clock::time_point started;
+  grpc::ClientContext health_context;
+  HealthCheckRequest health_request;
+  HealthCheckResponse health_response;
+  grpc::ClientContext info_context;
+  InfoRequest info_request;
+  NodeInfo info;
+};
+
+NodePool::NodePool(NodePoolOptions options) : options_(std::move(options)) {
+  for (const auto& a : options_.prefill_addresses) (void)add(NodeKind::kPrefill, a);
+  for (const auto& a : options_.decode_addresses) (void)add(NodeKind::kDecode, a);
+}
+
+NodePool::~NodePool() { stop(); }
+
+void NodePool::start() {
+  poll_once();
+  std::lock_guard lock(mu_);
+  if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
+}
+
+void NodePool::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodePool::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, options_.poll_interval, [this] { return stopping_ || wake_; });
+    wake_ = false;
+    if (stopping_) break;
+    lock.unlock();
+    poll_once();
+    lock.lock();
+  }
+}
+
+void NodePool::poll_soon() {
+  {
+    std::lock_guard lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+absl::Status NodePool::add(NodeKind kind, const std::string& address) {
+  if (address.empty()) return absl::InvalidArgumentError("node address is empty (expected HOST:PORT)");
+  std::lock_guard lock(mu_);
+  if (find_locked(kind, address)) return absl::OkStatus();
+  nodes_.push_back(std::make_shared<Node>(kind, address));
+  spdlog::info("router: added {}", nodes_.back()->label());
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Node> NodePool::find_locked(NodeKind kind, const std::string& address) const {
+  for (const auto& n : nodes_) {
+    if (n->kind() == kind && n->address() == address) return n;
+  }
+  return nullptr;
+}
+
+void NodePool::poll_once() {
+  std::vector<std::shared_ptr<Node>> nodes;
+  {
+    std::lock_guard lock(mu_);
+    nodes = nodes_;
+  }
+  if (!nodes.empty()) {
+    auto round = std::make_shared<Round>();
+    round->left = nodes.size();
+    for (const auto& n : nodes) poll_async(n, round);
+    std::unique_lock lock(round->mu);
+    round->cv.wait(lock, [&] { return round->left == 0; });
+  }
+  log_pair_changes();
+}
+
+// Check, then Info, each with the node timeout as its deadline; callbacks never block.
+void NodePool::poll_async(const std::shared_ptr<Node>& node, const std::shared_ptr<Round>& round) {
+  auto call = std::make_shared<PollCall>();
+  call->node = node;
+  call->round = round;
+  call->started = Clock::now();
+  call->health_context.set_deadline(deadline_in(options_.node_timeout));
+  node->health().async()->Check(
+      &call->health_context, &call->health_request, &call->health_response, [this, call](grpc::Status s) {
+        Node& n = *call->node;
+        if (!s.ok() || call->health_response.status() != HealthCheckResponse::SERVING) {
+          record_poll(n, call->started,
+                      s.ok() ? str_cat("health check says ",
+                                       HealthCheckResponse::ServingStatus_Name(call->health_response.status()))
+                             : str_cat("health check failed: ", describe(s)),
+                      nullptr);
+          call->round->done();
+          return;
+        }
+        call->info_context.set_deadline(deadline_in(options_.node_timeout));
+        auto on_info = [this, call](grpc::Status info_status) {
+          if (info_status.ok()) {
+            record_poll(*call->node, call->started, "", &call->info);
+          } else {
+            record_poll(*call->node, call->started, str_cat("Info failed: ", describe(info_status)), nullptr);
+          }
+          call->round->done();
+        };
+        if (n.kind() == NodeKind::kPrefill) {
+          n.prefill().async()->Info(&call->info_context, &call->info_request, &call->info, on_info);
+        } else {
+          n.decode().async()->Info(&call->info_context, &call->info_request, &call->info, on_info);
+        }
+      });
+}
+
+void NodePool::record_poll(Node& node, Clock::time_point started, const std::string& poll_problem,
+                           const NodeInfo* info) {
+  std::string problem = poll_problem;
+  if (problem.empty() && info != nullptr) {
+    if (absl::Status s = check_node(node.kind(), node.address(), *info); !s.ok()) problem = std::string(s.message());
+  }
+  std::lock_guard lock(mu_);
+  if (info != nullptr) {
+    if (node.info_ && node.info_->instance_id() != info->instance_id()) {
+      spdlog::info("router: {} restarted (instance_id {} -> {})", node.label(), node.info_->instance_id(),
+                   info->instance_id());
+    }
+    node.info_ = *info;
+    node.info_asked_at_ = started;
+  }
+  // A poll that began before a request-path failure does not overrule it.
+  if (problem.empty() && started < node.failed_at_) return;
+  const bool usable = problem.empty();
+  if (usable != node.usable_ || (!usable && problem != node.problem_)) {
+    if (usable) {
+      spdlog::info("router: {} is usable ({}, role {}, speculation {})", node.label(), node.info_->model_name(),
+                   node.info_->role(),
+                   node.info_->speculative_method().empty()
+                       ? std::string("none")
+                       : str_cat(node.info_->speculative_method(), " k=", node.info_->num_speculative_tokens()));
+    } else {
+      spdlog::warn("router: {} is not usable: {}", node.label(), problem);
+    }
+  }
+  node.usable_ = usable;
+  node.problem_ = problem;
+}
+
+void NodePool::log_pair_changes() {
+  std::lock_guard lock(mu_);
+  std::map<std::string, std::string> now;
+  for (const auto& p : nodes_) {
+    if (p->kind() != NodeKind::kPrefill || !p->usable_) continue;
+    for (const auto& d : nodes_) {
+      if (d->kind() != NodeKind::kDecode || !d->usable_) continue;
+      const std::string key = str_cat(p->address(), "|", d->address());
+      absl::Status s = check_pair(p->address(), *p->info_, d->address(), *d->info_);
+      now[key] = s.ok() ? "" : std::string(s.message());
+      auto before = pair_refusals_.find(key);
+      const bool changed = before == pair_refusals_.end() ? !s.ok() : before->second != now[key];
+      if (!changed) continue;
+      if (s.ok()) {
+        spdlog::info("router: {} and {} may now be paired", p->label(), d->label());
+      } else {
+        spdlog::error("router: {}", std::string(s.message()));
+      }
+    }
+  }
+  pair_refusals_ = std::move(now);
+}
+
+void NodePool::report_failure(const Node& node, const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return;
+  }
+  std::lock_guard lock(mu_);
+  auto n = find_locked(node.kind(), node.address());
+  if (!n) return;
+  n->failed_at_ = Clock::now();
+  const std::string problem = str_cat("a request-path call failed: ", describe(status));
+  if (n->usable_) spdlog::warn("router: {} is not usable: {}", n->label(), problem);
+  n->usable_ = false;
+  n->problem_ = problem;
+}
+
+NodeView NodePool::view_locked(const Node& node) const {
+  NodeView v;
+  v.address = node.address();
+  v.info = &*node.info_;
+  for (const auto& [id, c] : node.claims_) {
+    if (c.at < node.info_asked_at_) continue;  // the node's Info already counts it
+    v.reserved_blocks += c.blocks;
+    v.queued_tokens += c.tokens;
+    ++v.requests;
+  }
+  return v;
+}
+
+NodeClaim NodePool::claim_locked(const std::shared_ptr<Node>& node, std::int64_t blocks, std::int64_t tokens) {
+  NodeClaim claim;
+  claim.pool_ = this;
+  claim.node_ = node;
+  claim.id_ = next_claim_++;
+  node->claims_[claim.id_] = Node::Claim{blocks, tokens, Clock::now()};
+  return claim;
+}
+
+void NodePool::release_claim(Node& node, std::uint64_t id) {
+  std::lock_guard lock(mu_);
+  node.claims_.erase(id);
+}
+
+absl::StatusOr<ChosenNodes> NodePool::choose(const PlacementRequest& request, const std::set<std::string>& excluded) {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Node>> ds, ps;
+  std::vector<NodeView> dv, pv;
+  std::string unusable;
+  int configured_decodes = 0;
+  for (const auto& n : nodes_) {
+    if (n->kind() == NodeKind::kDecode) {
+      ++configured_decodes;
+      if (!n->usable_) unusable += str_cat(unusable.empty() ? "" : "; ", n->address(), ": ", n->problem_);
+      else if (excluded.contains(n->address())) {
+        unusable += str_cat(unusable.empty() ? "" : "; ", n->address(), ": failed this request already");
+      }
+    }
+    if (!n->usable_ || excluded.contains(n->address())) continue;
+    (n->kind() == NodeKind::kDecode ? ds : ps).push_back(n);
+    (n->kind() == NodeKind::kDecode ? dv : pv).push_back(view_locked(*n));
+  }
+  absl::StatusOr<Placement> placed = place(dv, pv, request);
+  if (!placed.ok()) {
+    if (placed.status().code() == absl::StatusCode::kUnavailable && ds.empty()) {
+      return absl::UnavailableError(
+          configured_decodes == 0
+              ? "no decode node: start the router with --decode HOST:PORT or let decode nodes register"
+              : str_cat("no usable decode node (", configured_decodes, " known: ", unusable, ")"));
+    }
+    return placed.status();
+  }
+  ChosenNodes out;
+  out.site = placed->site;
+  out.refusal = placed->refusal;
+  out.decode = ds[placed->decode];
+  out.decode_info = *out.decode->info_;
+  out.decode_claim = claim_locked(out.decode, blocks_for_prompt(out.decode_info, request.prompt_len), 0);
+  if (placed->prefill >= 0) {
+    out.prefill = ps[placed->prefill];
+    out.prefill_info = *out.prefill->info_;
+    out.prefill_claim = claim_locked(out.prefill, 0, request.prompt_len);
+  }
+  return out;
+}
+
+std::vector<NodeStatus> NodePool::status() const {
+  std::lock_guard lock(mu_);
+  std::vector<NodeStatus> out;
+  for (const auto& n : nodes_) out.push_back({n->kind(), n->address(), n->usable_, n->usable_ ? "" : n->problem_, n->info_});
+  return out;
+}
+
+}  // namespace baton::router

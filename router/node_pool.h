@@ -1,0 +1,173 @@
+// The nodes the router knows: those given on the command line and those that registered. For each,
+// one gRPC channel and its stubs (reused by every request), and what the router last learned:
+// grpc.health.v1 Check + Info, polled on a background thread with deadlines. A node is usable when
+// Check says SERVING, Info answers and pairing.h's check_node() accepts it. A request-path call
+// that fails with UNAVAILABLE or DEADLINE_EXCEEDED marks its node unusable at once (report_failure);
+// the next poll that starts after that may restore it.
+//
+// choose() places one request (placement.h) and returns claims that make later choices see the
+// blocks and prompt tokens sent to a node until that node's next Info shows them.
+//
+// Every change of a node's usability and every refused (P, D) pair is logged once per change.
+// Thread-safety: all methods may be called from any thread. Must not: make request-path calls or
+// decide anything about a request beyond where it runs.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "baton/v1/node.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "router/pairing.h"
+#include "router/placement.h"
+
+namespace baton::router {
+
+using Clock = std::chrono::steady_clock;
+
+// "DEADLINE_EXCEEDED" etc., for messages.
+std::string grpc_code_name(grpc::StatusCode code);
+
+class NodePool;
+
+// One node: its address, what the router talks to it as, and a channel with stubs. The state
+// below the stubs belongs to the pool (guarded by its mutex).
+class Node {
+ public:
+  Node(NodeKind kind, std::string address);
+  NodeKind kind() const { return kind_; }
+  const std::string& address() const { return address_; }
+  std::string label() const { return node_label(kind_, address_); }
+  baton::node::v1::PrefillNode::Stub& prefill() const;  // kind() == kPrefill
+  baton::node::v1::DecodeNode::Stub& decode() const;    // kind() == kDecode
+  grpc::health::v1::Health::Stub& health() const { return *health_; }
+
+ private:
+  friend class NodePool;
+  struct Claim {
+    std::int64_t blocks = 0;
+    std::int64_t tokens = 0;
+    Clock::time_point at;
+  };
+
+  const NodeKind kind_;
+  const std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<baton::node::v1::PrefillNode::Stub> prefill_;
+  std::unique_ptr<baton::node::v1::DecodeNode::Stub> decode_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+
+  // Guarded by NodePool::mu_.
+  bool usable_ = false;
+  std::string problem_ = "not polled yet";
+  std::optional<baton::node::v1::NodeInfo> info_;
+  Clock::time_point info_asked_at_{};     // when the Info in info_ was asked for
+  Clock::time_point failed_at_{};         // the last request-path failure
+  std::map<std::uint64_t, Claim> claims_;
+};
+
+// A request's share of a node's load, counted by choose() until the node's next Info; released on
+// destruction. Move-only; the pool must outlive it.
+class NodeClaim {
+ public:
+  NodeClaim() = default;
+  NodeClaim(NodeClaim&& other) noexcept { *this = std::move(other); }
+  NodeClaim& operator=(NodeClaim&& other) noexcept;
+  ~NodeClaim() { reset(); }
+  void reset();
+
+ private:
+  friend class NodePool;
+  NodePool* pool_ = nullptr;
+  std::shared_ptr<Node> node_;
+  std::uint64_t id_ = 0;
+};
+
+struct ChosenNodes {
+  std::shared_ptr<Node> decode;
+  baton::node::v1::NodeInfo decode_info;
+  std::shared_ptr<Node> prefill;  // null for local prefill
+  baton::node::v1::NodeInfo prefill_info;
+  PrefillSite site = PrefillSite::kPrefillNode;
+  std::string refusal;  // kLocalNoPair: why no pair was allowed
+  NodeClaim decode_claim;
+  NodeClaim prefill_claim;
+};
+
+struct NodePoolOptions {
+  std::vector<std::string> prefill_addresses;
+  std::vector<std::string> decode_addresses;
+  std::chrono::milliseconds poll_interval{500};
+  std::chrono::milliseconds node_timeout{5000};  // deadline of each Check / Info
+};
+
+struct NodeStatus {
+  NodeKind kind;
+  std::string address;
+  bool usable;
+  std::string problem;  // "" when usable
+  std::optional<baton::node::v1::NodeInfo> info;
+};
+
+class NodePool {
+ public:
+  explicit NodePool(NodePoolOptions options);
+  ~NodePool();
+  NodePool(const NodePool&) = delete;
+  NodePool& operator=(const NodePool&) = delete;
+
+  // Polls every node once (bounded by the node timeout), then keeps polling on a thread.
+  void start();
+  void stop();
+  // Adds a node (idempotent). INVALID_ARGUMENT for an empty address.
+  absl::Status add(NodeKind kind, const std::string& address);
+  // Wakes the polling thread for a round now (after a registration).
+  void poll_soon();
+  // One round over every node, blocking until each answered or timed out.
+  void poll_once();
+
+  // Places a request among the usable nodes, leaving out `excluded` addresses. UNAVAILABLE (naming
+  // the decode nodes and why each is unusable) when no decode node is usable; see placement.h.
+  absl::StatusOr<ChosenNodes> choose(const PlacementRequest& request, const std::set<std::string>& excluded = {});
+  // After a request-path call failed: UNAVAILABLE and DEADLINE_EXCEEDED mark the node unusable.
+  void report_failure(const Node& node, const grpc::Status& status);
+
+  std::vector<NodeStatus> status() const;
+
+ private:
+  friend class NodeClaim;
+  struct PollCall;
+  struct Round;
+
+  std::shared_ptr<Node> find_locked(NodeKind kind, const std::string& address) const;
+  void poll_async(const std::shared_ptr<Node>& node, const std::shared_ptr<Round>& round);
+  void record_poll(Node& node, Clock::time_point started, const std::string& problem,
+                   const baton::node::v1::NodeInfo* info);
+  void log_pair_changes();
+  NodeClaim claim_locked(const std::shared_ptr<Node>& node, std::int64_t blocks, std::int64_t tokens);
+  void release_claim(Node& node, std::uint64_t id);
+  NodeView view_locked(const Node& node) const;
+  void run();
+
+  const NodePoolOptions options_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Node>> nodes_;
+  std::map<std::string, std::string> pair_refusals_;  // "P|D" -> the refusal last logged
+  std::uint64_t next_claim_ = 1;
+  bool stopping_ = false;
+  bool wake_ = false;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace baton::router

@@ -1,0 +1,55 @@
+#include "router/pairing.h"
+
+#include "common/pd_rule.h"
+#include "common/status.h"
+
+namespace baton::router {
+
+using baton::node::v1::NodeInfo;
+
+std::string node_label(NodeKind kind, const std::string& address) {
+  return str_cat(kind == NodeKind::kPrefill ? "prefill" : "decode", " node ", address);
+}
+
+absl::Status check_node(NodeKind kind, const std::string& address, const NodeInfo& info) {
+  if (info.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(str_cat(node_label(kind, address), " speaks protocol_version ",
+                                                 info.protocol_version(), "; this router speaks ", kProtocolVersion,
+                                                 " (run a router and nodes from the same release)"));
+  }
+  const std::string& role = info.role();
+  const bool fits = kind == NodeKind::kPrefill ? role == "prefill" : (role == "decode" || role == "both");
+  if (!fits) {
+    return absl::FailedPreconditionError(str_cat(
+        node_label(kind, address), " reports role \"", role, "\"; the router was told it is a ",
+        kind == NodeKind::kPrefill ? "prefill node (--prefill or role \"prefill\")"
+                                   : "decode node (--decode or role \"decode\"/\"both\")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_pair(const std::string& prefill_address, const NodeInfo& prefill, const std::string& decode_address,
+                        const NodeInfo& decode) {
+  const std::string both = str_cat(node_label(NodeKind::kPrefill, prefill_address), " and ",
+                                   node_label(NodeKind::kDecode, decode_address));
+  if (prefill.model_fingerprint() != decode.model_fingerprint()) {
+    return absl::FailedPreconditionError(str_cat(both, " serve different models: model_fingerprint ",
+                                                 prefill.model_fingerprint(), " (", prefill.model_name(), ") vs ",
+                                                 decode.model_fingerprint(), " (", decode.model_name(), ")"));
+  }
+  if (prefill.layout_fingerprint() != decode.layout_fingerprint()) {
+    return absl::FailedPreconditionError(
+        str_cat(both, " lay out KV differently (dtype, block size, layers, heads or draft layers), so P cannot write "
+                      "into D's blocks: layout_fingerprint ",
+                prefill.layout_fingerprint(), " vs ", decode.layout_fingerprint()));
+  }
+  const PdModel model{decode.model_kind(), decode.model_has_recurrent_layers() || prefill.model_has_recurrent_layers()};
+  const SpeculationSetting p{prefill.speculative_method(), prefill.num_speculative_tokens()};
+  const SpeculationSetting d{decode.speculative_method(), decode.num_speculative_tokens()};
+  if (absl::Status s = check_pd_pairing(p, d, model); !s.ok()) {
+    return absl::FailedPreconditionError(str_cat(both, " cannot be paired: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::router

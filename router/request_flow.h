@@ -1,0 +1,74 @@
+// One request across the nodes (ARCHITECTURE.md, "Life of a request"): place it (node_pool.h),
+// check its prompt against the decode node's limits, then either
+//   disaggregated: D.Reserve -> KvDestination; D.Decode opened (D waits for the commit);
+//                  P.Prefill(prompt, destination) -> the first token, written to the client at once;
+//                  D's Decode stream forwarded message by message, the last one with usage; or
+//   local:         D.Decode with the prompt (conditional disaggregation, forced, or no usable P).
+// Node-call ids are "<request_id>.<attempt>", so a retried attempt never collides with a late
+// message of a failed one. A failure before the first token reached the client is retried once
+// (another P, or locally on D when none; another D when D failed); INVALID_ARGUMENT and
+// FAILED_PRECONDITION from P go to the client as they are. After the first token, errors reach the
+// client with the node named. The Abort RPC ends the stream with FINISH_REASON_ABORT; a client
+// that goes away, or the request deadline, cancels the node calls in flight and aborts the request
+// on the nodes it reached (once per node).
+//
+// Thread-safety: run() blocks its (gRPC) thread; any number run at once. Must not: encode prompts,
+// register request ids (router_service.h does both) or keep state across requests beyond the pool
+// and the counters.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/v1/api.pb.h"
+#include "grpcpp/server_context.h"
+#include "router/node_pool.h"
+#include "router/router_stats.h"
+#include "router/running_requests.h"
+
+namespace baton::router {
+
+struct FlowOptions {
+  std::chrono::milliseconds node_timeout{5000};        // Reserve, Release, Info...
+  std::chrono::milliseconds prefill_timeout{60000};    // one Prefill call
+  std::chrono::milliseconds request_timeout{600000};   // the whole request
+  std::chrono::milliseconds commit_timeout{60000};     // how long D waits for P's commit
+  std::chrono::milliseconds abort_timeout{1000};       // best-effort Release / Abort
+  std::int64_t local_prefill_max_tokens = 0;           // prompts this short prefill on D
+  bool local_fallback = true;                          // prefill on D when no P can be used
+  // Open D's Decode stream right after Reserve (node.proto's order: D then waits for the commit)
+  // rather than after P returned the first token.
+  bool open_decode_before_prefill = true;
+};
+
+// Where a request's messages go.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // False when the client is gone.
+  virtual bool write(const baton::v1::GenerateResponse& response) = 0;
+};
+
+class RequestFlow {
+ public:
+  RequestFlow(NodePool& pool, RouterStats& stats, FlowOptions options)
+      : pool_(pool), stats_(stats), options_(options) {}
+
+  // Runs one request whose prompt is encoded and whose id is registered. server: the client's call
+  // (cancellation and deadline propagate to node calls); null when driven without a server.
+  // received: when the router got the request (timings start there).
+  grpc::Status run(const baton::v1::GenerateRequest& request, const std::string& request_id,
+                   const std::vector<std::int32_t>& prompt, RequestControl& control,
+                   const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received) const;
+
+  const FlowOptions& options() const { return options_; }
+
+ private:
+  NodePool& pool_;
+  RouterStats& stats_;
+  const FlowOptions options_;
+};
+
+}  // namespace baton::router

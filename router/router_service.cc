@@ -1,0 +1,224 @@
+#include "router/router_service.h"
+
+#include <filesystem>
+
+#include "baton/v1/api.grpc.pb.h"
+#include "baton/v1/node.grpc.pb.h"
+#include "common/status.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "router/prompt.h"
+#include "spdlog/spdlog.h"
+#include "tokenizer/tokenizer.h"
+
+namespace baton::router {
+namespace {
+
+using baton::v1::GenerateRequest;
+using baton::v1::GenerateResponse;
+
+grpc::Status to_grpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+class WriterSink final : public ResponseSink {
+ public:
+  explicit WriterSink(grpc::ServerWriter<GenerateResponse>* writer) : writer_(writer) {}
+  bool write(const GenerateResponse& response) override { return writer_->Write(response); }
+
+ private:
+  grpc::ServerWriter<GenerateResponse>* writer_;
+};
+
+// Removes a request from the running set however its handler returns.
+class RunningScope {
+ public:
+  RunningScope(RunningRequests& running, std::string id) : running_(running), id_(std::move(id)) {}
+  ~RunningScope() { running_.remove(id_); }
+
+ private:
+  RunningRequests& running_;
+  std::string id_;
+};
+
+std::string model_name_of(const std::string& dir) {
+  std::filesystem::path p(dir);
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
+}
+
+}  // namespace
+
+// ---- baton.v1.Baton ---------------------------------------------------------------------------
+
+class RouterService::BatonImpl final : public baton::v1::Baton::Service {
+ public:
+  BatonImpl(RouterService& router, const Tokenizer* tokenizer) : router_(router), encoder_(tokenizer) {}
+
+  grpc::Status Generate(grpc::ServerContext* context, const GenerateRequest* request,
+                        grpc::ServerWriter<GenerateResponse>* writer) override {
+    const Clock::time_point received = Clock::now();
+    absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
+    if (!prompt.ok()) return to_grpc(prompt.status());
+    std::string request_id = request->request_id();
+    absl::StatusOr<std::shared_ptr<RequestControl>> control = router_.running_.add(request_id);
+    if (!control.ok()) return to_grpc(control.status());
+    RunningScope scope(router_.running_, request_id);
+    router_.stats_.requests.fetch_add(1, std::memory_order_relaxed);
+    WriterSink sink(writer);
+    grpc::Status s = router_.flow_->run(*request, request_id, prompt->ids, **control, context, sink, received);
+    if (!s.ok()) {
+      router_.stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
+      spdlog::debug("router: request {} ended with {}: {}", request_id, grpc_code_name(s.error_code()),
+                    s.error_message());
+    }
+    return s;
+  }
+
+  grpc::Status Abort(grpc::ServerContext*, const baton::v1::AbortRequest* request,
+                     baton::v1::AbortResponse* response) override {
+    if (request->request_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
+    response->set_found(router_.running_.cancel(request->request_id(), "aborted by the Abort RPC"));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetModelInfo(grpc::ServerContext*, const baton::v1::GetModelInfoRequest*,
+                            baton::v1::ModelInfo* info) override {
+    const baton::node::v1::NodeInfo* decode = nullptr;
+    const std::vector<NodeStatus> nodes = router_.pool_->status();
+    for (const NodeStatus& n : nodes) {
+      if (!n.usable) continue;
+      if (n.kind == NodeKind::kPrefill) {
+        info->set_num_prefill_nodes(info->num_prefill_nodes() + 1);
+      } else {
+        info->set_num_decode_nodes(info->num_decode_nodes() + 1);
+        if (decode == nullptr) decode = &*n.info;
+      }
+    }
+    const Tokenizer* tokenizer = router_.tokenizer_.get();
+    if (!router_.options_.model_dir.empty()) info->set_model(model_name_of(router_.options_.model_dir));
+    else if (decode != nullptr) info->set_model(decode->model_name());
+    if (decode != nullptr) {
+      info->set_vocab_size(decode->vocab_size());
+      info->set_max_model_len(decode->max_model_len());
+      info->set_speculative_config(decode->speculative_config());
+    } else if (tokenizer != nullptr) {
+      info->set_vocab_size(tokenizer->vocab_size());
+    }
+    info->set_has_tokenizer(tokenizer != nullptr);
+    info->set_has_chat_template(tokenizer != nullptr && tokenizer->has_chat_template());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Tokenize(grpc::ServerContext*, const baton::v1::TokenizeRequest* request,
+                        baton::v1::TokenizeResponse* response) override {
+    absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
+    if (!prompt.ok()) return to_grpc(prompt.status());
+    response->mutable_ids()->Assign(prompt->ids.begin(), prompt->ids.end());
+    response->set_prompt(prompt->rendered);
+    return grpc::Status::OK;
+  }
+
+ private:
+  RouterService& router_;
+  PromptEncoder encoder_;
+};
+
+// ---- baton.node.v1.Registry -------------------------------------------------------------------
+
+class RouterService::RegistryImpl final : public baton::node::v1::Registry::Service {
+ public:
+  explicit RegistryImpl(NodePool& pool) : pool_(pool) {}
+
+  grpc::Status RegisterNode(grpc::ServerContext*, const baton::node::v1::RegisterNodeRequest* request,
+                            baton::node::v1::RegisterNodeResponse*) override {
+    const std::string& role = request->role();
+    NodeKind kind;
+    if (role == "prefill") kind = NodeKind::kPrefill;
+    else if (role == "decode" || role == "both") kind = NodeKind::kDecode;
+    else {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          str_cat("role is \"", role, "\"; expected \"prefill\", \"decode\" or \"both\""));
+    }
+    if (absl::Status s = pool_.add(kind, request->address()); !s.ok()) return to_grpc(s);
+    spdlog::info("router: {} registered", node_label(kind, request->address()));
+    pool_.poll_soon();
+    return grpc::Status::OK;
+  }
+
+ private:
+  NodePool& pool_;
+};
+
+// ---- RouterService ----------------------------------------------------------------------------
+
+RouterService::RouterService(RouterOptions options) : options_(std::move(options)) {}
+
+RouterService::~RouterService() { shutdown(std::chrono::milliseconds(0)); }
+
+absl::StatusOr<int> RouterService::start() {
+  if (server_) return absl::FailedPreconditionError("the router is started already");
+  if (!options_.model_dir.empty() && Tokenizer::has_tokenizer_files(options_.model_dir)) {
+    BATON_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::load(options_.model_dir));
+    spdlog::info("router: tokenizer from {} (chat template: {})", options_.model_dir,
+                 tokenizer_->has_chat_template() ? "yes" : "no");
+  } else {
+    spdlog::info("router: no tokenizer files{}{}: token-id mode (prompts and output as token ids)",
+                 options_.model_dir.empty() ? "" : " in ", options_.model_dir);
+  }
+  NodePoolOptions pool_options;
+  pool_options.prefill_addresses = options_.prefill_addresses;
+  pool_options.decode_addresses = options_.decode_addresses;
+  pool_options.poll_interval = options_.poll_interval;
+  pool_options.node_timeout = options_.flow.node_timeout;
+  pool_ = std::make_unique<NodePool>(std::move(pool_options));
+  flow_ = std::make_unique<RequestFlow>(*pool_, stats_, options_.flow);
+  baton_ = std::make_unique<BatonImpl>(*this, tokenizer_.get());
+  registry_ = std::make_unique<RegistryImpl>(*pool_);
+  pool_->start();  // one round first, so that the first requests find the nodes
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string listen = str_cat(options_.host, ":", options_.port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(baton_.get());
+  builder.RegisterService(registry_.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0) {
+    server_.reset();
+    pool_->stop();
+    return absl::UnavailableError(str_cat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
+  }
+  // Ready: the tokenizer is loaded and the nodes were polled once.
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(baton::v1::Baton::service_full_name(), true);
+  spdlog::info("router: serving baton.v1.Baton on {}", address());
+  return port_;
+}
+
+void RouterService::shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_->Wait();
+  }
+  if (pool_) pool_->stop();
+}
+
+void RouterService::wait() {
+  if (server_) server_->Wait();
+}
+
+std::string RouterService::address() const { return str_cat(options_.host, ":", port_); }
+
+}  // namespace baton::router

@@ -1,0 +1,27 @@
+// Counters of what the router did, read by tests and (later) exported as metrics. Every fallback to
+// local prefill is counted here and logged where it happens: never silent.
+//
+// Thread-safety: atomics, updated from request threads with relaxed ordering. Must not: hold
+// anything but counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace baton::router {
+
+struct RouterStats {
+  std::atomic<std::int64_t> requests{0};           // Generate calls whose prompt was accepted
+  std::atomic<std::int64_t> requests_failed{0};    // ended with an error status
+  std::atomic<std::int64_t> requests_aborted{0};   // Abort RPC, client gone or deadline
+  std::atomic<std::int64_t> disaggregated{0};      // attempts prefilled on a prefill node
+  std::atomic<std::int64_t> local_prefill_forced{0};         // request.force_local_prefill
+  std::atomic<std::int64_t> local_prefill_short_prompt{0};   // prompt <= --local-prefill-max-tokens
+  std::atomic<std::int64_t> local_prefill_no_prefill_node{0};  // no usable prefill node
+  std::atomic<std::int64_t> local_prefill_no_pair{0};        // prefill nodes, none may be paired
+  std::atomic<std::int64_t> retries{0};            // second attempts after a failure before the first token
+  std::atomic<std::int64_t> node_aborts_sent{0};
+  std::atomic<std::int64_t> node_releases_sent{0};
+};
+
+}  // namespace baton::router

@@ -1,0 +1,84 @@
+// router/pairing: which nodes the router uses and which (P, D) pairs it allows, judged from
+// NodeInfo messages as nodes report them.
+#include "router/pairing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "node_info_builders.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::node_info;
+
+TEST(CheckNode, ProtocolVersionMustBeOne) {
+  auto info = node_info("decode");
+  EXPECT_TRUE(check_node(NodeKind::kDecode, "d:1", info).ok());
+  info.set_protocol_version(2);
+  const absl::Status s = check_node(NodeKind::kDecode, "d:1", info);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("decode node d:1 speaks protocol_version 2; this router speaks 1"));
+  info.set_protocol_version(0);  // a node that never set it
+  EXPECT_FALSE(check_node(NodeKind::kDecode, "d:1", info).ok());
+}
+
+TEST(CheckNode, RoleMustFitTheList) {
+  EXPECT_TRUE(check_node(NodeKind::kPrefill, "p:1", node_info("prefill")).ok());
+  EXPECT_TRUE(check_node(NodeKind::kDecode, "d:1", node_info("decode")).ok());
+  EXPECT_TRUE(check_node(NodeKind::kDecode, "d:1", node_info("both")).ok());
+  EXPECT_THAT(check_node(NodeKind::kPrefill, "p:1", node_info("decode")).message(),
+              HasSubstr("prefill node p:1 reports role \"decode\""));
+  EXPECT_THAT(check_node(NodeKind::kDecode, "d:1", node_info("prefill")).message(),
+              HasSubstr("decode node d:1 reports role \"prefill\""));
+}
+
+TEST(CheckPair, SameModelSameLayoutAndTheRule) {
+  EXPECT_TRUE(check_pair("p:1", node_info("prefill", "eagle3", 1), "d:1", node_info("decode", "eagle3", 4)).ok());
+  EXPECT_TRUE(check_pair("p:1", node_info("prefill"), "d:1", node_info("decode")).ok());
+  EXPECT_TRUE(check_pair("p:1", node_info("prefill"), "d:1", node_info("decode", "ngram", 4)).ok());
+}
+
+TEST(CheckPair, ModelFingerprintMismatch) {
+  auto p = node_info("prefill");
+  p.set_model_fingerprint("model-b");
+  p.set_model_name("other-model");
+  const absl::Status s = check_pair("p:1", p, "d:1", node_info("decode"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("prefill node p:1 and decode node d:1 serve different models"));
+  EXPECT_THAT(s.message(), HasSubstr("model-b (other-model) vs model-a (baton-tiny-code)"));
+}
+
+TEST(CheckPair, LayoutFingerprintMismatch) {
+  auto d = node_info("decode");
+  d.set_layout_fingerprint(R"({"block_size":32})");
+  const absl::Status s = check_pair("p:1", node_info("prefill"), "d:1", d);
+  EXPECT_THAT(s.message(), HasSubstr("lay out KV differently"));
+  EXPECT_THAT(s.message(), HasSubstr(R"({"block_size":32})"));
+}
+
+TEST(CheckPair, RuleBreaksNameBothNodesValuesModelKindAndRule) {
+  const absl::Status s = check_pair("p:1", node_info("prefill", "mtp", 2), "d:1", node_info("decode", "mtp", 4));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("prefill node p:1 and decode node d:1 cannot be paired"));
+  EXPECT_THAT(s.message(), HasSubstr("num_speculative_tokens = 2, but prefill must use 1"));
+  EXPECT_THAT(s.message(), HasSubstr("decode node: method mtp, num_speculative_tokens 4"));
+  EXPECT_THAT(s.message(), HasSubstr("LlamaForCausalLM"));
+  EXPECT_THAT(s.message(), HasSubstr("the P/D rule:"));
+
+  EXPECT_THAT(check_pair("p:1", node_info("prefill"), "d:1", node_info("decode", "eagle3", 4)).message(),
+              HasSubstr("needs draft-side state"));
+  EXPECT_THAT(check_pair("p:1", node_info("prefill", "eagle3", 1), "d:1", node_info("decode")).message(),
+              HasSubstr("the decode node does not"));
+
+  auto hybrid_p = node_info("prefill", "mtp", 1), hybrid_d = node_info("decode", "mtp", 3);
+  hybrid_p.set_model_has_recurrent_layers(true);
+  hybrid_d.set_model_has_recurrent_layers(true);
+  EXPECT_THAT(check_pair("p:1", hybrid_p, "d:1", hybrid_d).message(), HasSubstr("prefill has 1, decode has 3"));
+  hybrid_p.set_num_speculative_tokens(3);
+  EXPECT_TRUE(check_pair("p:1", hybrid_p, "d:1", hybrid_d).ok());
+}
+
+}  // namespace
+}  // namespace baton::router

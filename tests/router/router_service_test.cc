@@ -1,0 +1,194 @@
+// router/router_service: the real router started in-process on 127.0.0.1:0 with no nodes, as a
+// client sees it: Generate is UNAVAILABLE with a clear message, Tokenize works, health is SERVING,
+// reflection lists baton.v1.Baton, nodes can register.
+#include "router/router_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "baton/v1/node.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/sync_stream.h"
+#include "router_client.h"
+#include "tokenizer/tokenizer.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string bundled_dir() { return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/target"; }
+
+class RouterWithoutNodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RouterOptions options;
+    options.model_dir = bundled_dir();
+    router_ = std::make_unique<RouterService>(options);
+    auto port = router_->start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_GT(*port, 0);
+    client_ = std::make_unique<testing::RouterClient>(*port);
+  }
+  void TearDown() override { router_->shutdown(); }
+
+  std::unique_ptr<RouterService> router_;
+  std::unique_ptr<testing::RouterClient> client_;
+};
+
+TEST_F(RouterWithoutNodes, GenerateIsUnavailableWithAClearMessage) {
+  baton::v1::GenerateRequest r;
+  r.set_text("def f():");
+  auto result = client_->generate(r);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("no decode node"));
+  EXPECT_THAT(result.status.error_message(), HasSubstr("--decode HOST:PORT"));
+  EXPECT_TRUE(result.messages.empty());
+  // Bad input is still INVALID_ARGUMENT first, naming the field.
+  r.clear_text();
+  result = client_->generate(r);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("prompt is missing"));
+  EXPECT_EQ(router_->running_requests(), 0u);
+}
+
+TEST_F(RouterWithoutNodes, TokenizeGivesGeneratesIds) {
+  auto tokenizer = Tokenizer::load(bundled_dir());
+  ASSERT_TRUE(tokenizer.ok());
+  grpc::ClientContext context;
+  baton::v1::TokenizeRequest request;
+  request.set_text("import os\n");
+  baton::v1::TokenizeResponse response;
+  ASSERT_TRUE(client_->stub().Tokenize(&context, request, &response).ok());
+  const auto expected = (*tokenizer)->encode("import os\n", true);
+  EXPECT_EQ(std::vector<std::int32_t>(response.ids().begin(), response.ids().end()), expected);
+  EXPECT_EQ(response.prompt(), "import os\n");
+
+  grpc::ClientContext chat_context;
+  baton::v1::TokenizeRequest chat;
+  chat.mutable_chat()->add_messages()->set_content("hi");
+  const grpc::Status s = client_->stub().Tokenize(&chat_context, chat, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("no chat_template"));
+}
+
+TEST_F(RouterWithoutNodes, HealthIsServing) {
+  auto health = grpc::health::v1::Health::NewStub(client_->channel());
+  for (const std::string service : {"", "baton.v1.Baton"}) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(health->Check(&context, request, &response).ok()) << service;
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+}
+
+TEST_F(RouterWithoutNodes, ReflectionListsTheServices) {
+  // ServerReflectionInfo with list_services = "" (field 7), as raw bytes: Debian's gRPC ships no
+  // generated reflection client.
+  grpc::ClientContext context;
+  const grpc::internal::RpcMethod method("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                         grpc::internal::RpcMethod::BIDI_STREAMING);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(client_->channel().get(),
+                                                                                            method, &context));
+  const std::string request("\x3a\x00", 2);
+  grpc::Slice slice(request);
+  ASSERT_TRUE(stream->Write(grpc::ByteBuffer(&slice, 1)));
+  stream->WritesDone();
+  grpc::ByteBuffer reply;
+  ASSERT_TRUE(stream->Read(&reply));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_THAT(bytes, HasSubstr("baton.v1.Baton"));
+  EXPECT_THAT(bytes, HasSubstr("baton.node.v1.Registry"));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(RouterWithoutNodes, ModelInfoAndAbort) {
+  grpc::ClientContext context;
+  baton::v1::ModelInfo info;
+  ASSERT_TRUE(client_->stub().GetModelInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.model(), "target");
+  EXPECT_TRUE(info.has_tokenizer());
+  EXPECT_FALSE(info.has_chat_template());
+  EXPECT_EQ(info.vocab_size(), 4096);
+  EXPECT_EQ(info.num_decode_nodes(), 0);
+  EXPECT_EQ(info.num_prefill_nodes(), 0);
+
+  grpc::ClientContext abort_context;
+  baton::v1::AbortRequest abort;
+  abort.set_request_id("nothing-runs");
+  baton::v1::AbortResponse found;
+  ASSERT_TRUE(client_->stub().Abort(&abort_context, abort, &found).ok());
+  EXPECT_FALSE(found.found());
+}
+
+TEST_F(RouterWithoutNodes, NodesRegister) {
+  auto registry = baton::node::v1::Registry::NewStub(client_->channel());
+  auto do_register = [&](const std::string& address, const std::string& role) {
+    grpc::ClientContext context;
+    baton::node::v1::RegisterNodeRequest request;
+    request.set_address(address);
+    request.set_role(role);
+    baton::node::v1::RegisterNodeResponse response;
+    return registry->RegisterNode(&context, request, &response);
+  };
+  const grpc::Status bad_role = do_register("127.0.0.1:1", "decoder");
+  EXPECT_EQ(bad_role.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_role.error_message(), HasSubstr("\"decoder\""));
+  EXPECT_EQ(do_register("", "decode").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(do_register("127.0.0.1:1", "both").ok());
+  ASSERT_TRUE(do_register("127.0.0.1:1", "decode").ok());  // again: harmless
+  ASSERT_TRUE(do_register("127.0.0.1:2", "prefill").ok());
+  const auto nodes = router_->nodes().status();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].kind, NodeKind::kDecode);
+  EXPECT_EQ(nodes[1].kind, NodeKind::kPrefill);
+  EXPECT_FALSE(nodes[0].usable);
+  // Nothing listens there: Generate names the node and why it is not usable.
+  router_->nodes().poll_once();
+  baton::v1::GenerateRequest r;
+  r.set_text("x");
+  auto result = client_->generate(r);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("no usable decode node (1 known: 127.0.0.1:1: health check"));
+}
+
+TEST(RouterTokenIdMode, RefusesTextAndServesIds) {
+  RouterOptions options;  // no --model: token-id mode
+  RouterService router(options);
+  auto port = router.start();
+  ASSERT_TRUE(port.ok());
+  testing::RouterClient client(*port);
+  baton::v1::GenerateRequest r;
+  r.set_text("hello");
+  auto result = client.generate(r);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("token-id mode"));
+  result = client.generate(testing::token_request({1, 2, 3}));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);  // valid; there is just no node
+  grpc::ClientContext context;
+  baton::v1::ModelInfo info;
+  ASSERT_TRUE(client.stub().GetModelInfo(&context, {}, &info).ok());
+  EXPECT_FALSE(info.has_tokenizer());
+}
+
+TEST(RouterStart, RefusesAPortInUse) {
+  RouterService first(RouterOptions{});
+  auto port = first.start();
+  ASSERT_TRUE(port.ok());
+  RouterOptions options;
+  options.port = *port;
+  RouterService second(options);
+  const auto again = second.start();
+  EXPECT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(*port)));
+}
+
+}  // namespace
+}  // namespace baton::router
