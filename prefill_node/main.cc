@@ -23,6 +23,7 @@ std::vector<baton::FlagSpec> flags() {
       {"kv-transfer-timeout-ms", "MS", "deadline for a request's KV to reach the decode node (default 30000)"},
       {"commit-timeout-ms", "MS", "deadline of the hand-off commit on the decode node (default 10000)"},
       {"handoff-lease-ms", "MS", "how long prefilled KV is held for its transfer at most (default 60000)"},
+      {"testing-hold-kv-transfer", "", "fault injection for tests: never finish a KV transfer"},
       {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
       {"help", "", "show this help"},
   });
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
       *field = std::chrono::milliseconds(**v);
     }
   }
+  options.hold_transfers = f.has("testing-hold-kv-transfer");
   auto port = f.get_int("port");
   if (!port.ok()) return fail(port.status());
   auto kinds = parse_transport_list(f.get("transport").value_or("ucx,grpc"));

@@ -254,6 +254,10 @@ void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& ou
     job->transfer->put(1, copies);
   }
   job->record = std::move(h);
+  if (options_.hold_transfers) {
+    spdlog::warn("holding the KV transfer of '{}' (--testing-hold-kv-transfer)", job->id);
+    return;
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.kv_transfer_timeout;
   job->transfer->finish(deadline, [this, job](absl::Status s) { on_transfer_done(job, s); });
 }
@@ -305,6 +309,7 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
 
 void PrefillService::respond(const std::shared_ptr<Job>& job, const grpc::Status& status) {
   if (job->responded.exchange(true)) return;
+  if (job->transfer) kv_bytes_sent_ += job->transfer->bytes_posted();
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.erase(job->id);
@@ -344,6 +349,7 @@ grpc::ServerUnaryReactor* PrefillService::Info(grpc::CallbackServerContext* ctx,
       identity = identity_;
     }
     *response = make_node_info(e, identity, queued_prefill_tokens_.load());
+    response->mutable_load()->set_kv_bytes_sent(kv_bytes_sent_.load());
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

@@ -32,6 +32,10 @@ namespace baton {
 struct PrefillNodeOptions {
   std::chrono::milliseconds kv_transfer_timeout{30000};  // last layer computed -> every byte on D
   std::chrono::milliseconds commit_timeout{10000};       // Commit call to D
+  // Fault injection for tests: transfers are posted but never finished (nor committed), and each
+  // is logged ("holding the KV transfer of '<id>'"), so a test can kill the node mid-transfer or
+  // let the decode node's lease run out.
+  bool hold_transfers = false;
 };
 
 class PrefillService final : public node::v1::PrefillNode::CallbackService {
@@ -78,6 +82,7 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
   std::vector<const KvCache*> pools_;  // the engine's pools by index ("target", "draft")
   std::int32_t block_size_ = 0;
   std::atomic<std::int64_t> queued_prefill_tokens_{0};
+  std::atomic<std::int64_t> kv_bytes_sent_{0};
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;

@@ -14,6 +14,8 @@ struct Case {
   std::string transport;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.spec.label << " over " << c.transport; }
+
 class ServingEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
@@ -47,10 +49,12 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
     EXPECT_EQ(got[i].ids, expected[i].ids);
     EXPECT_EQ(got[i].text, expected[i].text);
     EXPECT_EQ(finish_reason_from_proto(got[i].finish_reason), expected[i].finish_reason);
-    EXPECT_FALSE(got[i].usage.local_prefill) << "the router prefilled on the decode node";
+    EXPECT_FALSE(got[i].usage.local_prefill()) << "the router prefilled on the decode node";
     EXPECT_EQ(got[i].usage.transport(), c.transport);
     EXPECT_EQ(got[i].usage.completion_tokens(), static_cast<int>(expected[i].ids.size()));
-    if (c.spec.config && expected[i].ids.size() > 2) EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
+    if (c.spec.config && expected[i].ids.size() > 2) {
+      EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
+    }
   }
 }
 
