@@ -24,6 +24,16 @@ std::chrono::system_clock::time_point deadline_in(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
 }
 
+// What a problem is, without the details that vary from one failed poll to the next (gRPC's
+// connection messages): "health check failed: UNAVAILABLE". Logging compares these, so a node that
+// stays down is logged once.
+std::string problem_kind(const std::string& problem) {
+  const auto failed = problem.find("failed: ");
+  if (failed == std::string::npos) return problem;
+  const auto code_end = problem.find(':', failed + 8);
+  return code_end == std::string::npos ? problem : problem.substr(0, code_end);
+}
+
 }  // namespace
 
 std::string grpc_code_name(grpc::StatusCode code) {
@@ -231,7 +241,7 @@ void NodePool::record_poll(Node& node, Clock::time_point started, const std::str
   // A poll that began before a request-path failure does not overrule it.
   if (problem.empty() && started < node.failed_at_) return;
   const bool usable = problem.empty();
-  if (usable != node.usable_ || (!usable && problem != node.problem_)) {
+  if (usable != node.usable_ || (!usable && problem_kind(problem) != problem_kind(node.problem_))) {
     if (usable) {
       spdlog::info("router: {} is usable ({}, role {}, speculation {})", node.label(), node.info_->model_name(),
                    node.info_->role(),
