@@ -23,8 +23,8 @@ const std::vector<FlagSpec> kFlags = {
     {"decode", "HOST:PORT", "a decode node (repeat the flag or separate with commas)"},
     {"local-prefill-max-tokens", "N", "prompts of at most N tokens prefill on the decode node (default 0: always "
                                       "disaggregate when a prefill node pairs)"},
-    {"no-local-fallback", "", "never prefill on a decode node because no prefill node can be used: fail instead "
-                              "(UNAVAILABLE, or FAILED_PRECONDITION when the P/D rule refuses every pair)"},
+    {"no-local-fallback", "", "never prefill on a decode node because no prefill node is usable: fail with "
+                              "UNAVAILABLE instead"},
     {"poll-interval-ms", "MS", "how often each node's health and Info are polled (default 500)"},
     {"node-timeout-ms", "MS", "deadline of each node control call: Check, Info, Reserve (default 5000)"},
     {"prefill-timeout-ms", "MS", "deadline of one Prefill call (default 60000)"},

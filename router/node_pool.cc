@@ -351,7 +351,6 @@ absl::StatusOr<ChosenNodes> NodePool::choose(const PlacementRequest& request, co
   }
   ChosenNodes out;
   out.site = placed->site;
-  out.refusal = placed->refusal;
   out.decode = ds[placed->decode];
   out.decode_info = *out.decode->info_;
   out.decode_claim = claim_locked(out.decode, blocks_for_prompt(out.decode_info, request.prompt_len), 0);

@@ -99,7 +99,6 @@ struct ChosenNodes {
   std::shared_ptr<Node> prefill;  // null for local prefill
   baton::node::v1::NodeInfo prefill_info;
   PrefillSite site = PrefillSite::kPrefillNode;
-  std::string refusal;  // kLocalNoPair: why no pair was allowed
   NodeClaim decode_claim;
   NodeClaim prefill_claim;
 };

@@ -52,7 +52,6 @@ std::string_view prefill_site_name(PrefillSite site) {
     case PrefillSite::kLocalForced: return "local (forced by the request)";
     case PrefillSite::kLocalShortPrompt: return "local (short prompt)";
     case PrefillSite::kLocalNoPrefill: return "local (no usable prefill node)";
-    case PrefillSite::kLocalNoPair: return "local (no prefill node may be paired)";
   }
   return "?";
 }
@@ -100,13 +99,7 @@ absl::StatusOr<Placement> place(std::span<const NodeView> decodes, std::span<con
     }
     if (!allowed[d].empty()) pairable.push_back(static_cast<int>(d));
   }
-  if (pairable.empty()) {
-    if (!request.local_fallback) return absl::FailedPreconditionError(first_refusal);
-    out.decode = best_decode_among(all);
-    out.site = PrefillSite::kLocalNoPair;
-    out.refusal = first_refusal;
-    return out;
-  }
+  if (pairable.empty()) return absl::FailedPreconditionError(first_refusal);
   out.decode = best_decode_among(pairable);
   int best = allowed[out.decode].front();
   for (int p : allowed[out.decode]) {

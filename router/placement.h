@@ -8,9 +8,9 @@
 //   P: among those allowed with D (pairing.h), the least queued prefill tokens (Info's plus the
 //      router's prompt tokens sent since that Info), ties by load.
 //   Local prefill on D when the request forces it, when the prompt has at most
-//   local_prefill_max_tokens tokens, or when no usable P pairs with any D (unless the local
-//   fallback is off: then UNAVAILABLE without a P, FAILED_PRECONDITION with the rule when Ps exist
-//   but none may be paired).
+//   local_prefill_max_tokens tokens, or when no P is usable (unless the local fallback is off:
+//   then UNAVAILABLE). Usable Ps of which none may be paired with a usable D are a configuration
+//   error, never a silent fallback: FAILED_PRECONDITION with the rule (or the fingerprint).
 //
 // Must not: call nodes, log or count (the caller logs and counts each fallback).
 #pragma once
@@ -44,7 +44,6 @@ enum class PrefillSite {
   kLocalForced,       // request.force_local_prefill
   kLocalShortPrompt,  // prompt_len <= local_prefill_max_tokens
   kLocalNoPrefill,    // no usable prefill node
-  kLocalNoPair,       // prefill nodes exist, none may be paired with a usable decode node
 };
 std::string_view prefill_site_name(PrefillSite site);
 
@@ -59,7 +58,6 @@ struct Placement {
   int decode = -1;   // index into `decodes`
   int prefill = -1;  // index into `prefills`; -1 for local prefill
   PrefillSite site = PrefillSite::kPrefillNode;
-  std::string refusal;  // kLocalNoPair: the first refused pair's message (the rule)
 };
 
 // UNAVAILABLE when `decodes` is empty (the caller adds which nodes are configured and why each is

@@ -172,10 +172,6 @@ void RequestRun::note_site(const ChosenNodes& chosen, const std::string& id) {
       stats_.local_prefill_no_prefill_node.fetch_add(1, std::memory_order_relaxed);
       why = "no prefill node is usable";
       break;
-    case PrefillSite::kLocalNoPair:
-      stats_.local_prefill_no_pair.fetch_add(1, std::memory_order_relaxed);
-      why = str_cat("no prefill node may be paired with a usable decode node: ", chosen.refusal);
-      break;
     case PrefillSite::kPrefillNode:
       break;
   }

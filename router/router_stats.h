@@ -18,7 +18,6 @@ struct RouterStats {
   std::atomic<std::int64_t> local_prefill_forced{0};         // request.force_local_prefill
   std::atomic<std::int64_t> local_prefill_short_prompt{0};   // prompt <= --local-prefill-max-tokens
   std::atomic<std::int64_t> local_prefill_no_prefill_node{0};  // no usable prefill node
-  std::atomic<std::int64_t> local_prefill_no_pair{0};        // prefill nodes, none may be paired
   std::atomic<std::int64_t> retries{0};            // second attempts after a failure before the first token
   std::atomic<std::int64_t> node_aborts_sent{0};
   std::atomic<std::int64_t> node_releases_sent{0};

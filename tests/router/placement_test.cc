@@ -108,20 +108,23 @@ TEST(Placement, NoPrefillNodeFallsBackToLocalUnlessTurnedOff) {
   EXPECT_EQ(place(ds, {}, strict).status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST(Placement, RefusedPairsFallBackToLocalOrFailWithTheRule) {
+TEST(Placement, RefusedPairsFailWithTheRuleInsteadOfFallingBack) {
   const NodeInfo d = with_load(node_info("decode", "eagle3", 4), 100);
   const NodeInfo p = with_load(node_info("prefill"), 0);  // no speculation: D's EAGLE-3 needs P's state
   std::vector<NodeView> ds = {view("d:1", d)};
   std::vector<NodeView> ps = {view("p:1", p)};
-  auto placed = place(ds, ps, prompt_of(100));
-  ASSERT_TRUE(placed.ok());
-  EXPECT_EQ(placed->site, PrefillSite::kLocalNoPair);
-  EXPECT_THAT(placed->refusal, HasSubstr("needs draft-side state"));
-  PlacementRequest strict = prompt_of(100);
-  strict.local_fallback = false;
-  const auto refused = place(ds, ps, strict);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("prefill node p:1 and decode node d:1 cannot be paired"));
+  for (const bool fallback : {true, false}) {
+    PlacementRequest request = prompt_of(100);
+    request.local_fallback = fallback;
+    const auto refused = place(ds, ps, request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(refused.status().message(), HasSubstr("prefill node p:1 and decode node d:1 cannot be paired"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("needs draft-side state"));
+  }
+  // A short prompt still goes local (conditional disaggregation does not need a pair).
+  PlacementRequest short_prompt = prompt_of(100);
+  short_prompt.local_prefill_max_tokens = 100;
+  EXPECT_EQ(place(ds, ps, short_prompt)->site, PrefillSite::kLocalShortPrompt);
 }
 
 TEST(Placement, PrefersADecodeNodeThatHasAPair) {

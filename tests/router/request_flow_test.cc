@@ -120,25 +120,21 @@ TEST(RequestFlow, ShortPromptsPrefillLocallyAndAreCounted) {
   EXPECT_EQ(router.service.stats().disaggregated.load(), 1);
 }
 
-TEST(RequestFlow, RefusedPairsFallBackToLocalPrefillOrFailWithTheRule) {
-  // P speculates with EAGLE-3, D does not: the P/D rule refuses the pair.
+TEST(RequestFlow, RefusedPairsFailWithTheRule) {
+  // P speculates with EAGLE-3, D does not: the P/D rule refuses the pair, and that is an error to
+  // the client (never a silent local prefill), whether or not the local fallback is on.
   Cluster cluster(1, "", 0, "eagle3", 1);
-  {
-    Router router(cluster.options());
+  for (const bool fallback : {true, false}) {
+    auto options = cluster.options();
+    options.flow.local_fallback = fallback;
+    Router router(options);
     auto result = router.client->generate(token_request({5, 6, 7}));
-    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
-    EXPECT_TRUE(result.last().usage().local_prefill());
-    EXPECT_EQ(router.service.stats().local_prefill_no_pair.load(), 1);
+    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(result.status.error_message(), HasSubstr("cannot be paired"));
+    EXPECT_THAT(result.status.error_message(), HasSubstr("the prefill node speculates (method eagle3)"));
+    EXPECT_THAT(result.status.error_message(), HasSubstr("the P/D rule:"));
     EXPECT_TRUE(cluster.prefills[0]->log.calls().empty());
   }
-  auto strict = cluster.options();
-  strict.flow.local_fallback = false;
-  Router router(strict);
-  auto result = router.client->generate(token_request({5, 6, 7}));
-  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(result.status.error_message(), HasSubstr("cannot be paired"));
-  EXPECT_THAT(result.status.error_message(), HasSubstr("the prefill node speculates (method eagle3)"));
-  EXPECT_THAT(result.status.error_message(), HasSubstr("the P/D rule:"));
 }
 
 TEST(RequestFlow, NoPrefillNodeMeansLocalPrefill) {

@@ -84,7 +84,7 @@ TEST(RouterBinary, ServesUntilSigterm) {
   Process p = spawn({"--port", "0", "--decode", cluster.decode.address() + ",127.0.0.1:1", "--decode", "127.0.0.1:2",
                      "--node-timeout-ms", "1000", "--log-level", "warn"});
   const std::string line = first_line(p);
-  ASSERT_THAT(line, StartsWith("baton-router listening on 127.0.0.1:"));
+  ASSERT_THAT(line, StartsWith("baton-router ready on 127.0.0.1:"));
   testing::RouterClient client(port_of(line));
 
   auto health = grpc::health::v1::Health::NewStub(client.channel());
