@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "baton/v1/api.grpc.pb.h"
+#include "baton/v1/node.grpc.pb.h"
 #include "cli/cluster.h"
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -169,6 +171,55 @@ inline std::vector<LocalResult> run_local(const std::optional<std::string>& spec
     }
   }
   return out;
+}
+
+}  // namespace baton::testing
+
+namespace baton::testing {
+
+// Runs a binary to its exit (deadline: 120 s); returns its status and output.
+inline std::pair<int, std::string> run_to_exit(std::vector<std::string> argv) {
+  Subprocess::Options o;
+  o.argv = std::move(argv);
+  auto p = Subprocess::start(std::move(o));
+  BATON_CHECK(p.ok(), p.status().ToString());
+  const std::optional<int> code = (*p)->wait(std::chrono::seconds(120));
+  BATON_CHECK(code.has_value(), "the process did not exit in 120 s");
+  // Output ends with the process (nothing else holds the pipe): wait for its end, then read it.
+  (void)(*p)->wait_for_line("\x01never printed\x01", std::chrono::seconds(10));
+  return {*code, (*p)->log_tail(1000)};
+}
+
+inline std::string binary(const std::string& name) {
+  auto path = cli::LocalCluster::find_binary(name, BATON_BINARY_DIR);
+  BATON_CHECK(path.ok(), path.status().ToString());
+  return *path;
+}
+
+inline std::unique_ptr<node::v1::DecodeNode::Stub> decode_stub(const std::string& address) {
+  return node::v1::DecodeNode::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+inline std::unique_ptr<node::v1::PrefillNode::Stub> prefill_stub(const std::string& address) {
+  return node::v1::PrefillNode::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+template <class Stub>
+node::v1::NodeInfo node_info(Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  node::v1::NodeInfo info;
+  const grpc::Status s = stub.Info(&ctx, node::v1::InfoRequest(), &info);
+  BATON_CHECK(s.ok(), s.error_message());
+  return info;
+}
+
+// Every pool of a decode node: nothing reserved, nothing held.
+inline void expect_no_kv_held(const node::v1::NodeInfo& info) {
+  for (const node::v1::KvPoolUsage& pool : info.load().pools()) {
+    EXPECT_EQ(pool.reserved(), 0) << pool.name();
+    EXPECT_EQ(pool.used(), 0) << pool.name();
+  }
 }
 
 }  // namespace baton::testing

@@ -1,0 +1,143 @@
+// Faults with real processes: a prefill node killed in the middle of a KV transfer, a decode node
+// killed mid-stream, a hand-off commit that never comes, and nodes restarted under the router.
+// Each ends within its deadline with the request served or a clear error, and with no KV block
+// left reserved on the decode node. Synchronization is on what the processes print (a node's log
+// line) and on their answers, never on sleeps.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "tests/serving/serving_support.h"
+
+namespace baton::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using cli::ClusterProcess;
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+std::string eagle3() { return family_methods()[4].config.value(); }
+
+// P holds every transfer (--testing-hold-kv-transfer) and is killed while holding one: the router
+// gets UNAVAILABLE before the first token, releases D's reservation and retries — here, with no
+// other prefill node, by prefilling on the decode node. The client sees the right tokens.
+TEST(ServingFaults, PrefillKilledMidTransferIsRetriedAndFreesTheReservation) {
+  cli::ClusterOptions o = cluster_options(eagle3(), "ucx", "kill-prefill");
+  o.prefill_args = {"--testing-hold-kv-transfer"};
+  auto cluster = cli::LocalCluster::start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string prompt = code_prompts()[4];
+  const std::vector<LocalResult> expected = run_local(eagle3(), {prompt}, {greedy(24)});
+  auto stub = router_stub((*cluster)->router_address());
+  auto pending = std::async(std::launch::async, [&] { return generate(*stub, text_request(prompt, greedy(24))); });
+  ClusterProcess* p = (*cluster)->nodes("prefill").front();
+  ASSERT_TRUE(p->process->wait_for_line("holding the KV transfer of", std::chrono::seconds(60)).ok());
+  p->process->kill();
+  ASSERT_EQ(pending.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const Completion c = pending.get();
+  ASSERT_TRUE(c.status.ok()) << c.status.error_message();
+  EXPECT_EQ(c.ids, expected[0].ids);
+  EXPECT_TRUE(c.usage.local_prefill());
+  auto d = decode_stub((*cluster)->nodes("decode").front()->address);
+  expect_no_kv_held(node_info(*d));
+}
+
+// A reservation whose commit never comes (P holds its transfer) is reclaimed by D's lease: the
+// decode node logs it, its Decode stream for the request ends with the reason, and no block stays
+// reserved.
+TEST(ServingFaults, ACommitThatNeverComesIsReclaimedByTheLease) {
+  cli::ClusterOptions o = cluster_options(eagle3(), "grpc", "lease");
+  o.num_prefill = 0;
+  o.decode_args = {"--handoff-lease-ms", "300"};
+  auto cluster = cli::LocalCluster::start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ClusterProcess* dp = (*cluster)->nodes("decode").front();
+  auto d = decode_stub(dp->address);
+  node::v1::KvDestination dest;
+  {
+    grpc::ClientContext ctx;
+    node::v1::ReserveRequest r;
+    r.set_request_id("never-committed");
+    r.set_prompt_len(50);
+    ASSERT_TRUE(d->Reserve(&ctx, r, &dest).ok());
+  }
+  EXPECT_EQ(dest.kv_blocks_size(), 4);
+  EXPECT_GT(dest.proposer_blocks_size(), 0);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  node::v1::DecodeRequest req;
+  req.set_request_id("never-committed");
+  auto stream = d->Decode(&ctx, req);
+  node::v1::DecodeResponse last;
+  for (node::v1::DecodeResponse m; stream->Read(&m);) last = m;
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_THAT(last.error(), HasSubstr("lease"));
+  EXPECT_TRUE(dp->process->wait_for_line("lease of 300 ms", std::chrono::seconds(10)).ok());
+  expect_no_kv_held(node_info(*d));
+}
+
+// D is killed while streaming: the client gets UNAVAILABLE naming the decode node (tokens already
+// sent are never retried elsewhere), and the router stops counting D as usable.
+TEST(ServingFaults, DecodeKilledMidStreamFailsTheRequestAndMarksTheNode) {
+  auto cluster = cli::LocalCluster::start(cluster_options(std::nullopt, "ucx", "kill-decode"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto stub = router_stub((*cluster)->router_address());
+  SamplingParams p = greedy(1500);
+  p.ignore_eos = true;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = stub->Generate(&ctx, text_request(code_prompts()[0], p));
+  v1::GenerateResponse m;
+  int messages = 0;
+  while (messages < 3 && reader->Read(&m)) ++messages;
+  ASSERT_EQ(messages, 3);
+  ClusterProcess* d = (*cluster)->nodes("decode").front();
+  d->process->kill();
+  while (reader->Read(&m)) {
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr(d->address));
+  grpc::ClientContext ictx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&ictx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.num_decode_nodes(), 0);
+}
+
+// Restarting P, then D, on their ports: the router notices each new instance, P's cached
+// connection to the old D (its old memory keys) is replaced, and requests keep being served
+// disaggregated with the right tokens.
+TEST(ServingFaults, RestartedNodesServeAgain) {
+  auto cluster = cli::LocalCluster::start(cluster_options(eagle3(), "ucx", "restart"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string prompt = code_prompts()[2];
+  const std::vector<LocalResult> expected = run_local(eagle3(), {prompt}, {greedy(20)});
+  auto stub = router_stub((*cluster)->router_address());
+  const auto check = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    const Completion c = generate(*stub, text_request(prompt, greedy(20)));
+    ASSERT_TRUE(c.status.ok()) << c.status.error_message();
+    EXPECT_EQ(c.ids, expected[0].ids);
+    EXPECT_FALSE(c.usage.local_prefill());
+  };
+  check("before any restart");
+  ClusterProcess* p = (*cluster)->nodes("prefill").front();
+  ClusterProcess* d = (*cluster)->nodes("decode").front();
+  ASSERT_TRUE((*cluster)->restart(*p).ok());
+  ASSERT_TRUE((*cluster)->router().process->wait_for_line("prefill node " + p->address + " restarted", std::chrono::seconds(30)).ok());
+  check("after the prefill node restarted");
+  ASSERT_TRUE((*cluster)->restart(*d).ok());
+  ASSERT_TRUE((*cluster)->router().process->wait_for_line("decode node " + d->address + " restarted", std::chrono::seconds(30)).ok());
+  check("after the decode node restarted");
+}
+
+}  // namespace
+}  // namespace baton::testing
