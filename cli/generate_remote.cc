@@ -9,6 +9,7 @@
 
 #include "baton/v1/api.grpc.pb.h"
 #include "cli/generate_batch.h"
+#include "cli/router_client.h"
 #include "common/status.h"
 #include "engine/sample/stop_checker.h"
 #include "grpcpp/grpcpp.h"
@@ -21,53 +22,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-struct RemoteResult {
-  grpc::Status status;
-  std::vector<std::int32_t> ids;
-  std::vector<TokenOutput> tokens;
-  std::string text;
-  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
-  std::string error;
-  v1::Usage usage;
-  double ttft_s = 0, total_s = 0;
-};
-
-// Streams one request; `on_text` sees each text delta as it arrives.
-RemoteResult run_request(v1::Baton::Stub& stub, const v1::GenerateRequest& request,
-                         const std::function<void(const std::string&)>& on_text) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(1));
-  RemoteResult r;
-  const auto start = Clock::now();
-  auto reader = stub.Generate(&ctx, request);
-  v1::GenerateResponse m;
-  while (reader->Read(&m)) {
-    if (r.ids.empty() && m.token_ids_size() > 0) r.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
-    for (int i = 0; i < m.token_ids_size(); ++i) {
-      r.ids.push_back(m.token_ids(i));
-      TokenOutput t;
-      t.token = m.token_ids(i);
-      if (i < m.logprobs_size()) {
-        t.logprob = m.logprobs(i).logprob();
-        for (const v1::TopLogprob& top : m.logprobs(i).top()) t.top_logprobs.push_back({top.token(), top.logprob()});
-      }
-      r.tokens.push_back(std::move(t));
-    }
-    if (!m.text().empty()) {
-      r.text += m.text();
-      if (on_text) on_text(m.text());
-    }
-    if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      r.finish_reason = m.finish_reason();
-      r.error = m.error();
-      r.usage = m.usage();
-    }
-  }
-  r.status = reader->Finish();
-  r.total_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return r;
-}
 
 const char* reason_name(v1::FinishReason r) { return finish_reason_name(finish_reason_from_proto(r)); }
 
