@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstdio>
 
+#include "baton/v1/node.grpc.pb.h"
+#include "common/status.h"
 #include "node_common/grpc_server.h"
 #include "spdlog/spdlog.h"
 
@@ -36,6 +38,25 @@ void serve_until_signal(grpc::Server& server, const std::function<void()>& stop_
   set_serving(server, false);
   server.Shutdown(std::chrono::system_clock::now() + drain);
   stop_service();
+}
+
+absl::Status register_with_router(const std::string& router_address, const std::string& node_address,
+                                  const std::string& role, std::chrono::milliseconds timeout) {
+  auto stub = node::v1::Registry::NewStub(grpc::CreateChannel(router_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_wait_for_ready(true);  // the router may still be starting
+  node::v1::RegisterNodeRequest request;
+  request.set_address(node_address);
+  request.set_role(role);
+  node::v1::RegisterNodeResponse response;
+  const grpc::Status s = stub->RegisterNode(&ctx, request, &response);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        str_cat("registering with the router at ", router_address, ": ", s.error_message()));
+  }
+  spdlog::info("registered with the router at {} as a {} node", router_address, role);
+  return absl::OkStatus();
 }
 
 }  // namespace baton

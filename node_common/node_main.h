@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace baton {
@@ -24,5 +25,15 @@ void announce_ready(const std::string& binary, const std::string& address, const
 // calls in flight, then `stop_service`.
 void serve_until_signal(grpc::Server& server, const std::function<void()>& stop_service,
                         std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
+
+}  // namespace baton
+
+namespace baton {
+
+// Announces this node to a router's Registry (`--register-with ROUTER`), waiting for the router
+// to be reachable up to `timeout`. The router then polls the node like one given on its command
+// line. Errors name the router.
+absl::Status register_with_router(const std::string& router_address, const std::string& node_address,
+                                  const std::string& role, std::chrono::milliseconds timeout);
 
 }  // namespace baton

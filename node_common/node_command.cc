@@ -1,0 +1,74 @@
+#include "node_common/node_command.h"
+
+#include <cstdio>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "node_common/engine_flags.h"
+#include "node_common/grpc_server.h"
+#include "node_common/node_main.h"
+
+namespace baton {
+
+NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<FlagSpec> role_flags)
+    : binary_(std::move(binary)), synopsis_(std::move(synopsis)), specs_(engine_flags()) {
+  specs_.insert(specs_.end(), role_flags.begin(), role_flags.end());
+  specs_.insert(specs_.end(), {
+      {"host", "HOST", "address to listen on (default 127.0.0.1)"},
+      {"port", "PORT", "port to listen on (default 0: any free port, printed when ready)"},
+      {"handoff-lease-ms", "MS", "how long KV held for a hand-off waits for its transfer or commit (default 60000)"},
+      {"register-with", "HOST:PORT", "announce this node to the router at HOST:PORT once serving (instead of listing "
+                                     "it in the router's flags)"},
+      {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
+      {"help", "", "show this help"},
+  });
+}
+
+std::optional<int> NodeCommand::parse(int argc, char** argv) {
+  auto parsed = parse_flags(specs_, argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s: %s\n\n%s", binary_.c_str(), std::string(parsed.status().message()).c_str(),
+                 usage(binary_, synopsis_, specs_).c_str());
+    return 2;
+  }
+  flags_ = std::move(*parsed);
+  if (flags_.has("help")) {
+    std::printf("%s", usage(binary_, synopsis_, specs_).c_str());
+    return 0;
+  }
+  if (absl::Status s = init_logging(flags_.get("log-level").value_or("info")); !s.ok()) return fail(s);
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<std::chrono::milliseconds>> NodeCommand::positive_ms(const std::string& name) const {
+  BATON_ASSIGN_OR_RETURN(auto v, flags_.get_int(name));
+  if (!v) return std::optional<std::chrono::milliseconds>();
+  if (*v <= 0) return absl::InvalidArgumentError(str_cat("--", name, " must be positive, got ", *v));
+  return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*v));
+}
+
+int NodeCommand::fail(const absl::Status& status) const {
+  std::fprintf(stderr, "%s: %s\n", binary_.c_str(), std::string(status.message()).c_str());
+  return 1;
+}
+
+int NodeCommand::serve(grpc::Service& service, const std::string& role, const std::string& details,
+                       const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop) const {
+  auto port = flags_.get_int("port");
+  if (!port.ok()) return fail(port.status());
+  auto server = start_grpc_server(flags_.get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service});
+  if (!server.ok()) return fail(server.status());
+  set_address(server->address);
+  set_serving(*server->server, true);
+  if (auto router = flags_.get("register-with")) {
+    if (absl::Status s = register_with_router(*router, server->address, role, std::chrono::seconds(30)); !s.ok()) {
+      stop();
+      return fail(s);
+    }
+  }
+  announce_ready(binary_, server->address, details);
+  serve_until_signal(*server->server, stop);
+  return 0;
+}
+
+}  // namespace baton

@@ -1,0 +1,51 @@
+// The command line and serving life of a node binary (baton-prefill, baton-decode), which differ
+// only in their service and role flags: the engine's flags plus the node flags (--host, --port,
+// --transport, --handoff-lease-ms, --register-with, --log-level, --help), usage and errors
+// prefixed with the binary's name, and serve(): listen, report SERVING, register with a router if
+// asked, print the "ready on" line, and stop on SIGINT/SIGTERM.
+//
+// Must not: know what a prefill or decode node does.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/flags.h"
+#include "grpcpp/grpcpp.h"
+
+namespace baton {
+
+class NodeCommand {
+ public:
+  // `role_flags` come after the engine's and before the common node flags.
+  NodeCommand(std::string binary, std::string synopsis, std::vector<FlagSpec> role_flags);
+
+  // Parses argv and sets up logging. nullopt: go on with flags(); otherwise the exit code (0 after
+  // --help, 2 for bad flags, 1 for a bad log level), the message already printed.
+  std::optional<int> parse(int argc, char** argv);
+  const ParsedFlags& flags() const { return flags_; }
+
+  // --name as a positive duration in milliseconds, if given.
+  absl::StatusOr<std::optional<std::chrono::milliseconds>> positive_ms(const std::string& name) const;
+
+  // Prints "<binary>: <message>" on stderr; returns 1.
+  int fail(const absl::Status& status) const;
+
+  // Serves `service` until SIGINT/SIGTERM. `set_address` learns the bound address before the node
+  // reports SERVING; `stop` stops the service after the server drained. Returns the exit code.
+  int serve(grpc::Service& service, const std::string& role, const std::string& details,
+            const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop) const;
+
+ private:
+  std::string binary_;
+  std::string synopsis_;
+  std::vector<FlagSpec> specs_;
+  ParsedFlags flags_;
+};
+
+}  // namespace baton
