@@ -70,6 +70,21 @@ TEST_F(UcxTransportTest, SmallAndLargeCopiesLandExactly) {
   EXPECT_TRUE(holds_exactly(*src_[1], *dst_[1], copies1));
 }
 
+TEST_F(UcxTransportTest, AdjacentBlocksLandExactly) {
+  // Consecutive blocks of a layer: runs that continue one another on both sides (merged into one
+  // put), on one side only, and a batch posted across several put() calls.
+  std::vector<Copy> copies;
+  for (std::uint64_t b = 0; b < 64; ++b) copies.push_back({b * 4096, 65536 + b * 4096, 4096});
+  for (std::uint64_t b = 0; b < 16; ++b) copies.push_back({b * 4096, 2 * kMiB + b * 8192, 4096});
+  auto transfer = sender_->begin(target("req-adjacent"));
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  std::span<const Copy> all(copies);
+  (*transfer)->put(0, all.subspan(0, 30));
+  (*transfer)->put(0, all.subspan(30));
+  ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
+  EXPECT_TRUE(holds_exactly(*src_[0], *dst_[0], copies));
+}
+
 TEST_F(UcxTransportTest, EmptyTransferFinishesOk) {
   auto transfer = sender_->begin(target("req-empty"));
   ASSERT_TRUE(transfer.ok()) << transfer.status();
