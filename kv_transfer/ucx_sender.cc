@@ -139,7 +139,7 @@ class UcxKvSender::Loop {
   static void on_put_done(void* request, ucs_status_t status, void* user_data) {
     auto* t = static_cast<TransferState*>(user_data);
     --t->in_flight;
-    if (status != UCS_OK && t->error.ok()) t->error = ucs_to_status(status, str_cat(t->where(), ": put"));
+    if (status != UCS_OK) record_failure(*t, status, "put");
     ucp_request_free(request);
     t->loop->touched_.push_back(t);
   }
@@ -147,9 +147,20 @@ class UcxKvSender::Loop {
   static void on_flush_done(void* request, ucs_status_t status, void* user_data) {
     auto* t = static_cast<TransferState*>(user_data);
     t->flush_pending = false;
-    if (status != UCS_OK && t->error.ok()) t->error = ucs_to_status(status, str_cat(t->where(), ": flush"));
+    if (status != UCS_OK) record_failure(*t, status, "flush");
     ucp_request_free(request);
     t->loop->touched_.push_back(t);
+  }
+
+  // An operation cancelled because its endpoint was closed reports why it was closed (the peer
+  // failed, restarted, was invalidated or missed a deadline), not just "canceled".
+  static void record_failure(TransferState& t, ucs_status_t status, std::string_view what) {
+    if (!t.error.ok()) return;
+    if (t.peer->closed && !t.peer->failure.ok()) {
+      t.error = absl::UnavailableError(str_cat(t.where(), ": ", what, " failed: ", t.peer->failure.message()));
+    } else {
+      t.error = ucs_to_status(status, str_cat(t.where(), ": ", what));
+    }
   }
 
   // ---- transport thread ----------------------------------------------------------------------
