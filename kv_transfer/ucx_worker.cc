@@ -149,8 +149,9 @@ void UcxWorker::wait(std::optional<Deadline> until) {
   if (st == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress first
   if (st != UCS_OK) {
     // Not expected with UCP_FEATURE_WAKEUP; sleeping without an armed fd could miss events, so
-    // fall through to a short bounded wait rather than a blind sleep.
-    spdlog::warn("{}: ucp_worker_arm: {}", who_, ucs_status_string(st));
+    // fall back to a short bounded wait rather than an unbounded one.
+    if (!arm_failed_) spdlog::warn("{}: ucp_worker_arm: {}; polling every millisecond", who_, ucs_status_string(st));
+    arm_failed_ = true;
     until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   }
   int timeout_ms = -1;

@@ -77,6 +77,7 @@ class UcxWorker {
   ucp_worker_h worker_ = nullptr;
   int epoll_fd_ = -1;
   std::shared_ptr<WakeFd> wake_;
+  bool arm_failed_ = false;
 };
 
 }  // namespace baton::kv

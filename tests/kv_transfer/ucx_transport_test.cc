@@ -2,6 +2,8 @@
 // land exactly, connections are cached and replaced, bad input is rejected, and a dead peer fails
 // a transfer before its deadline. ctest runs this twice: with UCX's default transports and with
 // UCX_TLS=tcp.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <thread>
 
@@ -202,6 +204,24 @@ TEST_F(UcxTransportTest, StaleDescriptorOfADeadPeerFailsBeforeTheDeadline) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
     EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
   }
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+TEST_F(UcxTransportTest, IdleThreadsSleep) {
+  // With a live connection and nothing to send, the transport and progress threads must sleep in
+  // epoll: over an idle second the process uses a small fraction of one core's time.
+  auto transfer = sender_->begin(target("req-idle"));
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  (*transfer)->put(0, std::vector<Copy>{{0, 0, kMiB}});
+  ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(1s);  // the measurement window, not a synchronisation
+  EXPECT_LT(cpu_seconds() - before, 0.2);
 }
 
 TEST_F(UcxTransportTest, SenderDestroyedBeforeFinishReportsCancelled) {
