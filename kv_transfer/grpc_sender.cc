@@ -105,6 +105,8 @@ class GrpcKvSender::Loop {
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(kGrpcKvMaxMessageBytes);
     args.SetMaxReceiveMessageSize(kGrpcKvMaxMessageBytes);
+    // Its own connections: a replaced channel (the peer restarted) must not inherit the old one's.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto peer = std::make_shared<GrpcPeerChannel>();
     peer->instance = instance;
     peer->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
