@@ -118,8 +118,11 @@ class UcxKvSender::Loop {
     if (!queue_->push(cmd)) return absl::CancelledError(str_cat(where, ": the sender is shutting down"));
     absl::Status connected = answered.wait_for(options_.begin_timeout) == std::future_status::ready
                                  ? answered.get()
-                                 : absl::DeadlineExceededError(str_cat("no connection within ",
-                                                                       options_.begin_timeout.count(), " ms"));
+                                 : absl::DeadlineExceededError(str_cat(
+                                       "no connection within ", options_.begin_timeout.count(), " ms (",
+                                       state->connect_taken.load() ? "the peer's wire-up did not complete"
+                                                                   : "the transport thread did not take the request",
+                                       ")"));
     if (!connected.ok()) {
       Command abandon = FinishCmd{state, std::chrono::steady_clock::now(), nullptr};  // drops it
       queue_->push(abandon);
@@ -180,6 +183,7 @@ class UcxKvSender::Loop {
 
   void handle(Command& cmd) {
     if (auto* c = std::get_if<ConnectCmd>(&cmd)) {
+      c->transfer->connect_taken.store(true);
       absl::Status now = connect(c->transfer, c->descriptor, c->instance, c->result);
       if (!now.ok()) c->result->set_value(std::move(now));
     } else if (auto* p = std::get_if<PutCmd>(&cmd)) {

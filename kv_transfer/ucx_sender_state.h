@@ -8,6 +8,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@ struct TransferState {
   std::string request_id;
   std::string address;
   UcxKvSender::Loop* loop = nullptr;
+  std::atomic<bool> connect_taken{false};  // the thread has taken its ConnectCmd (for diagnostics)
   // thread:
   std::shared_ptr<Peer> peer;
   absl::Status error;           // the first failure; later puts are dropped
@@ -67,25 +69,32 @@ struct InvalidateCmd {
 using Command = std::variant<ConnectCmd, PutCmd, FinishCmd, InvalidateCmd>;
 
 // Callers -> transport thread. Shared with the transfer handles so that a handle outliving its
-// sender finds it closed instead of dangling.
+// sender finds it closed instead of dangling. One wake-up per batch: `signaled_` is set by the push
+// that finds the batch empty of signals and cleared by take() under the same lock, so a push after
+// a take always signals again (a flag outside the lock could be left set by a signal whose write
+// the waiter had already consumed, and every later wake-up would be skipped).
 class CommandQueue {
  public:
   explicit CommandQueue(std::shared_ptr<WakeFd> wake) : wake_(std::move(wake)) {}
 
   // Moves `cmd` in and wakes the thread; false (cmd untouched) once closed.
   bool push(Command& cmd) {
+    bool signal = false;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
       pending_.push_back(std::move(cmd));
+      signal = !signaled_;
+      signaled_ = true;
     }
-    wake_->signal();
+    if (signal) wake_->signal();
     return true;
   }
   std::vector<Command> take() {
     std::vector<Command> out;
     std::lock_guard lock(mu_);
     out.swap(pending_);
+    signaled_ = false;
     return out;
   }
   void close() {
@@ -97,6 +106,7 @@ class CommandQueue {
   std::shared_ptr<WakeFd> wake_;
   std::mutex mu_;
   std::vector<Command> pending_;
+  bool signaled_ = false;
   bool closed_ = false;
 };
 

@@ -24,16 +24,11 @@ absl::StatusOr<std::shared_ptr<WakeFd>> WakeFd::create() {
 WakeFd::~WakeFd() { close(fd_); }
 
 void WakeFd::signal() {
-  // One write per sleep: later signals see `pending_` and skip the syscall. A producer publishes
-  // its work before signal(), and the waiter clears `pending_` before it reads the counter and
-  // then looks at the work, so no signal is lost.
-  if (pending_.exchange(true, std::memory_order_acq_rel)) return;
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
 }
 
 void WakeFd::drain() {
-  pending_.store(false, std::memory_order_release);
   std::uint64_t count = 0;
   [[maybe_unused]] ssize_t n = read(fd_, &count, sizeof(count));
 }

@@ -24,7 +24,9 @@
 namespace baton::kv {
 
 // An eventfd that wakes a UcxWorker::wait() from any thread; shared so that a producer that
-// outlives the worker can still signal it harmlessly.
+// outlives the worker can still signal it harmlessly. Each signal() is a write: a producer that
+// wants one per batch keeps its own flag, cleared under the same lock with which the waiter takes
+// the batch (see CommandQueue).
 class WakeFd {
  public:
   static absl::StatusOr<std::shared_ptr<WakeFd>> create();
@@ -32,14 +34,13 @@ class WakeFd {
   WakeFd(const WakeFd&) = delete;
   WakeFd& operator=(const WakeFd&) = delete;
 
-  void signal();  // any thread; cheap when a signal is already pending
+  void signal();  // any thread
   void drain();   // the waiting thread, after it woke
   int fd() const { return fd_; }
 
  private:
   explicit WakeFd(int fd) : fd_(fd) {}
   int fd_;
-  std::atomic<bool> pending_{false};
 };
 
 // Maps a UCX status to an absl::Status: connection-level failures to UNAVAILABLE, timeouts to
