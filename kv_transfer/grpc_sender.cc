@@ -1,6 +1,7 @@
 // GrpcKvSender (grpc_transport.h): one thread drives every PushKv stream of the sender through a
 // completion queue. Callers hand it work through a queue whose wake-up is a grpc::Alarm on that
 // completion queue; each stream has at most one operation (start, write, writes-done) pending.
+// Must not: make a blocking gRPC call on the sender thread (everything here is asynchronous).
 #include <algorithm>
 #include <atomic>
 #include <optional>

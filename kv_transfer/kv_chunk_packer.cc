@@ -1,4 +1,4 @@
-// KvChunkPacker (kv_chunk_packer.h).
+// KvChunkPacker (kv_chunk_packer.h). Must not: copy a source byte before its copy's range is checked.
 #include "kv_transfer/kv_chunk_packer.h"
 
 #include <algorithm>

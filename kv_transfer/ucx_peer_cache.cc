@@ -1,4 +1,5 @@
-// UcxPeerCache (ucx_peer_cache.h).
+// UcxPeerCache (ucx_peer_cache.h): endpoint creation, wire-up wait, replacement and closing.
+// Must not: close an endpoint from inside a UCX callback, or free its keys before the close ends.
 #include "kv_transfer/ucx_peer_cache.h"
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // UcxKvSender (ucx_transport.h): the transport thread that owns the sender's UCP worker. Callers
 // hand it work through a CommandQueue; it posts puts, flushes at finish, enforces deadlines and
 // reports each transfer once. Endpoints come from its UcxPeerCache.
+// Must not: block a caller on the network (only begin() waits, for a new endpoint's wire-up, by a
+// deadline); run a done callback inside ucp_worker_progress (they are collected and run after).
 #include <algorithm>
 #include <atomic>
 #include <optional>

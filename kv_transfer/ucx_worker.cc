@@ -1,4 +1,4 @@
-// UcxWorker and WakeFd (ucx_worker.h).
+// UcxWorker and WakeFd (ucx_worker.h). Must not: sleep without the worker armed.
 #include "kv_transfer/ucx_worker.h"
 
 #include <sys/epoll.h>

@@ -10,7 +10,6 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
