@@ -1,4 +1,5 @@
-// GrpcKvReceiver (grpc_transport.h): the decode side of PushKv.
+// GrpcKvReceiver (grpc_transport.h): the decode side of PushKv, one chunk in memory at a time.
+// Must not: copy a segment before its request id, pool, bounds and WriteCheck have all passed.
 #include <cstring>
 
 #include "common/status.h"

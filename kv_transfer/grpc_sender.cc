@@ -1,141 +1,32 @@
 // GrpcKvSender (grpc_transport.h): one thread drives every PushKv stream of the sender through a
 // completion queue. Callers hand it work through a queue whose wake-up is a grpc::Alarm on that
 // completion queue; each stream has at most one operation (start, write, writes-done) pending.
-#include <grpcpp/alarm.h>
-
+// Must not: make a blocking gRPC call on the sender thread (everything here is asynchronous).
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <variant>
 
 #include "common/status.h"
+#include "kv_transfer/grpc_sender_state.h"
 #include "kv_transfer/grpc_transport.h"
-#include "kv_transfer/kv_chunk_packer.h"
 
 namespace baton::kv {
 namespace {
 
 using baton::node::v1::DecodeNode;
-using baton::node::v1::KvChunk;
-using baton::node::v1::PushKvResponse;
 
 constexpr auto kAbandonedTimeout = std::chrono::seconds(30);
 
-struct PeerChannel {
-  std::uint64_t instance = 0;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<DecodeNode::Stub> stub;
-};
-
-struct GrpcTransferState;
-struct Tag {
-  GrpcTransferState* transfer;  // nullptr: the queue's wake-up alarm
-  bool finish;                  // the Finish() completion (else: start, write or writes-done)
-};
-
-struct GrpcTransferState {
-  enum class Phase { kStarting, kStreaming, kWritesDone, kFinishing, kClosed };
-
-  GrpcTransferState(const std::vector<MemoryRegion>* local, const TransferTarget& target, std::size_t chunk_bytes,
-                    std::shared_ptr<PeerChannel> channel)
-      : request_id(target.request_id), address(target.peer_address), peer(std::move(channel)),
-        packer(local, target.request_id, chunk_bytes) {}
-
-  std::string where() const { return str_cat("grpc transfer of request ", request_id, " to ", address); }
-
-  const std::string request_id;
-  const std::string address;
-  const std::shared_ptr<PeerChannel> peer;
-  // Sender thread only:
-  grpc::ClientContext context;
-  PushKvResponse response;
-  grpc::Status rpc_status;
-  std::unique_ptr<grpc::ClientAsyncWriter<KvChunk>> writer;
-  KvChunkPacker packer;
-  KvChunk chunk;
-  Phase phase = Phase::kStarting;
-  bool op_pending = false;
-  bool cancelled = false;   // TryCancel() was called
-  absl::Status error;       // a local failure (bad copy); the stream is cancelled
-  absl::Status final_status;  // once closed
-  bool finishing = false;
-  bool reported = false;
-  Deadline deadline{};
-  DoneCallback done;
-  Tag op_tag{this, false};
-  Tag finish_tag{this, true};
-};
-
-struct StartCmd {
-  std::shared_ptr<GrpcTransferState> transfer;
-};
-struct PutCmd {
-  std::shared_ptr<GrpcTransferState> transfer;
-  std::int32_t pool = 0;
-  std::vector<Copy> copies;
-};
-struct FinishCmd {
-  std::shared_ptr<GrpcTransferState> transfer;
-  Deadline deadline{};
-  DoneCallback done;
-};
-using Command = std::variant<StartCmd, PutCmd, FinishCmd>;
-
-// Callers -> sender thread. The alarm is set only while not pending (an alarm is re-set only after
-// it fired), so one wake-up covers any number of pushes.
-class CommandQueue {
- public:
-  CommandQueue(grpc::CompletionQueue* cq, Tag* wake_tag) : cq_(cq), wake_tag_(wake_tag) {}
-
-  bool push(Command& cmd) {
-    std::lock_guard lock(mu_);
-    if (closed_) return false;
-    pending_.push_back(std::move(cmd));
-    arm_locked();
-    return true;
-  }
-  // The sender thread, on the wake-up tag: the alarm may be set again.
-  std::vector<Command> take_after_wake(bool* closed) {
-    std::vector<Command> out;
-    std::lock_guard lock(mu_);
-    armed_ = false;
-    out.swap(pending_);
-    *closed = closed_;
-    return out;
-  }
-  void close_and_wake() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    arm_locked();
-  }
-
- private:
-  void arm_locked() {
-    if (armed_) return;
-    armed_ = true;
-    alarm_.Set(cq_, gpr_time_0(GPR_CLOCK_MONOTONIC), wake_tag_);
-  }
-
-  grpc::CompletionQueue* cq_;
-  Tag* wake_tag_;
-  std::mutex mu_;
-  grpc::Alarm alarm_;
-  std::vector<Command> pending_;
-  bool armed_ = false;
-  bool closed_ = false;
-};
-
 class GrpcKvTransfer final : public KvTransfer {
  public:
-  GrpcKvTransfer(std::shared_ptr<CommandQueue> queue, std::shared_ptr<GrpcTransferState> state)
+  GrpcKvTransfer(std::shared_ptr<GrpcCommandQueue> queue, std::shared_ptr<GrpcTransferState> state)
       : queue_(std::move(queue)), state_(std::move(state)) {}
 
   ~GrpcKvTransfer() override {
     if (finished_) return;
-    Command cmd = FinishCmd{state_, std::chrono::steady_clock::now() + kAbandonedTimeout, nullptr};
+    GrpcCommand cmd = GrpcFinishCmd{state_, std::chrono::steady_clock::now() + kAbandonedTimeout, nullptr};
     queue_->push(cmd);
   }
 
@@ -144,16 +35,16 @@ class GrpcKvTransfer final : public KvTransfer {
     std::int64_t bytes = 0;
     for (const Copy& c : copies) bytes += static_cast<std::int64_t>(c.bytes);
     bytes_posted_.fetch_add(bytes, std::memory_order_relaxed);
-    Command cmd = PutCmd{state_, pool, std::vector<Copy>(copies.begin(), copies.end())};
+    GrpcCommand cmd = GrpcPutCmd{state_, pool, std::vector<Copy>(copies.begin(), copies.end())};
     queue_->push(cmd);
   }
 
   void finish(Deadline deadline, DoneCallback done) override {
     BATON_CHECK(!finished_, "finish() called twice on ", state_->where());
     finished_ = true;
-    Command cmd = FinishCmd{state_, deadline, std::move(done)};
+    GrpcCommand cmd = GrpcFinishCmd{state_, deadline, std::move(done)};
     if (!queue_->push(cmd)) {
-      auto& f = std::get<FinishCmd>(cmd);
+      auto& f = std::get<GrpcFinishCmd>(cmd);
       if (f.done) f.done(absl::CancelledError(str_cat(state_->where(), ": the sender was destroyed")));
     }
   }
@@ -161,7 +52,7 @@ class GrpcKvTransfer final : public KvTransfer {
   std::int64_t bytes_posted() const override { return bytes_posted_.load(std::memory_order_relaxed); }
 
  private:
-  std::shared_ptr<CommandQueue> queue_;
+  std::shared_ptr<GrpcCommandQueue> queue_;
   std::shared_ptr<GrpcTransferState> state_;
   std::atomic<std::int64_t> bytes_posted_{0};
   bool finished_ = false;
@@ -177,7 +68,7 @@ absl::Status from_grpc(const grpc::Status& s, std::string_view where) {
 class GrpcKvSender::Loop {
  public:
   Loop(std::vector<MemoryRegion> local, GrpcSenderOptions options)
-      : local_(std::move(local)), options_(options), queue_(std::make_shared<CommandQueue>(&cq_, &wake_tag_)) {
+      : local_(std::move(local)), options_(options), queue_(std::make_shared<GrpcCommandQueue>(&cq_, &wake_tag_)) {
     thread_ = std::thread([this] { run(); });
   }
 
@@ -195,7 +86,7 @@ class GrpcKvSender::Loop {
     if (target.peer_address.empty()) return absl::InvalidArgumentError(str_cat(where, ": empty peer address"));
     auto state = std::make_shared<GrpcTransferState>(&local_, target, options_.chunk_bytes,
                                                      channel_for(target.peer_address, target.peer_instance));
-    Command cmd = StartCmd{state};
+    GrpcCommand cmd = GrpcStartCmd{state};
     if (!queue_->push(cmd)) return absl::CancelledError(str_cat(where, ": the sender is shutting down"));
     return std::make_unique<GrpcKvTransfer>(queue_, state);
   }
@@ -208,14 +99,16 @@ class GrpcKvSender::Loop {
   std::int64_t channels_made() const { return channels_made_.load(); }
 
  private:
-  std::shared_ptr<PeerChannel> channel_for(const std::string& address, std::uint64_t instance) {
+  std::shared_ptr<GrpcPeerChannel> channel_for(const std::string& address, std::uint64_t instance) {
     std::lock_guard lock(mu_);
     auto& entry = channels_[address];
     if (entry && entry->instance == instance) return entry;
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(kGrpcKvMaxMessageBytes);
     args.SetMaxReceiveMessageSize(kGrpcKvMaxMessageBytes);
-    auto peer = std::make_shared<PeerChannel>();
+    // Its own connections: a replaced channel (the peer restarted) must not inherit the old one's.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto peer = std::make_shared<GrpcPeerChannel>();
     peer->instance = instance;
     peer->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     peer->stub = DecodeNode::NewStub(peer->channel);
@@ -234,10 +127,10 @@ class GrpcKvSender::Loop {
       auto got = cq_.AsyncNext(&tag, &ok, next_deadline());
       if (got == grpc::CompletionQueue::SHUTDOWN) break;
       if (got == grpc::CompletionQueue::GOT_EVENT) {
-        auto* t = static_cast<Tag*>(tag);
+        auto* t = static_cast<GrpcTag*>(tag);
         if (t->transfer == nullptr) {
           bool closed = false;
-          for (Command& cmd : queue_->take_after_wake(&closed)) handle(cmd);
+          for (GrpcCommand& cmd : queue_->take_after_wake(&closed)) handle(cmd);
           if (closed && !stopping_) start_shutdown();
         } else {
           on_event(*t->transfer, t->finish, ok);
@@ -263,21 +156,21 @@ class GrpcKvSender::Loop {
                         gpr_time_from_millis(std::max<std::int64_t>(0, left.count()), GPR_TIMESPAN));
   }
 
-  void handle(Command& cmd) {
-    if (auto* s = std::get_if<StartCmd>(&cmd)) {
+  void handle(GrpcCommand& cmd) {
+    if (auto* s = std::get_if<GrpcStartCmd>(&cmd)) {
       GrpcTransferState& t = *s->transfer;
       active_.emplace(&t, s->transfer);
       t.context.set_deadline(std::chrono::system_clock::now() + options_.stream_deadline);
       t.writer = t.peer->stub->PrepareAsyncPushKv(&t.context, &t.response, &cq_);
       t.writer->StartCall(&t.op_tag);
       t.op_pending = true;
-    } else if (auto* p = std::get_if<PutCmd>(&cmd)) {
+    } else if (auto* p = std::get_if<GrpcPutCmd>(&cmd)) {
       GrpcTransferState& t = *p->transfer;
       if (t.phase != GrpcTransferState::Phase::kStreaming && t.phase != GrpcTransferState::Phase::kStarting) return;
       if (!t.error.ok() || t.cancelled) return;
       t.packer.add(p->pool, std::move(p->copies));
       pump(t);
-    } else if (auto* f = std::get_if<FinishCmd>(&cmd)) {
+    } else if (auto* f = std::get_if<GrpcFinishCmd>(&cmd)) {
       GrpcTransferState& t = *f->transfer;
       if (!active_.contains(&t)) {  // its start was never handled (shutdown raced it)
         if (f->done) dones_.emplace_back(std::move(f->done), absl::CancelledError(str_cat(t.where(), ": not started")));
@@ -397,12 +290,12 @@ class GrpcKvSender::Loop {
   const std::vector<MemoryRegion> local_;
   const GrpcSenderOptions options_;
   grpc::CompletionQueue cq_;
-  Tag wake_tag_{nullptr, false};
-  std::shared_ptr<CommandQueue> queue_;
+  GrpcTag wake_tag_{nullptr, false};
+  std::shared_ptr<GrpcCommandQueue> queue_;
   std::thread thread_;
 
   std::mutex mu_;  // guards channels_
-  std::unordered_map<std::string, std::shared_ptr<PeerChannel>> channels_;
+  std::unordered_map<std::string, std::shared_ptr<GrpcPeerChannel>> channels_;
   std::atomic<std::int64_t> channels_made_{0};
 
   // Sender thread only.

@@ -1,4 +1,4 @@
-// KvChunkPacker (kv_chunk_packer.h).
+// KvChunkPacker (kv_chunk_packer.h). Must not: copy a source byte before its copy's range is checked.
 #include "kv_transfer/kv_chunk_packer.h"
 
 #include <algorithm>
@@ -7,10 +7,17 @@
 #include "kv_transfer/copy_range.h"
 
 namespace baton::kv {
+namespace {
+
+// What a segment costs in a chunk beyond its data (tags, lengths, offset), rounded up: the chunk's
+// budget counts it so that many tiny segments cannot push a message past the receiver's limit.
+constexpr std::size_t kSegmentOverhead = 24;
+
+}  // namespace
 
 KvChunkPacker::KvChunkPacker(const std::vector<MemoryRegion>* local_pools, std::string request_id,
                              std::size_t max_chunk_bytes)
-    : local_(local_pools), request_id_(std::move(request_id)), max_chunk_bytes_(std::max<std::size_t>(1, max_chunk_bytes)) {}
+    : local_(local_pools), request_id_(std::move(request_id)), max_chunk_bytes_(std::max(kSegmentOverhead + 1, max_chunk_bytes)) {}
 
 void KvChunkPacker::add(std::int32_t pool, std::vector<Copy> copies) {
   std::erase_if(copies, [](const Copy& c) { return c.bytes == 0; });
@@ -33,9 +40,9 @@ absl::Status KvChunkPacker::next(baton::node::v1::KvChunk& chunk) {
                                               " is out of range (", local_->size(), " local pools)"));
   }
   const MemoryRegion& region = (*local_)[pool];
-  std::size_t room = max_chunk_bytes_;
+  std::size_t used = 0;
   // Fill from the front batches of the same pool until the chunk is full.
-  while (room > 0 && !batches_.empty() && batches_.front().pool == pool) {
+  while (!batches_.empty() && batches_.front().pool == pool && max_chunk_bytes_ - used > kSegmentOverhead) {
     Batch& b = batches_.front();
     const Copy& c = b.copies[b.index];
     if (b.done_bytes == 0) {
@@ -43,11 +50,11 @@ absl::Status KvChunkPacker::next(baton::node::v1::KvChunk& chunk) {
           "local", str_cat("grpc transfer of request ", request_id_, ": copy ", b.first_copy_number + b.index),
           pool, c.src_offset, c.bytes, region.bytes));
     }
-    const std::uint64_t n = std::min<std::uint64_t>(room, c.bytes - b.done_bytes);
+    const std::uint64_t n = std::min<std::uint64_t>(max_chunk_bytes_ - used - kSegmentOverhead, c.bytes - b.done_bytes);
     baton::node::v1::KvSegment* seg = chunk.add_segments();
     seg->set_dst_offset(c.dst_offset + b.done_bytes);
     seg->mutable_data()->assign(static_cast<const char*>(region.base) + c.src_offset + b.done_bytes, n);
-    room -= n;
+    used += kSegmentOverhead + n;
     bytes_packed_ += static_cast<std::int64_t>(n);
     b.done_bytes += n;
     if (b.done_bytes == c.bytes) {

@@ -1,6 +1,7 @@
-// KvChunkPacker: turns a gRPC transfer's queued copies into KvChunk messages of at most
-// `max_chunk_bytes` of data each (one pool per chunk; a large copy is split across chunks), read
-// from the local pools. The request id rides on the first chunk only.
+// KvChunkPacker: turns a gRPC transfer's queued copies into KvChunk messages of about
+// `max_chunk_bytes` each — data plus a fixed charge per segment, so that many tiny segments stay
+// under the limit too (one pool per chunk; a large copy is split across chunks), read from the
+// local pools. The request id rides on the first chunk only.
 //
 // Not thread-safe (one transfer, one thread). Must not: read outside a local pool (each copy's
 // source range is checked when packed); hold more than one chunk's worth of copied bytes.

@@ -1,4 +1,5 @@
-// Encoding and decoding of the UCX receiver descriptor (ucx_descriptor.h).
+// Encoding and decoding of the UCX receiver descriptor (ucx_descriptor.h). Must not: read past
+// the input or allocate from an unchecked length.
 #include "kv_transfer/ucx_descriptor.h"
 
 

@@ -1,5 +1,6 @@
 // UcxKvReceiver (ucx_transport.h): registers the decode node's pools, publishes their keys in the
 // descriptor, and progresses its worker on one thread so that software-emulated RMA (tcp) lands.
+// Must not: spin while idle (the thread sleeps on the worker's event fd).
 #include <atomic>
 #include <thread>
 

@@ -1,16 +1,19 @@
 // UcxKvSender (ucx_transport.h): the transport thread that owns the sender's UCP worker. Callers
-// hand it work through a CommandQueue; it posts puts, flushes at finish, keeps the per-peer
-// connection cache, enforces deadlines and reports each transfer once.
+// hand it work through a CommandQueue; it posts puts, flushes at finish, enforces deadlines and
+// reports each transfer once. Endpoints come from its UcxPeerCache.
+// Must not: block a caller on the network (only begin() waits, for a new endpoint's wire-up, by a
+// deadline); run a done callback inside ucp_worker_progress (they are collected and run after).
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "common/status.h"
 #include "kv_transfer/copy_range.h"
+#include "kv_transfer/ucx_peer_cache.h"
 #include "kv_transfer/ucx_sender_state.h"
 #include "kv_transfer/ucx_transport.h"
-#include "spdlog/spdlog.h"
 
 namespace baton::kv {
 namespace {
@@ -74,7 +77,7 @@ class UcxKvSender::Loop {
       thread_.join();
     }
     active_.clear();
-    cache_.clear();
+    peers_.reset();
     for (ucp_mem_h m : local_memh_) worker_->unmap(m);
   }
 
@@ -84,12 +87,13 @@ class UcxKvSender::Loop {
       BATON_ASSIGN_OR_RETURN(ucp_mem_h memh, worker_->map(pool));
       local_memh_.push_back(memh);
     }
+    peers_ = std::make_unique<UcxPeerCache>(worker_.get());
     queue_ = std::make_shared<CommandQueue>(worker_->wake_fd());
     thread_ = std::thread([this] { run(); });
     return absl::OkStatus();
   }
 
-  std::int64_t connections_made() const { return connections_made_.load(); }
+  std::int64_t connections_made() const { return peers_->connections_made(); }
 
   absl::StatusOr<std::unique_ptr<KvTransfer>> begin(const TransferTarget& target) {
     const std::string where = str_cat("ucx begin(request ", target.request_id, ", peer ", target.peer_address, ")");
@@ -106,8 +110,8 @@ class UcxKvSender::Loop {
     state->address = target.peer_address;
     state->loop = this;
 
-    if (std::this_thread::get_id() == thread_.get_id()) {  // begin() from a done callback
-      BATON_RETURN_IF_ERROR(connect(state, *decoded, target.peer_instance, nullptr));  // no wait here
+    if (std::this_thread::get_id() == thread_.get_id()) {  // begin() from a done callback: no waiting
+      BATON_RETURN_IF_ERROR(connect(state, *decoded, target.peer_instance, nullptr));
       return std::make_unique<UcxKvTransfer>(queue_, state);
     }
     auto result = std::make_shared<std::promise<absl::Status>>();
@@ -116,8 +120,11 @@ class UcxKvSender::Loop {
     if (!queue_->push(cmd)) return absl::CancelledError(str_cat(where, ": the sender is shutting down"));
     absl::Status connected = answered.wait_for(options_.begin_timeout) == std::future_status::ready
                                  ? answered.get()
-                                 : absl::DeadlineExceededError(str_cat("no connection within ",
-                                                                       options_.begin_timeout.count(), " ms"));
+                                 : absl::DeadlineExceededError(str_cat(
+                                       "no connection within ", options_.begin_timeout.count(), " ms (",
+                                       state->connect_taken.load() ? "the peer's wire-up did not complete"
+                                                                   : "the transport thread did not take the request",
+                                       ")"));
     if (!connected.ok()) {
       Command abandon = FinishCmd{state, std::chrono::steady_clock::now(), nullptr};  // drops it
       queue_->push(abandon);
@@ -132,12 +139,12 @@ class UcxKvSender::Loop {
   }
 
  private:
-  // ---- transport thread: UCX callbacks (inside ucp_worker_progress) --------------------------
+  // ---- UCX callbacks (transport thread, inside ucp_worker_progress) ------------------------------
 
   static void on_put_done(void* request, ucs_status_t status, void* user_data) {
     auto* t = static_cast<TransferState*>(user_data);
     --t->in_flight;
-    if (status != UCS_OK && t->error.ok()) t->error = ucs_to_status(status, str_cat(t->where(), ": put"));
+    if (status != UCS_OK) record_failure(*t, status, "put");
     ucp_request_free(request);
     t->loop->touched_.push_back(t);
   }
@@ -145,38 +152,29 @@ class UcxKvSender::Loop {
   static void on_flush_done(void* request, ucs_status_t status, void* user_data) {
     auto* t = static_cast<TransferState*>(user_data);
     t->flush_pending = false;
-    if (status != UCS_OK && t->error.ok()) t->error = ucs_to_status(status, str_cat(t->where(), ": flush"));
+    if (status != UCS_OK) record_failure(*t, status, "flush");
     ucp_request_free(request);
     t->loop->touched_.push_back(t);
   }
 
-  static void on_wireup_done(void* request, ucs_status_t status, void* user_data) {
-    auto* p = static_cast<Peer*>(user_data);
-    ucp_request_free(request);
-    if (status == UCS_OK) {
-      p->ready = true;
-      p->answer_waiters(absl::OkStatus());
-    } else if (p->failure.ok()) {
-      p->failure = ucs_to_status(status, str_cat("ucx peer ", p->address, ": wire-up"));
-      p->loop->failed_peers_.push_back(p->shared_from_this());
+  // An operation cancelled because its endpoint was closed reports why it was closed (the peer
+  // failed, restarted, was invalidated or missed a deadline), not just "canceled".
+  static void record_failure(TransferState& t, ucs_status_t status, std::string_view what) {
+    if (!t.error.ok()) return;
+    if (t.peer->closed && !t.peer->failure.ok()) {
+      t.error = absl::UnavailableError(str_cat(t.where(), ": ", what, " failed: ", t.peer->failure.message()));
+    } else {
+      t.error = ucs_to_status(status, str_cat(t.where(), ": ", what));
     }
-    std::erase_if(p->loop->wiring_, [p](const std::shared_ptr<Peer>& w) { return w.get() == p; });
   }
 
-  static void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
-    auto* p = static_cast<Peer*>(arg);
-    if (p->closed) return;
-    if (p->failure.ok()) p->failure = ucs_to_status(status, str_cat("ucx peer ", p->address));
-    // Closing from inside the error callback is not allowed: the loop closes it after progress.
-    p->loop->failed_peers_.push_back(p->shared_from_this());
-  }
+  // ---- transport thread ----------------------------------------------------------------------
 
   void run() {
     while (!stopping_.load(std::memory_order_acquire)) {
       for (Command& cmd : queue_->take()) handle(cmd);
       worker_->progress();
-      close_failed_peers();
-      reap_closing();
+      peers_->after_progress();
       expire_deadlines();
       settle();
       run_dones();
@@ -187,6 +185,7 @@ class UcxKvSender::Loop {
 
   void handle(Command& cmd) {
     if (auto* c = std::get_if<ConnectCmd>(&cmd)) {
+      c->transfer->connect_taken.store(true);
       absl::Status now = connect(c->transfer, c->descriptor, c->instance, c->result);
       if (!now.ok()) c->result->set_value(std::move(now));
     } else if (auto* p = std::get_if<PutCmd>(&cmd)) {
@@ -194,119 +193,55 @@ class UcxKvSender::Loop {
     } else if (auto* f = std::get_if<FinishCmd>(&cmd)) {
       start_finish(f->transfer, f->deadline, std::move(f->done));
     } else if (auto* inv = std::get_if<InvalidateCmd>(&cmd)) {
-      auto it = cache_.find(inv->address);
-      if (it != cache_.end()) close_peer(it->second, absl::UnavailableError(str_cat("ucx peer ", inv->address, " was invalidated")));
+      peers_->invalidate(inv->address, absl::UnavailableError(str_cat("ucx peer ", inv->address, " was invalidated")));
     }
   }
 
-  // Attaches the transfer to the cached connection, or to a new one (replacing one to an older
-  // instance). Returns an error only for what fails at once; `on_ready` (may be null) is answered
-  // when the connection's wire-up has completed or failed.
   absl::Status connect(const std::shared_ptr<TransferState>& t, const UcxDescriptor& desc, std::uint64_t instance,
                        std::shared_ptr<std::promise<absl::Status>> on_ready) {
-    auto it = cache_.find(t->address);
-    if (it != cache_.end() && it->second->instance == instance && it->second->failure.ok()) {
-      attach(t, it->second, std::move(on_ready));
-      return absl::OkStatus();
-    }
-    if (it != cache_.end()) {
-      close_peer(it->second, absl::UnavailableError(str_cat("ucx peer ", t->address, " restarted (instance ",
-                                                            it->second->instance, " -> ", instance, ")")));
-    }
-    auto peer = std::make_shared<Peer>();
-    peer->address = t->address;
-    peer->instance = instance;
-    peer->loop = this;
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(desc.worker_address.data());
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = &Loop::on_peer_error;
-    params.err_handler.arg = peer.get();
-    ucs_status_t st = ucp_ep_create(worker_->worker(), &params, &peer->ep);
-    if (st != UCS_OK) return ucs_to_status(st, str_cat(t->where(), ": ucp_ep_create"));
-    for (std::size_t i = 0; i < desc.pools.size(); ++i) {
-      ucp_rkey_h rkey = nullptr;
-      st = ucp_ep_rkey_unpack(peer->ep, desc.pools[i].rkey.data(), &rkey);
-      if (st != UCS_OK) {
-        absl::Status why = ucs_to_status(st, str_cat(t->where(), ": descriptor pool ", i, " rkey"));
-        close_peer(peer, why);
-        return absl::InvalidArgumentError(why.message());
-      }
-      peer->rkeys.push_back(rkey);
-      UcxRemotePool remote = desc.pools[i];
-      remote.rkey.clear();
-      peer->pools.push_back(std::move(remote));
-    }
-    cache_[t->address] = peer;
-    connections_made_.fetch_add(1);
-    // A flush of the fresh endpoint completes once its wire-up has: begin() waits for it, so an
-    // unreachable peer is reported there and the endpoint is seldom closed half wired (UCX 1.13
-    // aborts when it purges a pending wire-up message).
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = &Loop::on_wireup_done;
-    param.user_data = peer.get();
-    void* req = ucp_ep_flush_nbx(peer->ep, &param);
-    if (req == nullptr) {
-      peer->ready = true;
-    } else if (UCS_PTR_IS_ERR(req)) {
-      absl::Status why = ucs_to_status(UCS_PTR_STATUS(req), str_cat(t->where(), ": wire-up flush"));
-      close_peer(peer, why);
-      return why;
-    } else {
-      wiring_.push_back(peer);
-    }
-    attach(t, peer, std::move(on_ready));
+    BATON_ASSIGN_OR_RETURN(t->peer, peers_->get(t->address, instance, desc, t->where(), std::move(on_ready)));
+    active_.emplace(t.get(), t);
     return absl::OkStatus();
   }
 
-  void attach(const std::shared_ptr<TransferState>& t, const std::shared_ptr<Peer>& peer,
-              std::shared_ptr<std::promise<absl::Status>> on_ready) {
-    t->peer = peer;
-    active_.emplace(t.get(), t);
-    if (!on_ready) return;
-    if (peer->ready) {
-      on_ready->set_value(absl::OkStatus());
-    } else {
-      peer->waiters.push_back(std::move(on_ready));
-    }
-  }
-
-  void post_puts(TransferState& t, std::int32_t pool, const std::vector<Copy>& copies) {
+  // Checks the whole batch, then posts it with adjacent copies merged: a bad copy posts nothing.
+  void post_puts(TransferState& t, std::int32_t pool, std::vector<Copy>& copies) {
     if (t.reported || t.finishing || !t.error.ok()) return;
-    if (t.peer->closed) {
-      t.error = absl::UnavailableError(str_cat(t.where(), ": connection closed: ", t.peer->failure.message()));
+    const Peer& p = *t.peer;
+    if (p.closed) {
+      t.error = absl::UnavailableError(str_cat(t.where(), ": connection closed: ", p.failure.message()));
       return;
     }
-    const Peer& p = *t.peer;
     if (pool < 0 || static_cast<std::size_t>(pool) >= local_.size() || static_cast<std::size_t>(pool) >= p.pools.size()) {
       t.error = absl::InvalidArgumentError(str_cat(t.where(), ": pool ", pool, " is out of range (", local_.size(),
                                                    " local pools, ", p.pools.size(), " on the peer)"));
       return;
     }
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      const Copy& c = copies[i];
+      const auto where = [&] { return str_cat(t.where(), ": copy ", t.copies_put + i); };
+      absl::Status bounds = check_pool_range("local", where(), pool, c.src_offset, c.bytes, local_[pool].bytes);
+      if (bounds.ok()) bounds = check_pool_range("peer", where(), pool, c.dst_offset, c.bytes, p.pools[pool].bytes);
+      if (!bounds.ok()) {
+        t.error = std::move(bounds);
+        return;
+      }
+    }
+    t.copies_put += copies.size();
+    merge_adjacent_copies(copies);
+
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
     param.cb.send = &Loop::on_put_done;
     param.user_data = &t;
     param.memh = local_memh_[pool];
     auto* src_base = static_cast<const char*>(local_[pool].base);
-    for (std::size_t i = 0; i < copies.size(); ++i) {
-      const Copy& c = copies[i];
-      if (c.bytes == 0) continue;
-      const std::string copy_where = str_cat(t.where(), ": copy ", i);
-      absl::Status bounds = check_pool_range("local", copy_where, pool, c.src_offset, c.bytes, local_[pool].bytes);
-      if (bounds.ok()) bounds = check_pool_range("peer", copy_where, pool, c.dst_offset, c.bytes, p.pools[pool].bytes);
-      if (!bounds.ok()) {
-        t.error = std::move(bounds);
-        return;
-      }
+    for (const Copy& c : copies) {
       void* req = ucp_put_nbx(p.ep, src_base + c.src_offset, c.bytes, p.pools[pool].base + c.dst_offset,
                               p.rkeys[pool], &param);
       if (req == nullptr) continue;  // completed in place
       if (UCS_PTR_IS_ERR(req)) {
-        t.error = ucs_to_status(UCS_PTR_STATUS(req), str_cat(copy_where, ": ucp_put_nbx"));
+        t.error = ucs_to_status(UCS_PTR_STATUS(req), str_cat(t.where(), ": ucp_put_nbx"));
         return;
       }
       ++t.in_flight;
@@ -368,17 +303,17 @@ class UcxKvSender::Loop {
 
   void expire_deadlines() {
     const Deadline now = std::chrono::steady_clock::now();
-    std::vector<std::shared_ptr<Peer>> to_close;
+    std::vector<std::shared_ptr<Peer>> late;
     for (auto& [key, t] : active_) {
       if (!t->finishing || t->reported || now < t->deadline) continue;
       report(*t, absl::DeadlineExceededError(str_cat(t->where(), ": not complete at the deadline (", t->in_flight,
                                                      " puts", t->flush_pending ? " and the flush" : "",
                                                      " in flight); the connection is dropped")));
-      to_close.push_back(t->peer);
+      late.push_back(t->peer);
       touched_.push_back(key);
     }
     // Force-closing cancels whatever is still in flight, so the buffers are no longer read.
-    for (auto& p : to_close) close_peer(p, absl::UnavailableError(str_cat("ucx peer ", p->address, " missed a deadline")));
+    for (auto& p : late) peers_->close(p, absl::UnavailableError(str_cat("ucx peer ", p->address, " missed a deadline")));
   }
 
   std::optional<Deadline> next_deadline() const {
@@ -387,51 +322,6 @@ class UcxKvSender::Loop {
       if (t->finishing && !t->reported && (!next || t->deadline < *next)) next = t->deadline;
     }
     return next;
-  }
-
-  void close_failed_peers() {
-    std::vector<std::shared_ptr<Peer>> failed;
-    failed.swap(failed_peers_);
-    for (auto& p : failed) {
-      spdlog::warn("{}; dropping the connection", std::string(p->failure.message()));
-      close_peer(p, p->failure);
-    }
-  }
-
-  // Drops the endpoint. Forced: whatever is still outstanding on it completes with an error at
-  // once (for a failed, replaced or late peer). Otherwise it is flushed first (shutdown). Its
-  // keys go when the close has completed, after every operation that used them.
-  void close_peer(const std::shared_ptr<Peer>& p, const absl::Status& why, bool force = true) {
-    if (p->closed) return;
-    p->closed = true;
-    if (p->failure.ok()) p->failure = why;
-    p->answer_waiters(absl::UnavailableError(p->failure.message()));
-    auto it = cache_.find(p->address);
-    if (it != cache_.end() && it->second == p) cache_.erase(it);
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    void* req = ucp_ep_close_nbx(p->ep, &param);
-    p->ep = nullptr;
-    if (UCS_PTR_IS_PTR(req)) {
-      closing_.push_back({p, req});
-    } else {
-      destroy_rkeys(*p);
-    }
-  }
-
-  static void destroy_rkeys(Peer& p) {
-    for (ucp_rkey_h rkey : p.rkeys) ucp_rkey_destroy(rkey);
-    p.rkeys.clear();
-  }
-
-  void reap_closing() {
-    std::erase_if(closing_, [](Closing& c) {
-      if (ucp_request_check_status(c.request) == UCS_INPROGRESS) return false;
-      ucp_request_free(c.request);
-      destroy_rkeys(*c.peer);
-      return true;
-    });
   }
 
   void shutdown() {
@@ -445,20 +335,7 @@ class UcxKvSender::Loop {
     for (auto& [key, t] : active_) {
       if (t->finishing && !t->reported) report(*t, absl::CancelledError(str_cat(t->where(), ": the sender was destroyed")));
     }
-    std::vector<std::shared_ptr<Peer>> peers;
-    for (auto& [address, p] : cache_) peers.push_back(p);
-    for (auto& p : peers) close_peer(p, absl::CancelledError("ucx sender: shutting down"), /*force=*/!p->failure.ok());
-    const Deadline until = std::chrono::steady_clock::now() + kCloseTimeout;
-    while (!closing_.empty() && std::chrono::steady_clock::now() < until) {
-      worker_->progress();
-      reap_closing();
-      if (!closing_.empty()) worker_->wait(until);
-    }
-    for (Closing& c : closing_) {  // late: UCX releases the request when it completes
-      ucp_request_free(c.request);
-      destroy_rkeys(*c.peer);  // nothing progresses the worker any more
-    }
-    closing_.clear();
+    peers_->close_all(std::chrono::steady_clock::now() + kCloseTimeout);
     run_dones();
   }
 
@@ -466,22 +343,14 @@ class UcxKvSender::Loop {
   UcxSenderOptions options_;
   std::unique_ptr<UcxWorker> worker_;
   std::vector<ucp_mem_h> local_memh_;
+  std::unique_ptr<UcxPeerCache> peers_;  // transport thread only (and connections_made())
   std::shared_ptr<CommandQueue> queue_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<std::int64_t> connections_made_{0};
 
   // Transport thread only.
-  std::unordered_map<std::string, std::shared_ptr<Peer>> cache_;
   std::unordered_map<TransferState*, std::shared_ptr<TransferState>> active_;
   std::vector<TransferState*> touched_;  // completions since the last settle()
-  std::vector<std::shared_ptr<Peer>> failed_peers_;
-  struct Closing {
-    std::shared_ptr<Peer> peer;
-    void* request;
-  };
-  std::vector<Closing> closing_;                  // endpoint close requests
-  std::vector<std::shared_ptr<Peer>> wiring_;     // peers whose wire-up flush is pending
   std::vector<std::pair<DoneCallback, absl::Status>> dones_;
 };
 

@@ -1,13 +1,14 @@
-// What the UCX sender's transport thread keeps per peer and per transfer, and the queue through
-// which callers hand it work (ucx_sender.cc). Internal to kv_transfer.
+// What the UCX sender's transport thread keeps per transfer, and the queue through which callers
+// hand it work (ucx_sender.cc). Internal to kv_transfer.
 //
-// Ownership: Peer and TransferState fields marked "thread" are touched only by the transport
-// thread; callers only create a TransferState and hand it over through the CommandQueue.
+// Ownership: TransferState fields marked "thread" are touched only by the transport thread;
+// callers only create a TransferState and hand it over through the CommandQueue.
 // Must not: block in CommandQueue::push (one short mutex hold, no network wait).
 #pragma once
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -19,31 +20,11 @@
 #include "common/status.h"
 #include "kv_transfer/transport.h"
 #include "kv_transfer/ucx_descriptor.h"
+#include "kv_transfer/ucx_peer_cache.h"
 #include "kv_transfer/ucx_transport.h"
 #include "kv_transfer/ucx_worker.h"
 
 namespace baton::kv {
-
-// A cached connection: one endpoint to one receiver instance, with its pools' unpacked keys.
-struct Peer : std::enable_shared_from_this<Peer> {
-  std::string address;
-  std::uint64_t instance = 0;
-  UcxKvSender::Loop* loop = nullptr;
-  // thread:
-  ucp_ep_h ep = nullptr;
-  std::vector<ucp_rkey_h> rkeys;      // per pool, unpacked on `ep`
-  std::vector<UcxRemotePool> pools;   // base and size per pool (rkey bytes dropped)
-  absl::Status failure;               // why it is no longer usable (OK while it is)
-  bool ready = false;                 // wire-up done (the first flush completed)
-  bool closed = false;                // endpoint closed: nothing more may be posted on it
-  // begin() calls waiting for the wire-up; answered once, with `failure` when it fails.
-  std::vector<std::shared_ptr<std::promise<absl::Status>>> waiters;
-
-  void answer_waiters(const absl::Status& status) {
-    for (auto& w : waiters) w->set_value(status);
-    waiters.clear();
-  }
-};
 
 // One request's writes. Lives in the loop's active set from connect until it has reported and
 // nothing of it is in flight; the caller's KvTransfer handle shares it.
@@ -51,10 +32,12 @@ struct TransferState {
   std::string request_id;
   std::string address;
   UcxKvSender::Loop* loop = nullptr;
+  std::atomic<bool> connect_taken{false};  // the thread has taken its ConnectCmd (for diagnostics)
   // thread:
   std::shared_ptr<Peer> peer;
   absl::Status error;           // the first failure; later puts are dropped
   std::int64_t in_flight = 0;   // puts posted and not completed
+  std::size_t copies_put = 0;   // copies accepted so far (numbers copies in messages)
   bool flush_pending = false;
   bool finishing = false;       // finish() arrived
   bool reported = false;        // `done` handed out (or there was none)
@@ -86,25 +69,32 @@ struct InvalidateCmd {
 using Command = std::variant<ConnectCmd, PutCmd, FinishCmd, InvalidateCmd>;
 
 // Callers -> transport thread. Shared with the transfer handles so that a handle outliving its
-// sender finds it closed instead of dangling.
+// sender finds it closed instead of dangling. One wake-up per batch: `signaled_` is set by the push
+// that finds the batch empty of signals and cleared by take() under the same lock, so a push after
+// a take always signals again (a flag outside the lock could be left set by a signal whose write
+// the waiter had already consumed, and every later wake-up would be skipped).
 class CommandQueue {
  public:
   explicit CommandQueue(std::shared_ptr<WakeFd> wake) : wake_(std::move(wake)) {}
 
   // Moves `cmd` in and wakes the thread; false (cmd untouched) once closed.
   bool push(Command& cmd) {
+    bool signal = false;
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
       pending_.push_back(std::move(cmd));
+      signal = !signaled_;
+      signaled_ = true;
     }
-    wake_->signal();
+    if (signal) wake_->signal();
     return true;
   }
   std::vector<Command> take() {
     std::vector<Command> out;
     std::lock_guard lock(mu_);
     out.swap(pending_);
+    signaled_ = false;
     return out;
   }
   void close() {
@@ -116,6 +106,7 @@ class CommandQueue {
   std::shared_ptr<WakeFd> wake_;
   std::mutex mu_;
   std::vector<Command> pending_;
+  bool signaled_ = false;
   bool closed_ = false;
 };
 

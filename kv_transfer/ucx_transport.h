@@ -10,8 +10,8 @@
 //                  ucp_put_nbx, and finish() flushes the endpoint (remote completion) by a deadline.
 //                  Connections are cached per peer address; a new instance id replaces the entry.
 //
-// Thread-safety: begin()/invalidate() from any thread; one KvTransfer is used by one thread at a
-// time. Done callbacks run on the transport thread: they must not block (they may call put(),
+// Thread-safety: begin()/invalidate() from any thread (begin() may wait for a new connection's
+// wire-up, by a deadline); one KvTransfer is used by one thread at a time. Done callbacks run on the transport thread: they must not block (they may call put(),
 // finish() and begin()). A KvTransfer must not outlive its sender (finish() then reports
 // CANCELLED at once). Must not: block put(); busy-poll or sleep-poll while idle; touch engine
 // objects (only raw memory regions).
@@ -47,8 +47,8 @@ class UcxKvReceiver final : public KvReceiver {
 };
 
 struct UcxSenderOptions {
-  // How long begin() waits for the transport thread to set up (or find) the connection. The
-  // thread never blocks, so this only bounds a stuck process.
+  // How long begin() waits for a new endpoint's wire-up (a round trip to a live peer; a cached
+  // endpoint answers at once).
   std::chrono::milliseconds begin_timeout{5000};
 };
 
@@ -60,9 +60,11 @@ class UcxKvSender final : public KvSender {
   ~UcxKvSender() override;
 
   std::string_view kind() const override { return "ucx"; }
+  // Reuses the cached endpoint for (peer_address, peer_instance), else creates one and waits for
+  // its wire-up (not when called from a done callback: the transfer then queues behind it).
   // INVALID_ARGUMENT: the descriptor is malformed or not a UCX one, or a pool's name differs
-  // between the sides. UNAVAILABLE: no endpoint could be created. Later failures (the peer cannot
-  // be reached, died, the deadline passed) come from finish().
+  // between the sides. UNAVAILABLE: the peer cannot be reached. DEADLINE_EXCEEDED: no wire-up
+  // within begin_timeout. Later failures (the peer died, the deadline passed) come from finish().
   absl::StatusOr<std::unique_ptr<KvTransfer>> begin(const TransferTarget& target) override;
   void invalidate(const std::string& peer_address) override;
 

@@ -1,4 +1,4 @@
-// UcxWorker and WakeFd (ucx_worker.h).
+// UcxWorker and WakeFd (ucx_worker.h). Must not: sleep without the worker armed.
 #include "kv_transfer/ucx_worker.h"
 
 #include <sys/epoll.h>
@@ -24,16 +24,11 @@ absl::StatusOr<std::shared_ptr<WakeFd>> WakeFd::create() {
 WakeFd::~WakeFd() { close(fd_); }
 
 void WakeFd::signal() {
-  // One write per sleep: later signals see `pending_` and skip the syscall. A producer publishes
-  // its work before signal(), and the waiter clears `pending_` before it reads the counter and
-  // then looks at the work, so no signal is lost.
-  if (pending_.exchange(true, std::memory_order_acq_rel)) return;
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
 }
 
 void WakeFd::drain() {
-  pending_.store(false, std::memory_order_release);
   std::uint64_t count = 0;
   [[maybe_unused]] ssize_t n = read(fd_, &count, sizeof(count));
 }
@@ -149,8 +144,9 @@ void UcxWorker::wait(std::optional<Deadline> until) {
   if (st == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress first
   if (st != UCS_OK) {
     // Not expected with UCP_FEATURE_WAKEUP; sleeping without an armed fd could miss events, so
-    // fall through to a short bounded wait rather than a blind sleep.
-    spdlog::warn("{}: ucp_worker_arm: {}", who_, ucs_status_string(st));
+    // fall back to a short bounded wait rather than an unbounded one.
+    if (!arm_failed_) spdlog::warn("{}: ucp_worker_arm: {}; polling every millisecond", who_, ucs_status_string(st));
+    arm_failed_ = true;
     until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   }
   int timeout_ms = -1;

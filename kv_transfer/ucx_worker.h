@@ -10,7 +10,6 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,7 +23,9 @@
 namespace baton::kv {
 
 // An eventfd that wakes a UcxWorker::wait() from any thread; shared so that a producer that
-// outlives the worker can still signal it harmlessly.
+// outlives the worker can still signal it harmlessly. Each signal() is a write: a producer that
+// wants one per batch keeps its own flag, cleared under the same lock with which the waiter takes
+// the batch (see CommandQueue).
 class WakeFd {
  public:
   static absl::StatusOr<std::shared_ptr<WakeFd>> create();
@@ -32,14 +33,13 @@ class WakeFd {
   WakeFd(const WakeFd&) = delete;
   WakeFd& operator=(const WakeFd&) = delete;
 
-  void signal();  // any thread; cheap when a signal is already pending
+  void signal();  // any thread
   void drain();   // the waiting thread, after it woke
   int fd() const { return fd_; }
 
  private:
   explicit WakeFd(int fd) : fd_(fd) {}
   int fd_;
-  std::atomic<bool> pending_{false};
 };
 
 // Maps a UCX status to an absl::Status: connection-level failures to UNAVAILABLE, timeouts to
@@ -77,6 +77,7 @@ class UcxWorker {
   ucp_worker_h worker_ = nullptr;
   int epoll_fd_ = -1;
   std::shared_ptr<WakeFd> wake_;
+  bool arm_failed_ = false;
 };
 
 }  // namespace baton::kv

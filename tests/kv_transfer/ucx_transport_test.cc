@@ -2,6 +2,8 @@
 // land exactly, connections are cached and replaced, bad input is rejected, and a dead peer fails
 // a transfer before its deadline. ctest runs this twice: with UCX's default transports and with
 // UCX_TLS=tcp.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <thread>
 
@@ -68,6 +70,37 @@ TEST_F(UcxTransportTest, SmallAndLargeCopiesLandExactly) {
   ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
   EXPECT_TRUE(holds_exactly(*src_[0], *dst_[0], copies0));
   EXPECT_TRUE(holds_exactly(*src_[1], *dst_[1], copies1));
+}
+
+TEST_F(UcxTransportTest, AdjacentBlocksLandExactly) {
+  // Consecutive blocks of a layer: runs that continue one another on both sides (merged into one
+  // put), on one side only, and a batch posted across several put() calls.
+  std::vector<Copy> copies;
+  for (std::uint64_t b = 0; b < 64; ++b) copies.push_back({b * 4096, 65536 + b * 4096, 4096});
+  for (std::uint64_t b = 0; b < 16; ++b) copies.push_back({b * 4096, 2 * kMiB + b * 8192, 4096});
+  auto transfer = sender_->begin(target("req-adjacent"));
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  std::span<const Copy> all(copies);
+  (*transfer)->put(0, all.subspan(0, 30));
+  (*transfer)->put(0, all.subspan(30));
+  ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
+  EXPECT_TRUE(holds_exactly(*src_[0], *dst_[0], copies));
+}
+
+TEST_F(UcxTransportTest, ManyTransfersInARowEachWakeTheThread) {
+  // Back-to-back transfers of many put() calls each, every one waited for: the commands race the
+  // transport thread's wake-ups, and each must be seen (a lost wake-up shows as a begin() or
+  // finish() that never answers).
+  for (int i = 0; i < 200; ++i) {
+    auto transfer = sender_->begin(target("req-" + std::to_string(i)));
+    ASSERT_TRUE(transfer.ok()) << "transfer " << i << ": " << transfer.status();
+    for (std::uint64_t j = 0; j < 32; ++j) {
+      const std::uint64_t at = (static_cast<std::uint64_t>(i) * 32 + j) * 512;
+      (*transfer)->put(0, std::vector<Copy>{{at, at, 512}});
+    }
+    ASSERT_TRUE(finish_and_wait(**transfer, 5s).ok()) << "transfer " << i;
+  }
+  EXPECT_EQ(std::memcmp(dst_[0]->data(), src_[0]->data(), 200 * 32 * 512), 0);
 }
 
 TEST_F(UcxTransportTest, EmptyTransferFinishesOk) {
@@ -187,6 +220,43 @@ TEST_F(UcxTransportTest, StaleDescriptorOfADeadPeerFailsBeforeTheDeadline) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
     EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
   }
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+TEST_F(UcxTransportTest, IdleThreadsSleep) {
+  // With a live connection and nothing to send, the transport and progress threads must sleep in
+  // epoll: over an idle second the process uses a small fraction of one core's time.
+  auto transfer = sender_->begin(target("req-idle"));
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  (*transfer)->put(0, std::vector<Copy>{{0, 0, kMiB}});
+  ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(1s);  // the measurement window, not a synchronisation
+  EXPECT_LT(cpu_seconds() - before, 0.2);
+}
+
+TEST_F(UcxTransportTest, IdleThreadsSleepAfterAPeerFailed) {
+  // UCX 1.12 could keep a worker's event fd signalled after an endpoint failed (keep-alive); the
+  // sender must still go back to sleep once it has dropped the dead peer.
+  auto transfer = sender_->begin(target("req-idle"));
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  (*transfer)->put(0, std::vector<Copy>{{0, 0, kMiB}});
+  ASSERT_TRUE(finish_and_wait(**transfer, 10s).ok());
+  const TransferTarget stale = target("req-after");
+  receiver_.reset();
+  auto after = sender_->begin(stale);  // fails, at begin or at finish: the death has been handled
+  if (after.ok()) {
+    (*after)->put(0, std::vector<Copy>{{0, 0, 4096}});
+    EXPECT_FALSE(finish_and_wait(**after, 5s).ok());
+  }
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(1s);  // the measurement window, not a synchronisation
+  EXPECT_LT(cpu_seconds() - before, 0.2);
 }
 
 TEST_F(UcxTransportTest, SenderDestroyedBeforeFinishReportsCancelled) {

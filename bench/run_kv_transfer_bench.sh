@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# KV transfer throughput between two processes on this host, against ucx_perftest measured in the
+# same run with the same UCX_TLS. Prints JSON lines:
+#   {"bench":"kv_transfer",...}      ours (kv_transfer_bench): UCX large (1 MiB copies) and small
+#                                    (4 KiB copies), gRPC large; 64 MiB per transfer, median of 5
+#   {"bench":"ucx_perftest",...}     ucp_put_bw at 1 MiB and 4 KiB, median of 3 runs, twice: with
+#                                    endpoint error handling (-e, as our transport runs: the
+#                                    like-for-like floor) and without (UCX's best case here)
+#   {"bench":"kv_transfer_ratio",...} ours / ucx_perftest per size, for both perftest modes
+#
+#   bench/run_kv_transfer_bench.sh [BUILD_DIR] [extra kv_transfer_bench flags]
+#   UCX_TLS=tcp bench/run_kv_transfer_bench.sh
+#
+# ucx_perftest allocates its buffers through UCX (shared memory on one host) while our pools are
+# the engine's own memory, and without -e it may use shared-memory transports that error handling
+# rules out; the -e ratio is the one to hold the transport to.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/release}
+shift || true
+command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt install ucx-utils)" >&2; exit 1; }
+
+ours=$(mktemp)
+perf=$(mktemp)
+trap 'rm -f "$ours" "$perf"' EXIT
+
+"$build/bench/kv_transfer_bench" "$@" | tee "$ours"
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# One ucp_put_bw run; prints the overall bandwidth in MB/s. The server accepts one client and
+# exits; the client retries while the server is still coming up (bounded).
+perftest_once() {
+  local size=$1 iters=$2 warmup=$3; shift 3
+  local port out attempt
+  port=$(free_port)
+  timeout 120 ucx_perftest -p "$port" "$@" >/dev/null 2>&1 &
+  local server=$!
+  for attempt in $(seq 1 50); do
+    if out=$(timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t ucp_put_bw -s "$size" -n "$iters" -w "$warmup" -f "$@" 2>/dev/null); then
+      break
+    fi
+    out=""
+    sleep 0.1
+  done
+  wait "$server" || true
+  [ -n "$out" ] || { echo "ucx_perftest failed (size $size)" >&2; return 1; }
+  # -f prints: iterations, overhead p50/avg/overall (us), bandwidth avg/overall (MB/s), msg rate.
+  echo "$out" | awk 'NF >= 8 { bw = $6 } END { print bw }'
+}
+
+# Large transfers move 1 GiB, small ones 512 MiB per run: enough to amortise the run's start-up
+# and final flush (a run of 64 x 1 MiB is dominated by them).
+for mode in error_handling default; do
+  flags=()
+  [ "$mode" = error_handling ] && flags=(-e)
+  for spec in "1048576 1024 16" "4096 131072 1000"; do
+    read -r size iters warmup <<<"$spec"
+    runs=()
+    for rep in 1 2 3; do runs+=("$(perftest_once "$size" "$iters" "$warmup" "${flags[@]}")"); done
+    median=$(printf '%s\n' "${runs[@]}" | sort -g | sed -n 2p)
+    printf '{"bench":"ucx_perftest","test":"ucp_put_bw","mode":"%s","size":%s,"iters":%s,"runs_mbps":[%s],"mbps":%s,"ucx_tls":"%s"}\n' \
+      "$mode" "$size" "$iters" "$(IFS=,; echo "${runs[*]}")" "$median" "${UCX_TLS:-default}" | tee -a "$perf"
+  done
+done
+
+/usr/bin/python3 - "$ours" "$perf" <<'EOF'
+import json, sys
+ours = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+perf = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+for o in ours:
+    if o["transport"] != "ucx":
+        continue
+    for p in perf:
+        if p["size"] != o["copy_bytes"]:
+            continue
+        ratio = o["gbps"] * 1000 / p["mbps"] if p["mbps"] else None
+        print(json.dumps({"bench": "kv_transfer_ratio", "case": o["case"], "size": o["copy_bytes"],
+                          "perftest_mode": p["mode"], "ours_gbps": round(o["gbps"], 3),
+                          "perftest_gbps": round(p["mbps"] / 1000, 3),
+                          "ratio": round(ratio, 3) if ratio is not None else None,
+                          "ucx_tls": p["ucx_tls"]}))
+EOF
