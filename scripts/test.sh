@@ -3,8 +3,8 @@
 #  1. installs the Debian packages it needs (scripts/install-deps.sh) and the npm packages the
 #     tokenizer tests compare against;
 #  2. builds the release preset and runs every test with ctest (CUDA tests skip without a GPU);
-#  3. builds the AddressSanitizer preset and runs the checkpoint-loader, KV-cache, sampling, KV
-#     transport and router tests under it.
+#  3. builds the AddressSanitizer preset and runs the checkpoint-loader, KV-cache, sampling and KV
+#     transport tests under it.
 # Prints ctest's summary for each; exits non-zero on any failure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,5 +22,5 @@ ctest --preset release -j "$jobs"
 
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test engine_sample_test \
-  kv_transfer_unit_test kv_transfer_ucx_test kv_transfer_grpc_test router_test router_binary_test baton-router
-ctest --preset asan -j "$jobs" -L 'loader|kv|sample|router'
+  kv_transfer_unit_test kv_transfer_ucx_test kv_transfer_grpc_test
+ctest --preset asan -j "$jobs" -L 'loader|kv|sample'
