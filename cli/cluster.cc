@@ -74,7 +74,24 @@ absl::Status LocalCluster::await_ready(ClusterProcess& p, const std::string& nam
                                                       ".log): ", line.status().message()));
   }
   p.address = address_of(*line);
+  if (options_.metrics) {
+    // Printed before the ready line, so it is there already.
+    constexpr std::string_view kMetrics = " metrics on http://";
+    auto m = p.process->wait_for_line(kMetrics, std::chrono::seconds(1));
+    if (!m.ok()) return absl::Status(m.status().code(), str_cat(name, " printed no metrics address: ", m.status().message()));
+    std::string rest = m->substr(m->find(kMetrics) + kMetrics.size());
+    p.metrics_address = rest.substr(0, rest.find('/'));
+  }
   return absl::OkStatus();
+}
+
+std::vector<metrics::ScrapeTarget> LocalCluster::scrape_targets() const {
+  std::vector<metrics::ScrapeTarget> out;
+  for (const auto& n : nodes_) {
+    if (!n->metrics_address.empty()) out.push_back({n->metrics_address, n->role, n->address});
+  }
+  if (router_ && !router_->metrics_address.empty()) out.push_back({router_->metrics_address, "router", router_->address});
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterOptions& options) {
@@ -95,6 +112,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
     std::vector<std::string> a = {bin, "--model", options.model_dir, "--host", options.host, "--port", "0",
                                   "--threads", std::to_string(threads)};
     if (spec) a.insert(a.end(), {"--speculative-config", *spec});
+    if (options.metrics) a.insert(a.end(), {"--metrics-port", "0"});
     a.insert(a.end(), options.node_args.begin(), options.node_args.end());
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
@@ -129,6 +147,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   c->router_->argv = {router_bin, "--model", options.model_dir, "--host", options.host, "--port",
                       std::to_string(options.router_port)};
   for (auto& n : c->nodes_) c->router_->argv.insert(c->router_->argv.end(), {"--" + n->role, n->address});
+  if (options.metrics) c->router_->argv.insert(c->router_->argv.end(), {"--metrics-port", "0"});
   c->router_->argv.insert(c->router_->argv.end(), options.router_args.begin(), options.router_args.end());
   BATON_RETURN_IF_ERROR(c->launch(*c->router_, "router"));
   return c;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/subprocess.h"
+#include "metrics/targets_file.h"
 
 namespace baton::cli {
 
@@ -32,6 +33,7 @@ struct ClusterOptions {
   std::vector<std::string> decode_args;
   std::vector<std::string> router_args;
   std::vector<std::pair<std::string, std::string>> env;  // for every child (e.g. UCX_TLS)
+  bool metrics = false;                 // every process serves /metrics on a free port (--metrics-port 0)
   std::chrono::milliseconds start_timeout{120000};
   bool echo_logs = false;
 };
@@ -39,6 +41,7 @@ struct ClusterOptions {
 struct ClusterProcess {
   std::string role;     // "prefill", "decode", "router"
   std::string address;  // host:port once ready
+  std::string metrics_address;  // host:port of its /metrics, with ClusterOptions::metrics
   std::vector<std::string> argv;
   std::unique_ptr<Subprocess> process;
 };
@@ -53,6 +56,8 @@ class LocalCluster {
   const std::string& router_address() const { return router_->address; }
   std::vector<ClusterProcess*> nodes(const std::string& role);
   ClusterProcess& router() { return *router_; }
+  // Every process's /metrics endpoint (ClusterOptions::metrics), for a Prometheus file_sd file.
+  std::vector<metrics::ScrapeTarget> scrape_targets() const;
   // Starts a process again with the same flags (a restarted node gets a new port unless fixed;
   // the router learns it by registration or polling). Returns its new address.
   absl::StatusOr<std::string> restart(ClusterProcess& p);

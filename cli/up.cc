@@ -30,6 +30,9 @@ const std::vector<FlagSpec>& up_flags() {
       {"threads", "N", "CPU threads per node (default: cores / nodes)"},
       {"kv-cache-memory", "GIB", "KV cache per node in GiB (default 1)"},
       {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
+      {"metrics", "", "every process serves Prometheus metrics at /metrics on a free port (printed)"},
+      {"prometheus-targets", "FILE", "with --metrics implied: write a Prometheus file_sd JSON listing every process's "
+                                     "metrics endpoint (role and node labels) and print its path"},
       {"log-dir", "DIR", "where each process writes its log (default: a new folder under /tmp)"},
       {"bin-dir", "DIR", "where baton-prefill, baton-decode and baton-router are (default: next to baton)"},
       {"help", "", "show this help"},
@@ -75,6 +78,7 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   }
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
   if (auto n = f.get("local-prefill-max-tokens")) o.router_args = {"--local-prefill-max-tokens", *n};
+  o.metrics = f.has("metrics") || f.has("prometheus-targets");
   o.bin_dir = f.get("bin-dir").value_or("");
   o.log_dir = f.get("log-dir").value_or(
       (std::filesystem::temp_directory_path() / str_cat("baton-up-", ::getpid())).string());
@@ -110,6 +114,17 @@ int up_main(int argc, char** argv) {
   if (!cluster.ok()) return fail(cluster.status());
   std::printf("baton up: router ready on %s (%d prefill, %d decode; logs in %s). Ctrl-C stops the cluster.\n",
               (*cluster)->router_address().c_str(), options->num_prefill, options->num_decode, options->log_dir.c_str());
+  if (options->metrics) {
+    for (const metrics::ScrapeTarget& t : (*cluster)->scrape_targets()) {
+      std::printf("baton up: %s %s metrics on http://%s/metrics\n", t.role.c_str(), t.node.c_str(),
+                  t.metrics_address.c_str());
+    }
+  }
+  if (auto targets = parsed->get("prometheus-targets")) {
+    if (absl::Status s = metrics::write_targets_file(*targets, (*cluster)->scrape_targets()); !s.ok()) return fail(s);
+    std::printf("baton up: Prometheus targets in %s (file_sd_configs; scrape with honor_labels: true)\n",
+                std::filesystem::absolute(*targets).c_str());
+  }
   std::fflush(stdout);
 
   const int sfd = signalfd(-1, &signals, SFD_CLOEXEC);

@@ -336,16 +336,27 @@ grpc::ServerUnaryReactor* DecodeService::Info(grpc::CallbackServerContext* ctx, 
                                               node::v1::NodeInfo* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   loop_->post([this, reactor, response](Engine& e) {
-    NodeIdentity identity;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      identity = identity_;
-    }
-    *response = make_node_info(e, identity, 0);
-    response->mutable_load()->set_local_prefills(local_prefills_.load());
+    *response = current_info(e);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
+}
+
+node::v1::NodeInfo DecodeService::current_info(Engine& e) {
+  NodeIdentity identity;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    identity = identity_;
+  }
+  node::v1::NodeInfo info = make_node_info(e, identity, 0);
+  info.mutable_load()->set_local_prefills(local_prefills_.load());
+  return info;
+}
+
+std::optional<node::v1::NodeInfo> DecodeService::info_snapshot(std::chrono::milliseconds timeout) {
+  auto info = loop_->call([this](Engine& e) { return current_info(e); });
+  if (info.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return info.get();
 }
 
 grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,

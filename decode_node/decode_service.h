@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ class DecodeService final : public DecodeServiceBase {
   grpc::Status PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
                       node::v1::PushKvResponse* response) override;
 
+  // The NodeInfo that Info returns, taken on the loop thread; nullopt when the loop does not answer
+  // within `timeout` (for /metrics, which must not hang on a busy or stopped engine).
+  std::optional<node::v1::NodeInfo> info_snapshot(std::chrono::milliseconds timeout);
+
   void stop();
   // The address this node serves on (known once the server has bound its port; set it before
   // reporting SERVING).
@@ -91,6 +96,7 @@ class DecodeService final : public DecodeServiceBase {
     std::vector<std::set<std::int32_t>> writable;  // reserved blocks by pool, until the commit
   };
 
+  node::v1::NodeInfo current_info(Engine& e);  // loop thread
   void on_outputs(std::vector<RequestOutput>&& outputs);
   // Routes one message to the request's stream or buffer (mu_ held).
   void route(const std::string& id, node::v1::DecodeResponse message, bool last);

@@ -3,6 +3,7 @@
 // serves baton.node.v1.DecodeNode until SIGINT/SIGTERM.
 #include "decode_node/decode_service.h"
 #include "decode_node/kv_receivers.h"
+#include "metrics/node_collector.h"
 #include "node_common/engine_flags.h"
 #include "node_common/kv_transports.h"
 #include "node_common/node_command.h"
@@ -48,5 +49,9 @@ int main(int argc, char** argv) {
   DecodeService service(std::move(*engine), identity, DecodeNodeOptions{});
   if (absl::Status s = add_kv_receivers(*kinds, service); !s.ok()) return command.fail(s);
   return command.serve(
-      service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); });
+      service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); },
+      [&](metrics::MetricsServer& m, const std::string&) {
+        m.add(std::make_shared<metrics::NodeCollector>(
+            [&service] { return service.info_snapshot(std::chrono::milliseconds(500)); }));
+      });
 }

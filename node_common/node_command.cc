@@ -19,6 +19,7 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
       {"handoff-lease-ms", "MS", "how long KV held for a hand-off waits for its transfer or commit (default 60000)"},
       {"register-with", "HOST:PORT", "announce this node to the router at HOST:PORT once serving (instead of listing "
                                      "it in the router's flags)"},
+      {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
       {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
       {"help", "", "show this help"},
   });
@@ -53,12 +54,27 @@ int NodeCommand::fail(const absl::Status& status) const {
 }
 
 int NodeCommand::serve(grpc::Service& service, const std::string& role, const std::string& details,
-                       const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop) const {
+                       const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop,
+                       const AddMetrics& add_metrics) const {
   auto port = flags_.get_int("port");
   if (!port.ok()) return fail(port.status());
-  auto server = start_grpc_server(flags_.get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service});
+  auto metrics_port = flags_.get_int("metrics-port");
+  if (!metrics_port.ok()) return fail(metrics_port.status());
+  const std::string host = flags_.get("host").value_or("127.0.0.1");
+  auto server = start_grpc_server(host, static_cast<int>(port->value_or(0)), {&service});
   if (!server.ok()) return fail(server.status());
   set_address(server->address);
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (*metrics_port) {
+    auto m = metrics::MetricsServer::start(host, static_cast<int>(**metrics_port));
+    if (!m.ok()) {
+      stop();
+      return fail(m.status());
+    }
+    metrics_server = std::move(*m);
+    if (add_metrics) add_metrics(*metrics_server, server->address);
+    metrics::announce_metrics(binary_, *metrics_server);
+  }
   set_serving(*server->server, true);
   if (auto router = flags_.get("register-with")) {
     if (absl::Status s = register_with_router(*router, server->address, role, std::chrono::seconds(30)); !s.ok()) {

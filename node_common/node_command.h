@@ -1,6 +1,6 @@
 // The command line and serving life of a node binary (baton-prefill, baton-decode), which differ
 // only in their service and role flags: the engine's flags plus the node flags (--host, --port,
-// --transport, --handoff-lease-ms, --register-with, --log-level, --help), usage and errors
+// --transport, --handoff-lease-ms, --register-with, --metrics-port, --log-level, --help), usage and errors
 // prefixed with the binary's name, and serve(): listen, report SERVING, register with a router if
 // asked, print the "ready on" line, and stop on SIGINT/SIGTERM.
 //
@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
+#include "metrics/metrics_server.h"
 
 namespace baton {
 
@@ -37,9 +38,14 @@ class NodeCommand {
   int fail(const absl::Status& status) const;
 
   // Serves `service` until SIGINT/SIGTERM. `set_address` learns the bound address before the node
-  // reports SERVING; `stop` stops the service after the server drained. Returns the exit code.
+  // reports SERVING; `stop` stops the service after the server drained. With --metrics-port,
+  // /metrics is served from then on: `add_metrics` registers the node's instruments and
+  // collectors (it gets the node's address for the node label), and "<binary> metrics on URL" is
+  // printed before the ready line. Returns the exit code.
+  using AddMetrics = std::function<void(metrics::MetricsServer&, const std::string& address)>;
   int serve(grpc::Service& service, const std::string& role, const std::string& details,
-            const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop) const;
+            const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop,
+            const AddMetrics& add_metrics = nullptr) const;
 
  private:
   std::string binary_;

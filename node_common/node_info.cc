@@ -42,6 +42,22 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
     u->set_free(p.free);
     u->set_reserved(p.reserved);
   }
+  const EngineStats& stats = engine.stats();
+  node::v1::NodeCounters* c = load->mutable_counters();
+  c->set_prompt_tokens(stats.prompt_tokens_computed);
+  c->set_generation_tokens(stats.output_tokens);
+  c->set_preemptions(stats.preemptions);
+  c->set_lease_expiries(stats.lease_expiries);
+  c->set_request_faults(stats.request_faults);
+  c->set_prefix_cache_queries(stats.prefix_cache_queries);
+  c->set_prefix_cache_hits(stats.prefix_cache_hits);
+  if (const SpecDecodeStats* spec = engine.spec_stats()) {
+    node::v1::SpecDecodeCounters* s = c->mutable_spec();
+    s->set_num_drafts(spec->num_drafts);
+    s->set_num_draft_tokens(spec->num_draft_tokens);
+    s->set_num_accepted_tokens(spec->num_accepted_tokens);
+    for (std::int64_t n : spec->accepted_per_position) s->add_accepted_per_position(n);
+  }
   return info;
 }
 

@@ -1,5 +1,7 @@
 // baton-prefill: a prefill node. Loads the model, validates the P/D rule for the prefill role
 // (num_speculative_tokens = 1), serves baton.node.v1.PrefillNode until SIGINT/SIGTERM.
+#include "metrics/kv_transfer_metrics.h"
+#include "metrics/node_collector.h"
 #include "node_common/engine_flags.h"
 #include "node_common/kv_transports.h"
 #include "node_common/node_command.h"
@@ -54,7 +56,19 @@ int main(int argc, char** argv) {
   identity.transports = *kinds;
   const std::string details = (*engine)->describe();
   PrefillService service(std::move(*engine), tokenizer->get(), std::move(*senders), identity, options);
+  std::unique_ptr<metrics::KvTransferMetrics> transfer_metrics;
   return command.serve(
       service, "prefill", details, [&](const std::string& address) { service.set_address(address); },
-      [&] { service.stop(); });
+      [&] { service.stop(); },
+      [&](metrics::MetricsServer& m, const std::string&) {
+        m.add(std::make_shared<metrics::NodeCollector>(
+            [&service] { return service.info_snapshot(std::chrono::milliseconds(500)); }));
+        // Before the node reports ready: the engine is idle and answers at once.
+        const std::optional<node::v1::NodeInfo> info = service.info_snapshot(std::chrono::seconds(10));
+        if (!info) return;
+        transfer_metrics = std::make_unique<metrics::KvTransferMetrics>(m.registry(), metrics::node_labels(*info));
+        metrics::KvTransferMetrics* tm = transfer_metrics.get();
+        service.set_transfer_observer({[tm](double seconds) { tm->succeeded(seconds); },
+                                       [tm](const char* stage) { tm->failed(stage); }});
+      });
 }

@@ -138,6 +138,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   auto transfer = sender->second->begin(
       kv::TransferTarget{id, dest.decode_address(), dest.decode_instance_id(), dest.transport_descriptor()});
   if (!transfer.ok()) {
+    if (observer_.failed) observer_.failed("begin");
     return reject(to_grpc_status(transfer.status()).error_code(),
                   str_cat("KV transfer to decode node ", dest.decode_address(), ": ", transfer.status().message()));
   }
@@ -268,6 +269,7 @@ void PrefillService::on_transfer_done(const std::shared_ptr<Job>& job, const abs
     return;
   }
   if (!status.ok()) {
+    if (observer_.failed) observer_.failed("transfer");
     respond(job, grpc::Status(to_grpc_status(status).error_code(),
                               str_cat("KV transfer to decode node ", job->destination.decode_address(), " failed: ",
                                       status.message())));
@@ -298,11 +300,14 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
   decode_stub(address).async()->Commit(&job->commit_context, &job->commit_request, &job->commit_response,
                                        [this, job, address](grpc::Status s) {
                                          if (!s.ok()) {
+                                           if (observer_.failed) observer_.failed("commit");
                                            respond(job, grpc::Status(s.error_code(), str_cat("commit on decode node ", address,
                                                                                              ": ", s.error_message())));
                                            return;
                                          }
-                                         job->response->set_kv_transfer_ms(ms_between(job->handed_off_at, EngineClock::now()));
+                                         const double ms = ms_between(job->handed_off_at, EngineClock::now());
+                                         job->response->set_kv_transfer_ms(ms);
+                                         if (observer_.succeeded) observer_.succeeded(ms / 1000.0);
                                          respond(job, grpc::Status::OK);
                                        });
 }
@@ -343,16 +348,27 @@ grpc::ServerUnaryReactor* PrefillService::Info(grpc::CallbackServerContext* ctx,
                                                node::v1::NodeInfo* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   loop_->post([this, reactor, response](Engine& e) {
-    NodeIdentity identity;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      identity = identity_;
-    }
-    *response = make_node_info(e, identity, queued_prefill_tokens_.load());
-    response->mutable_load()->set_kv_bytes_sent(kv_bytes_sent_.load());
+    *response = current_info(e);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
+}
+
+node::v1::NodeInfo PrefillService::current_info(Engine& e) {
+  NodeIdentity identity;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    identity = identity_;
+  }
+  node::v1::NodeInfo info = make_node_info(e, identity, queued_prefill_tokens_.load());
+  info.mutable_load()->set_kv_bytes_sent(kv_bytes_sent_.load());
+  return info;
+}
+
+std::optional<node::v1::NodeInfo> PrefillService::info_snapshot(std::chrono::milliseconds timeout) {
+  auto info = loop_->call([this](Engine& e) { return current_info(e); });
+  if (info.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return info.get();
 }
 
 }  // namespace baton

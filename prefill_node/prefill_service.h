@@ -16,8 +16,10 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "baton/v1/node.grpc.pb.h"
@@ -38,6 +40,14 @@ struct PrefillNodeOptions {
   bool hold_transfers = false;
 };
 
+// Told how each KV transfer ended (for metrics): seconds from the prompt's last layer to the commit
+// acknowledged, or the stage that failed ("begin", "transfer", "commit"). Called on gRPC or
+// transport threads; must be thread-safe and quick.
+struct TransferObserver {
+  std::function<void(double seconds)> succeeded;
+  std::function<void(const char* stage)> failed;
+};
+
 class PrefillService final : public node::v1::PrefillNode::CallbackService {
  public:
   // `engine` has the prefill role; `senders` by kind ("ucx", "grpc") send from its pools;
@@ -54,6 +64,12 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest* request,
                                  node::v1::NodeInfo* response) override;
 
+  // Set before serving.
+  void set_transfer_observer(TransferObserver observer) { observer_ = std::move(observer); }
+  // The NodeInfo that Info returns, taken on the loop thread; nullopt when the loop does not answer
+  // within `timeout` (for /metrics, which must not hang on a busy or stopped engine).
+  std::optional<node::v1::NodeInfo> info_snapshot(std::chrono::milliseconds timeout);
+
   // Stops the engine loop (after the server stopped taking calls).
   void stop();
   // The address this node serves on (known once the server has bound its port; set it before
@@ -63,6 +79,7 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
   struct Job;  // one Prefill call (prefill_service.cc)
 
  private:
+  node::v1::NodeInfo current_info(Engine& e);  // loop thread
   void on_outputs(std::vector<RequestOutput>&& outputs);
   void on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes);
   void hand_off(const std::shared_ptr<Job>& job, RequestOutput& out);
@@ -83,6 +100,7 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
   std::int32_t block_size_ = 0;
   std::atomic<std::int64_t> queued_prefill_tokens_{0};
   std::atomic<std::int64_t> kv_bytes_sent_{0};
+  TransferObserver observer_;
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;

@@ -30,6 +30,7 @@ const std::vector<FlagSpec> kFlags = {
     {"prefill-timeout-ms", "MS", "deadline of one Prefill call (default 60000)"},
     {"commit-timeout-ms", "MS", "how long a decode node waits for the prefill node's commit (default 60000)"},
     {"request-timeout-ms", "MS", "deadline of a whole request (default 600000)"},
+    {"metrics-port", "P", "serve Prometheus metrics at http://HOST:P/metrics (0: any free port, printed)"},
     {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
     {"help", "", "show this help"},
 };
@@ -69,6 +70,11 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
     o.flow.local_prefill_max_tokens = *local_max;
   }
   o.flow.local_fallback = !f.has("no-local-fallback");
+  BATON_ASSIGN_OR_RETURN(auto metrics_port, f.get_int("metrics-port"));
+  if (metrics_port) {
+    if (*metrics_port < 0 || *metrics_port > 65535) return absl::InvalidArgumentError("--metrics-port must be in [0, 65535]");
+    o.metrics_port = static_cast<int>(*metrics_port);
+  }
   BATON_RETURN_IF_ERROR(read_ms(f, "poll-interval-ms", &o.poll_interval));
   BATON_RETURN_IF_ERROR(read_ms(f, "node-timeout-ms", &o.flow.node_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "prefill-timeout-ms", &o.flow.prefill_timeout));
@@ -109,6 +115,9 @@ int main(int argc, char** argv) {
   baton::router::RouterService router(std::move(*options));
   auto port = router.start();
   if (!port.ok()) return fail(port.status());
+  if (!router.metrics_url().empty()) {
+    std::printf("baton-router metrics on %s\n", router.metrics_url().c_str());
+  }
   // The same "ready on" line as the nodes print: `baton up` and scripts wait for it.
   std::printf("baton-router ready on %s\n", router.address().c_str());
   std::fflush(stdout);

@@ -68,8 +68,10 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
     if (!control.ok()) return to_grpc(control.status());
     RunningScope scope(router_.running_, request_id);
     router_.stats_.requests.fetch_add(1, std::memory_order_relaxed);
-    WriterSink sink(writer);
+    WriterSink writer_sink(writer);
+    MeasuringSink sink(writer_sink, router_.live_metrics_.load(std::memory_order_acquire), received);
     grpc::Status s = router_.flow_->run(*request, request_id, prompt->ids, **control, context, sink, received);
+    sink.set_status(s);
     if (!s.ok()) {
       router_.stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
       spdlog::debug("router: request {} ended with {}: {}", request_id, grpc_code_name(s.error_code()),
@@ -196,6 +198,18 @@ absl::StatusOr<int> RouterService::start() {
     pool_->stop();
     return absl::UnavailableError(str_cat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
   }
+  if (options_.metrics_port) {
+    auto m = metrics::MetricsServer::start(options_.host, *options_.metrics_port);
+    if (!m.ok()) {
+      server_->Shutdown();
+      server_.reset();
+      pool_->stop();
+      return m.status();
+    }
+    metrics_server_ = std::move(*m);
+    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, *pool_, stats_, address());
+    live_metrics_.store(metrics_.get(), std::memory_order_release);
+  }
   // Ready: the tokenizer is loaded and the nodes were polled once.
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(true);
@@ -203,6 +217,8 @@ absl::StatusOr<int> RouterService::start() {
   spdlog::info("router: serving baton.v1.Baton on {}", address());
   return port_;
 }
+
+std::string RouterService::metrics_url() const { return metrics_server_ ? metrics_server_->url() : ""; }
 
 void RouterService::shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;

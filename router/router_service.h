@@ -12,14 +12,18 @@
 // (request_flow.h has it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "router/node_pool.h"
 #include "router/request_flow.h"
+#include "metrics/metrics_server.h"
+#include "router/router_metrics.h"
 #include "router/router_stats.h"
 #include "router/running_requests.h"
 
@@ -41,6 +45,7 @@ struct RouterOptions {
   std::vector<std::string> decode_addresses;
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
   FlowOptions flow;                              // node_timeout is also the polling calls' deadline
+  std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
 };
 
 class RouterService {
@@ -59,6 +64,7 @@ class RouterService {
   void wait();
 
   std::string address() const;  // host:port once started
+  std::string metrics_url() const;  // http://host:port/metrics, "" without --metrics-port
   const RouterStats& stats() const { return stats_; }
   NodePool& nodes() { return *pool_; }
   std::size_t running_requests() const { return running_.size(); }
@@ -76,6 +82,9 @@ class RouterService {
   std::unique_ptr<BatonImpl> baton_;
   std::unique_ptr<RegistryImpl> registry_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::atomic<RouterMetrics*> live_metrics_{nullptr};  // set once metrics_ exists; read by request threads
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -1,0 +1,83 @@
+#include "metrics/node_collector.h"
+
+#include <string>
+
+#include "metrics/names.h"
+
+namespace baton::metrics {
+
+using prometheus::MetricType;
+
+LabelPairs node_labels(const node::v1::NodeInfo& info) {
+  return {{"method", info.speculative_method().empty() ? "none" : info.speculative_method()},
+          {"role", info.role()},
+          {"node", info.address()}};
+}
+
+std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& info) {
+  const LabelPairs base = node_labels(info);
+  const node::v1::NodeLoad& load = info.load();
+  const node::v1::NodeCounters& c = load.counters();
+  std::vector<prometheus::MetricFamily> out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out.push_back(FamilyBuilder(name, help, MetricType::Gauge).add(base, v).build());
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    out.push_back(FamilyBuilder(name, help, MetricType::Counter).add(base, v).build());
+  };
+  gauge(kRequestsRunning, "Requests in the engine's running batch.", load.num_running());
+  gauge(kRequestsWaiting, "Requests waiting to be scheduled (the queue depth).", load.num_waiting());
+  gauge(kQueuedPrefillTokens, "Prompt tokens accepted and not yet prefilled.", static_cast<double>(load.queued_prefill_tokens()));
+
+  FamilyBuilder blocks(kKvBlocks, "KV cache blocks by pool and state (used includes reserved; free includes cached).",
+                       MetricType::Gauge);
+  FamilyBuilder usage(kKvUsage, "Fraction of a KV pool's blocks in use (0-1).", MetricType::Gauge);
+  for (const node::v1::KvPoolUsage& p : load.pools()) {
+    blocks.add(base, p.num_blocks(), {{"pool", p.name()}, {"state", "total"}})
+        .add(base, p.used(), {{"pool", p.name()}, {"state", "used"}})
+        .add(base, p.free(), {{"pool", p.name()}, {"state", "free"}})
+        .add(base, p.reserved(), {{"pool", p.name()}, {"state", "reserved"}});
+    usage.add(base, p.num_blocks() > 0 ? static_cast<double>(p.used()) / p.num_blocks() : 0.0, {{"pool", p.name()}});
+  }
+  out.push_back(blocks.build());
+  out.push_back(usage.build());
+
+  counter(kPromptTokens, "Prompt tokens computed (prefix-cache hits excluded).", static_cast<double>(c.prompt_tokens()));
+  counter(kGenerationTokens, "Tokens generated.", static_cast<double>(c.generation_tokens()));
+  counter(kPreemptions, "Requests preempted for KV space.", static_cast<double>(c.preemptions()));
+  counter(kLeaseExpiries, "Hand-off reservations or parked prefills reclaimed when their lease expired.",
+          static_cast<double>(c.lease_expiries()));
+  counter(kRequestFaults, "Requests the engine finished with an error.", static_cast<double>(c.request_faults()));
+  counter(kPrefixCacheQueries, "Prefix-cache lookups.", static_cast<double>(c.prefix_cache_queries()));
+  counter(kPrefixCacheHits, "Prefix-cache hits in blocks.", static_cast<double>(c.prefix_cache_hits()));
+  if (info.role() != "prefill") {
+    counter(kLocalPrefills, "Requests this decode node prefilled itself (short prompt, no usable prefill node, forced).",
+            static_cast<double>(load.local_prefills()));
+  }
+  if (info.role() == "prefill") {
+    counter(kKvTransferBytes, "KV cache bytes posted to decode nodes (any outcome).",
+            static_cast<double>(load.kv_bytes_sent()));
+  }
+  if (!info.speculative_method().empty() && info.num_speculative_tokens() > 0) {
+    const node::v1::SpecDecodeCounters& s = c.spec();
+    counter(kSpecDrafts, "Verification steps that checked at least one draft token (one per request per step).",
+            static_cast<double>(s.num_drafts()));
+    counter(kSpecDraftTokens, "Draft tokens proposed and verified.", static_cast<double>(s.num_draft_tokens()));
+    counter(kSpecAcceptedTokens, "Draft tokens accepted.", static_cast<double>(s.num_accepted_tokens()));
+    FamilyBuilder per_pos(kSpecAcceptedPerPos, "Draft tokens accepted at each draft position (0-based).",
+                          MetricType::Counter);
+    for (int i = 0; i < s.accepted_per_position_size(); ++i) {
+      per_pos.add(base, static_cast<double>(s.accepted_per_position(i)), {{"position", std::to_string(i)}});
+    }
+    out.push_back(per_pos.build());
+  }
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
+  std::optional<node::v1::NodeInfo> info = snapshot_();
+  if (!info) return {};
+  return node_families(*info);
+}
+
+}  // namespace baton::metrics

@@ -1,0 +1,113 @@
+#include "router/router_metrics.h"
+
+#include "metrics/families.h"
+#include "prometheus/collectable.h"
+
+namespace baton::router {
+
+namespace {
+
+using prometheus::MetricType;
+
+// RouterStats at scrape time.
+class StatsCollector final : public prometheus::Collectable {
+ public:
+  StatsCollector(const RouterStats& stats, std::string node) : stats_(stats), base_({{"method", "all"}, {"role", "router"}, {"node", std::move(node)}}) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    auto v = [](const std::atomic<std::int64_t>& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
+    std::vector<prometheus::MetricFamily> out;
+    auto counter = [&](const char* name, const char* help, double value) {
+      out.push_back(metrics::FamilyBuilder(name, help, MetricType::Counter).add(base_, value).build());
+    };
+    counter("baton_router_requests_total", "Generate requests whose prompt the router accepted.", v(stats_.requests));
+    counter("baton_router_requests_failed_total", "Requests that ended with an error status.", v(stats_.requests_failed));
+    counter("baton_router_requests_aborted_total", "Requests aborted (Abort RPC, client gone, deadline).",
+            v(stats_.requests_aborted));
+    counter("baton_router_disaggregated_total", "Attempts prefilled on a prefill node.", v(stats_.disaggregated));
+    counter("baton_router_retries_total", "Second attempts after a failure before the first token.", v(stats_.retries));
+    out.push_back(metrics::FamilyBuilder("baton_router_local_prefills_total",
+                                         "Requests the router sent to a decode node to prefill locally, by reason.",
+                                         MetricType::Counter)
+                      .add(base_, v(stats_.local_prefill_forced), {{"reason", "forced"}})
+                      .add(base_, v(stats_.local_prefill_short_prompt), {{"reason", "short_prompt"}})
+                      .add(base_, v(stats_.local_prefill_no_prefill_node), {{"reason", "no_prefill_node"}})
+                      .build());
+    return out;
+  }
+
+ private:
+  const RouterStats& stats_;
+  const metrics::LabelPairs base_;
+};
+
+const char* reason_name(baton::v1::FinishReason r) {
+  switch (r) {
+    case baton::v1::FINISH_REASON_STOP:
+      return "stop";
+    case baton::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case baton::v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const NodePool& pool, const RouterStats& stats,
+                             std::string node)
+    : pool_(pool), requests_(server.registry(), node) {
+  server.add(std::make_shared<StatsCollector>(stats, std::move(node)));
+}
+
+std::string RouterMetrics::method_of(const std::string& decode_address) const {
+  for (const NodeStatus& n : pool_.status()) {
+    if (n.kind != NodeKind::kPrefill && n.address == decode_address && n.info && !n.info->speculative_method().empty()) {
+      return n.info->speculative_method();
+    }
+  }
+  return "none";
+}
+
+MeasuringSink::MeasuringSink(ResponseSink& inner, RouterMetrics* metrics, Clock::time_point received)
+    : inner_(inner), metrics_(metrics), received_(received) {
+  if (metrics_) metrics_->requests().running().Increment();
+}
+
+bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
+  const bool ok = inner_.write(response);
+  if (metrics_ == nullptr) return ok;
+  const Clock::time_point now = Clock::now();
+  if (response.token_ids_size() > 0) {
+    if (!obs_.got_first_token) {
+      obs_.got_first_token = true;
+      obs_.ttft_s = std::chrono::duration<double>(now - received_).count();
+    } else {
+      obs_.inter_token_s.push_back(std::chrono::duration<double>(now - last_token_).count());
+    }
+    last_token_ = now;
+    obs_.output_tokens += response.token_ids_size();
+  }
+  if (response.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
+    finished_ = true;
+    obs_.finished_reason = reason_name(response.finish_reason());
+    obs_.e2e_s = std::chrono::duration<double>(now - received_).count();
+    decode_node_ = response.usage().decode_node();
+  }
+  return ok;
+}
+
+MeasuringSink::~MeasuringSink() {
+  if (metrics_ == nullptr) return;
+  metrics_->requests().running().Decrement();
+  if (!finished_) {
+    obs_.finished_reason = status_.error_code() == grpc::StatusCode::CANCELLED ? "abort" : "error";
+    obs_.e2e_s = std::chrono::duration<double>(Clock::now() - received_).count();
+  }
+  obs_.method = decode_node_.empty() ? "none" : metrics_->method_of(decode_node_);
+  metrics_->requests().observe(obs_);
+}
+
+}  // namespace baton::router

@@ -1,0 +1,55 @@
+// The router's Prometheus metrics: each request's TTFT, TPOT, inter-token latency and end-to-end
+// latency as the router streamed it (metrics/request_metrics.h), labelled with the speculative
+// method of the decode node that served it, and the router's counters (RouterStats) at scrape
+// time.
+//
+// MeasuringSink wraps the sink a request's messages go to and observes the request when it ends;
+// the HTTP and gRPC front ends both use it. Must not: change or delay a message.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metrics/metrics_server.h"
+#include "metrics/request_metrics.h"
+#include "router/node_pool.h"
+#include "router/request_flow.h"
+#include "router/router_stats.h"
+
+namespace baton::router {
+
+class RouterMetrics {
+ public:
+  // Registers the instruments and a collector of `stats` (which must outlive the server).
+  RouterMetrics(metrics::MetricsServer& server, const NodePool& pool, const RouterStats& stats, std::string node);
+  metrics::RequestMetrics& requests() { return requests_; }
+  // The speculative method of the decode node at `address` ("none" when it has none or is gone).
+  std::string method_of(const std::string& decode_address) const;
+
+ private:
+  const NodePool& pool_;
+  metrics::RequestMetrics requests_;
+};
+
+class MeasuringSink final : public ResponseSink {
+ public:
+  // metrics may be null (no /metrics): then it only forwards.
+  MeasuringSink(ResponseSink& inner, RouterMetrics* metrics, Clock::time_point received);
+  ~MeasuringSink() override;  // observes the request
+  bool write(const baton::v1::GenerateResponse& response) override;
+  // The request's status as the front end returns it (a request may end without a final message).
+  void set_status(const grpc::Status& status) { status_ = status; }
+
+ private:
+  ResponseSink& inner_;
+  RouterMetrics* metrics_;
+  const Clock::time_point received_;
+  Clock::time_point last_token_{};
+  metrics::RequestObservation obs_;
+  std::string decode_node_;
+  bool finished_ = false;
+  grpc::Status status_;
+};
+
+}  // namespace baton::router
