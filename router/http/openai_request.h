@@ -7,7 +7,8 @@
 // (string content or text parts), max_tokens / max_completion_tokens, temperature, top_p, seed,
 // stop, n (1 only), stream, stream_options.include_usage, logprobs (completions: integer; chat:
 // boolean with top_logprobs), presence_penalty, frequency_penalty; vLLM's extras top_k, min_p,
-// repetition_penalty, min_tokens, ignore_eos, stop_token_ids. Unknown fields are ignored.
+// repetition_penalty, min_tokens, ignore_eos, stop_token_ids, request_id (the id the Abort RPC
+// and the logs know the request by; unique among running requests). Unknown fields are ignored.
 //
 // Must not: call the router or nodes, or encode prompts (the router's PromptEncoder does).
 #pragma once
@@ -26,7 +27,7 @@ enum class Endpoint { kCompletions, kChat };
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  baton::v1::GenerateRequest generate;  // prompt and sampling; request_id empty (the router assigns one)
+  baton::v1::GenerateRequest generate;  // prompt, sampling, request_id ("" : the router assigns one)
   bool max_tokens_given = false;        // chat without it: up to the model's length
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage

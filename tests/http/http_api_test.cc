@@ -6,6 +6,7 @@
 // on the nodes.
 #include <gtest/gtest.h>
 
+#include "baton/v1/api.grpc.pb.h"
 #include "baton/v1/node.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/http/http_support.h"
@@ -60,6 +61,8 @@ struct SpecCase {
   std::string label;
   std::optional<std::string> config;
 };
+
+void PrintTo(const SpecCase& c, std::ostream* os) { *os << c.label; }
 
 class HttpEquivalence : public ::testing::TestWithParam<SpecCase> {};
 
@@ -286,6 +289,19 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
     // --max-running-requests 1: while it runs, another request is refused with 429.
     const json other = {{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}};
     expect_error(curl(url("/completions"), other.dump(), kKey), 429, "", "rate_limit_exceeded");
+    {
+      // The gRPC API shares the limit: RESOURCE_EXHAUSTED.
+      auto stub = v1::Baton::NewStub(grpc::CreateChannel(cluster_->router_address(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      v1::GenerateRequest r;
+      r.set_text("x");
+      auto reader = stub->Generate(&ctx, r);
+      v1::GenerateResponse m;
+      while (reader->Read(&m)) {
+      }
+      EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    }
     EXPECT_EQ(decode_load(decode).num_running(), 1) << "the stream should still run on the decode node";
     c.close();
   }
@@ -300,6 +316,53 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
   }
   EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
   expect_still_serving();  // the slot is free again: not 429
+}
+
+TEST_F(HttpErrors, HangingUpBeforeANonStreamedAnswerAbortsOnTheNodes) {
+  const std::string base = cluster_->router_http_url();
+  const std::string host_port = base.substr(7, base.size() - 7 - 3);
+  const std::string decode = cluster_->nodes("decode")[0]->address;
+  {
+    RawConnection c(host_port.substr(0, host_port.rfind(':')), std::stoi(host_port.substr(host_port.rfind(':') + 1)));
+    const json body = {{"model", kModelName}, {"prompt", "def g():"}, {"max_tokens", 1500}, {"ignore_eos", true},
+                       {"temperature", 0}, {"request_id", "hang-up-plain"}};
+    c.post("/v1/completions", body.dump(), kKey);
+    // Nothing is written to this client before the end: wait until the decode node runs it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (decode_load(decode).num_running() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(decode_load(decode).num_running(), 1);
+    c.close();
+  }
+  auto line = cluster_->router().process->wait_for_line("router: aborted hang-up-plain.1 on decode node",
+                                                        std::chrono::seconds(30));
+  ASSERT_TRUE(line.ok()) << line.status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!decode_idle(decode_load(decode)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
+  expect_still_serving();
+}
+
+// A router whose only decode node is not there: not healthy (503), requests 503, still live.
+TEST(HttpWithoutNodes, HealthAndRequestsAre503) {
+  auto path = cli::LocalCluster::find_binary("baton-router", BATON_BINARY_DIR);
+  ASSERT_TRUE(path.ok()) << path.status();
+  Subprocess::Options o;
+  o.argv = {*path, "--model", chat_model_dir(), "--decode", "127.0.0.1:1", "--http-port", "0", "--node-timeout-ms", "500"};
+  auto router = Subprocess::start(std::move(o));
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto line = (*router)->wait_for_line("baton-router http on ", std::chrono::seconds(60));
+  ASSERT_TRUE(line.ok()) << line.status();
+  std::string base = line->substr(line->find("http://"));
+  base = base.substr(0, base.find_first_of(" \r\n"));
+  const std::string root = base.substr(0, base.size() - 3);
+  EXPECT_EQ(curl(root + "/live", "", "", false).status, 200);
+  expect_error(curl(root + "/health", "", "", false), 503, "");
+  const json body = {{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}};
+  expect_error(curl(base + "/completions", body.dump()), 503, "", "service_unavailable");
 }
 
 }  // namespace

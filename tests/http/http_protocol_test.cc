@@ -129,6 +129,7 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400,
        "top_logprobs", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":3})", 400, "n", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"request_id":1})", 400, "request_id", ""},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.body);
