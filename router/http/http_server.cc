@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -71,6 +72,10 @@ class EventSink final : public ResponseSink {
 
 // One admitted HTTP request: what its run needs, kept alive until the response is sent.
 struct HttpRequest {
+  ~HttpRequest() {
+    if (unregister) unregister();
+  }
+  std::function<void()> unregister;  // leaves the server's running set (before `admitted` goes)
   OpenAiRequest api;
   std::unique_ptr<AdmittedRequest> admitted;
   std::unique_ptr<ConnectionWatch::Registration> watched;
@@ -153,6 +158,12 @@ absl::StatusOr<int> HttpServer::start() {
 
 void HttpServer::stop() {
   if (!server_) return;
+  {
+    // Streams would hold the server's threads until they end; end them now.
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (RequestControl* c : running_) c->cancel("the router is shutting down");
+  }
   server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();
@@ -204,6 +215,15 @@ void HttpServer::generate(int endpoint_value, const httplib::Request& req, httpl
   auto admitted = router_.admit(r->api.generate, received);
   if (!admitted.ok()) return send_error(res, from_status(admitted.status(), prompt_field));
   r->admitted = std::move(*admitted);
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return send_error(res, from_status(absl::UnavailableError("the router is shutting down")));
+    running_.insert(&r->admitted->control());
+  }
+  r->unregister = [this, control = &r->admitted->control()] {
+    std::lock_guard lock(mu_);
+    running_.erase(control);
+  };
   auto& sampling = *r->api.generate.mutable_sampling();
   if (endpoint == Endpoint::kChat && !r->api.max_tokens_given) {
     // OpenAI's chat default: no limit but the model's length.

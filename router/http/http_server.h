@@ -11,6 +11,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@ struct Response;
 }  // namespace httplib
 
 namespace baton::router {
+class RequestControl;
 class RouterService;
 }
 
@@ -50,7 +53,8 @@ class HttpServer {
 
   // Binds and serves on a thread of its own; returns the bound port.
   absl::StatusOr<int> start();
-  // Stops accepting and waits for the server thread. Idempotent.
+  // Cancels the requests it is running (they end with finish_reason "abort"), stops accepting and
+  // waits for the server thread. Idempotent.
   void stop();
   std::string base_url() const;  // http://HOST:PORT/v1
 
@@ -63,6 +67,9 @@ class HttpServer {
   RouterService& router_;
   const HttpOptions options_;
   std::unique_ptr<ConnectionWatch> watch_;
+  std::mutex mu_;
+  std::set<RequestControl*> running_;  // the controls of the requests being served
+  bool stopping_ = false;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
