@@ -14,6 +14,7 @@ namespace baton::cli {
 namespace {
 
 constexpr const char* kReady = " ready on ";
+constexpr const char* kHttpOn = "baton-router http on ";
 
 // "<binary> ready on HOST:PORT (...)" -> HOST:PORT
 std::string address_of(const std::string& line) {
@@ -82,6 +83,13 @@ absl::Status LocalCluster::await_ready(ClusterProcess& p, const std::string& nam
     std::string rest = m->substr(m->find(kMetrics) + kMetrics.size());
     p.metrics_address = rest.substr(0, rest.find('/'));
   }
+  // The router prints its HTTP line before "ready on": it is in the output already.
+  if (p.role == "router" && options_.http_port) {
+    auto http = p.process->wait_for_line(kHttpOn, std::chrono::seconds(1));
+    if (!http.ok()) return absl::InternalError(str_cat(name, " printed no '", kHttpOn, "' line"));
+    std::string url = http->substr(http->find(kHttpOn) + std::string(kHttpOn).size());
+    p.http_url = url.substr(0, url.find_first_of(" \r\n"));
+  }
   return absl::OkStatus();
 }
 
@@ -148,6 +156,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
                       std::to_string(options.router_port)};
   for (auto& n : c->nodes_) c->router_->argv.insert(c->router_->argv.end(), {"--" + n->role, n->address});
   if (options.metrics) c->router_->argv.insert(c->router_->argv.end(), {"--metrics-port", "0"});
+  if (options.http_port) {
+    c->router_->argv.insert(c->router_->argv.end(), {"--http-port", std::to_string(*options.http_port)});
+  }
   c->router_->argv.insert(c->router_->argv.end(), options.router_args.begin(), options.router_args.end());
   BATON_RETURN_IF_ERROR(c->launch(*c->router_, "router"));
   return c;

@@ -24,6 +24,7 @@ struct ClusterOptions {
   int num_decode = 1;
   std::string host = "127.0.0.1";
   int router_port = 0;                  // 0: any free port
+  std::optional<int> http_port;         // the router's OpenAI HTTP API (0: any free port); none: off
   std::string transport = "ucx";        // "ucx" or "grpc": what decode nodes offer first
   std::string bin_dir;                  // "" : next to this executable; else a folder (or build tree) holding them
   std::string log_dir;                  // where each process writes <name>.log
@@ -42,6 +43,7 @@ struct ClusterProcess {
   std::string role;     // "prefill", "decode", "router"
   std::string address;  // host:port once ready
   std::string metrics_address;  // host:port of its /metrics, with ClusterOptions::metrics
+  std::string http_url; // router with an HTTP port: its base URL (http://HOST:PORT/v1)
   std::vector<std::string> argv;
   std::unique_ptr<Subprocess> process;
 };
@@ -54,6 +56,8 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& router_address() const { return router_->address; }
+  // http://HOST:PORT/v1 when started with http_port; else "".
+  const std::string& router_http_url() const { return router_->http_url; }
   std::vector<ClusterProcess*> nodes(const std::string& role);
   ClusterProcess& router() { return *router_; }
   // Every process's /metrics endpoint (ClusterOptions::metrics), for a Prometheus file_sd file.

@@ -25,6 +25,7 @@ const std::vector<FlagSpec>& up_flags() {
       {"decode", "M", "decode nodes (default 1)"},
       {"speculative-config", "JSON", "the decode nodes' speculative config (prefill nodes run it with k = 1)"},
       {"port", "P", "the router's port (default 50051; 0: any free port)"},
+      {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0: any free port)"},
       {"host", "HOST", "address every process listens on (default 127.0.0.1)"},
       {"transport", "T", "KV transport: ucx or grpc (default ucx)"},
       {"threads", "N", "CPU threads per node (default: cores / nodes)"},
@@ -44,7 +45,8 @@ constexpr const char* kSynopsis =
     "[--model DIR] [--prefill N] [--decode M] [--speculative-config JSON] [--port P] [--transport ucx|grpc]\n\n"
     "Starts a local cluster on this machine: M decode nodes, N prefill nodes and a router, as child\n"
     "processes. Prints the router's address once every node is ready; Ctrl-C stops them all.\n"
-    "Then: baton generate --endpoint HOST:PORT --prompt \"...\"";
+    "Then: baton generate --endpoint HOST:PORT --prompt \"...\"\n"
+    "With --http-port: OpenAI clients at the printed base URL (docs/openai-api.md).";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "baton up: %s\n", std::string(s.message()).c_str());
@@ -67,6 +69,11 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   BATON_ASSIGN_OR_RETURN(auto decode, f.get_int("decode"));
   BATON_ASSIGN_OR_RETURN(auto port, f.get_int("port"));
   BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
+  BATON_ASSIGN_OR_RETURN(auto http_port, f.get_int("http-port"));
+  if (http_port) {
+    if (*http_port < 0 || *http_port > 65535) return absl::InvalidArgumentError("--http-port must be in [0, 65535]");
+    o.http_port = static_cast<int>(*http_port);
+  }
   o.num_prefill = static_cast<int>(prefill.value_or(1));
   o.num_decode = static_cast<int>(decode.value_or(1));
   o.router_port = static_cast<int>(port.value_or(50051));
@@ -124,6 +131,9 @@ int up_main(int argc, char** argv) {
     if (absl::Status s = metrics::write_targets_file(*targets, (*cluster)->scrape_targets()); !s.ok()) return fail(s);
     std::printf("baton up: Prometheus targets in %s (file_sd_configs; scrape with honor_labels: true)\n",
                 std::filesystem::absolute(*targets).c_str());
+  }
+  if (!(*cluster)->router_http_url().empty()) {
+    std::printf("baton up: OpenAI API on %s (GET /v1/models names the model)\n", (*cluster)->router_http_url().c_str());
   }
   std::fflush(stdout);
 

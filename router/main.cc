@@ -2,6 +2,8 @@
 // SIGINT or SIGTERM. Logic lives in the baton_router library.
 #include <signal.h>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "router/http/http_server.h"
 #include "router/router_service.h"
 
 namespace {
@@ -31,6 +34,13 @@ const std::vector<FlagSpec> kFlags = {
     {"commit-timeout-ms", "MS", "how long a decode node waits for the prefill node's commit (default 60000)"},
     {"request-timeout-ms", "MS", "deadline of a whole request (default 600000)"},
     {"metrics-port", "P", "serve Prometheus metrics at http://HOST:P/metrics (0: any free port, printed)"},
+    {"served-model-name", "NAME", "the model id of the OpenAI API and GetModelInfo (default: --model's base name)"},
+    {"max-running-requests", "N", "requests running at once; more are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429; "
+                                  "default 0: no limit)"},
+    {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0 = pick a free one); the base "
+                       "URL is printed"},
+    {"api-key", "KEY", "HTTP API key clients send as 'Authorization: Bearer KEY' (repeatable)"},
+    {"api-keys-file", "FILE", "HTTP API keys, one per line"},
     {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
     {"help", "", "show this help"},
 };
@@ -62,6 +72,12 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   }
   if (auto host = f.get("host")) o.host = *host;
   if (auto model = f.get("model")) o.model_dir = *model;
+  if (auto name = f.get("served-model-name")) o.served_model_name = *name;
+  BATON_ASSIGN_OR_RETURN(auto max_running, f.get_int("max-running-requests"));
+  if (max_running) {
+    if (*max_running < 0) return absl::InvalidArgumentError("--max-running-requests must be >= 0");
+    o.max_running_requests = static_cast<std::size_t>(*max_running);
+  }
   o.prefill_addresses = addresses(f, "prefill");
   o.decode_addresses = addresses(f, "decode");
   BATON_ASSIGN_OR_RETURN(auto local_max, f.get_int("local-prefill-max-tokens"));
@@ -80,6 +96,27 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   BATON_RETURN_IF_ERROR(read_ms(f, "prefill-timeout-ms", &o.flow.prefill_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "commit-timeout-ms", &o.flow.commit_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "request-timeout-ms", &o.flow.request_timeout));
+  return o;
+}
+
+// The HTTP API's options; nullopt without --http-port.
+absl::StatusOr<std::optional<baton::router::http::HttpOptions>> http_from_flags(const baton::ParsedFlags& f) {
+  BATON_ASSIGN_OR_RETURN(auto port, f.get_int("http-port"));
+  if (!port) {
+    if (f.has("api-key") || f.has("api-keys-file")) {
+      return absl::InvalidArgumentError("--api-key and --api-keys-file need --http-port");
+    }
+    return std::nullopt;
+  }
+  if (*port < 0 || *port > 65535) return absl::InvalidArgumentError("--http-port must be in [0, 65535]");
+  baton::router::http::HttpOptions o;
+  o.port = static_cast<int>(*port);
+  if (auto host = f.get("host")) o.host = *host;
+  o.api_keys = f.get_all("api-key");
+  if (auto file = f.get("api-keys-file")) {
+    BATON_ASSIGN_OR_RETURN(auto keys, baton::router::http::read_api_keys_file(*file));
+    o.api_keys.insert(o.api_keys.end(), keys.begin(), keys.end());
+  }
   return o;
 }
 
@@ -104,6 +141,10 @@ int main(int argc, char** argv) {
   if (auto s = baton::init_logging(flags->get("log-level").value_or("info")); !s.ok()) return fail(s);
   auto options = options_from_flags(*flags);
   if (!options.ok()) return fail(options.status());
+  auto http_options = http_from_flags(*flags);
+  if (!http_options.ok()) return fail(http_options.status());
+  // A client that hangs up mid-write must be an error of that write, not the end of the process.
+  signal(SIGPIPE, SIG_IGN);
 
   // Signals are taken by sigwait below, never by a handler on some gRPC thread.
   sigset_t signals;
@@ -118,6 +159,13 @@ int main(int argc, char** argv) {
   if (!router.metrics_url().empty()) {
     std::printf("baton-router metrics on %s\n", router.metrics_url().c_str());
   }
+  std::unique_ptr<baton::router::http::HttpServer> http;
+  if (*http_options) {
+    http = std::make_unique<baton::router::http::HttpServer>(router, std::move(**http_options));
+    if (auto h = http->start(); !h.ok()) return fail(h.status());
+    // Before the "ready on" line, which `baton up` and scripts wait for as the last one.
+    std::printf("baton-router http on %s\n", http->base_url().c_str());
+  }
   // The same "ready on" line as the nodes print: `baton up` and scripts wait for it.
   std::printf("baton-router ready on %s\n", router.address().c_str());
   std::fflush(stdout);
@@ -125,6 +173,7 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("router: {} received, shutting down", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (http) http->stop();
   router.shutdown();
   return 0;
 }

@@ -63,7 +63,11 @@ void NodeCalls::abort(Node& node, const std::string& id) {
   if (!s.ok()) {
     spdlog::warn("router: Abort({}) on {} failed ({}: {})", id, node.label(), grpc_code_name(s.error_code()),
                  s.error_message());
+    return;
   }
+  // Logged so that an operator (and the tests) can see what a cancelled request stopped.
+  spdlog::info("router: aborted {} on {} ({})", id, node.label(),
+               response.found() ? "it was running there" : "it had ended there");
 }
 
 }  // namespace baton::router

@@ -33,17 +33,6 @@ class WriterSink final : public ResponseSink {
   grpc::ServerWriter<GenerateResponse>* writer_;
 };
 
-// Removes a request from the running set however its handler returns.
-class RunningScope {
- public:
-  RunningScope(RunningRequests& running, std::string id) : running_(running), id_(std::move(id)) {}
-  ~RunningScope() { running_.remove(id_); }
-
- private:
-  RunningRequests& running_;
-  std::string id_;
-};
-
 std::string model_name_of(const std::string& dir) {
   std::filesystem::path p(dir);
   if (!p.has_filename()) p = p.parent_path();
@@ -56,28 +45,14 @@ std::string model_name_of(const std::string& dir) {
 
 class RouterService::BatonImpl final : public baton::v1::Baton::Service {
  public:
-  BatonImpl(RouterService& router, const Tokenizer* tokenizer) : router_(router), encoder_(tokenizer) {}
+  BatonImpl(RouterService& router, const PromptEncoder& encoder) : router_(router), encoder_(encoder) {}
 
   grpc::Status Generate(grpc::ServerContext* context, const GenerateRequest* request,
                         grpc::ServerWriter<GenerateResponse>* writer) override {
-    const Clock::time_point received = Clock::now();
-    absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
-    if (!prompt.ok()) return to_grpc(prompt.status());
-    std::string request_id = request->request_id();
-    absl::StatusOr<std::shared_ptr<RequestControl>> control = router_.running_.add(request_id);
-    if (!control.ok()) return to_grpc(control.status());
-    RunningScope scope(router_.running_, request_id);
-    router_.stats_.requests.fetch_add(1, std::memory_order_relaxed);
-    WriterSink writer_sink(writer);
-    MeasuringSink sink(writer_sink, router_.live_metrics_.load(std::memory_order_acquire), received);
-    grpc::Status s = router_.flow_->run(*request, request_id, prompt->ids, **control, context, sink, received);
-    sink.set_status(s);
-    if (!s.ok()) {
-      router_.stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
-      spdlog::debug("router: request {} ended with {}: {}", request_id, grpc_code_name(s.error_code()),
-                    s.error_message());
-    }
-    return s;
+    auto admitted = router_.admit(*request, Clock::now());
+    if (!admitted.ok()) return to_grpc(admitted.status());
+    WriterSink sink(writer);
+    return router_.run(**admitted, *request, context, sink);
   }
 
   grpc::Status Abort(grpc::ServerContext*, const baton::v1::AbortRequest* request,
@@ -89,29 +64,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
   grpc::Status GetModelInfo(grpc::ServerContext*, const baton::v1::GetModelInfoRequest*,
                             baton::v1::ModelInfo* info) override {
-    const baton::node::v1::NodeInfo* decode = nullptr;
-    const std::vector<NodeStatus> nodes = router_.pool_->status();
-    for (const NodeStatus& n : nodes) {
-      if (!n.usable) continue;
-      if (n.kind == NodeKind::kPrefill) {
-        info->set_num_prefill_nodes(info->num_prefill_nodes() + 1);
-      } else {
-        info->set_num_decode_nodes(info->num_decode_nodes() + 1);
-        if (decode == nullptr) decode = &*n.info;
-      }
-    }
-    const Tokenizer* tokenizer = router_.tokenizer_.get();
-    if (!router_.options_.model_dir.empty()) info->set_model(model_name_of(router_.options_.model_dir));
-    else if (decode != nullptr) info->set_model(decode->model_name());
-    if (decode != nullptr) {
-      info->set_vocab_size(decode->vocab_size());
-      info->set_max_model_len(decode->max_model_len());
-      info->set_speculative_config(decode->speculative_config());
-    } else if (tokenizer != nullptr) {
-      info->set_vocab_size(tokenizer->vocab_size());
-    }
-    info->set_has_tokenizer(tokenizer != nullptr);
-    info->set_has_chat_template(tokenizer != nullptr && tokenizer->has_chat_template());
+    *info = router_.model_info();
     return grpc::Status::OK;
   }
 
@@ -126,7 +79,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
  private:
   RouterService& router_;
-  PromptEncoder encoder_;
+  const PromptEncoder& encoder_;
 };
 
 // ---- baton.node.v1.Registry -------------------------------------------------------------------
@@ -157,7 +110,8 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
 
 // ---- RouterService ----------------------------------------------------------------------------
 
-RouterService::RouterService(RouterOptions options) : options_(std::move(options)) {}
+RouterService::RouterService(RouterOptions options)
+    : options_(std::move(options)), running_(options_.max_running_requests) {}
 
 RouterService::~RouterService() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -178,7 +132,8 @@ absl::StatusOr<int> RouterService::start() {
   pool_options.node_timeout = options_.flow.node_timeout;
   pool_ = std::make_unique<NodePool>(std::move(pool_options));
   flow_ = std::make_unique<RequestFlow>(*pool_, stats_, options_.flow);
-  baton_ = std::make_unique<BatonImpl>(*this, tokenizer_.get());
+  encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
+  baton_ = std::make_unique<BatonImpl>(*this, *encoder_);
   registry_ = std::make_unique<RegistryImpl>(*pool_);
   pool_->start();  // one round first, so that the first requests find the nodes
 
@@ -234,6 +189,82 @@ void RouterService::shutdown(std::chrono::milliseconds grace) {
 void RouterService::wait() {
   if (server_) server_->Wait();
 }
+
+absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const GenerateRequest& request,
+                                                                      Clock::time_point received) {
+  BATON_ASSIGN_OR_RETURN(EncodedPrompt prompt, encoder_->encode(request));
+  std::string id = request.request_id();
+  BATON_ASSIGN_OR_RETURN(std::shared_ptr<RequestControl> control, running_.add(id));
+  return std::make_unique<AdmittedRequest>(running_, std::move(id), std::move(prompt), std::move(control), received);
+}
+
+absl::Status RouterService::check_servable(const AdmittedRequest& request,
+                                           const baton::v1::SamplingParams& sampling) const {
+  std::string problems;
+  for (const NodeStatus& n : pool_->status()) {
+    if (n.kind != NodeKind::kDecode) continue;
+    if (n.usable && n.info) {
+      return check_prompt_limits(request.prompt().ids, sampling, n.info->vocab_size(), n.info->max_model_len(),
+                                 node_label(n.kind, n.address));
+    }
+    problems += str_cat(problems.empty() ? "" : "; ", node_label(n.kind, n.address), ": ", n.problem);
+  }
+  return absl::UnavailableError(
+      str_cat("no decode node is usable", problems.empty() ? " (none is configured)" : str_cat(" (", problems, ")")));
+}
+
+bool RouterService::has_usable_decode_node() const {
+  for (const NodeStatus& n : pool_->status()) {
+    if (n.kind == NodeKind::kDecode && n.usable) return true;
+  }
+  return false;
+}
+
+grpc::Status RouterService::run(AdmittedRequest& request, const GenerateRequest& message,
+                                const grpc::ServerContextBase* server, ResponseSink& sink) {
+  stats_.requests.fetch_add(1, std::memory_order_relaxed);
+  MeasuringSink measured(sink, live_metrics_.load(std::memory_order_acquire), request.received());
+  grpc::Status s =
+      flow_->run(message, request.id(), request.prompt().ids, request.control(), server, measured, request.received());
+  measured.set_status(s);
+  if (!s.ok()) {
+    stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("router: request {} ended with {}: {}", request.id(), grpc_code_name(s.error_code()),
+                  s.error_message());
+  }
+  return s;
+}
+
+baton::v1::ModelInfo RouterService::model_info() const {
+  baton::v1::ModelInfo info;
+  const baton::node::v1::NodeInfo* decode = nullptr;
+  const std::vector<NodeStatus> nodes = pool_->status();
+  for (const NodeStatus& n : nodes) {
+    if (!n.usable) continue;
+    if (n.kind == NodeKind::kPrefill) {
+      info.set_num_prefill_nodes(info.num_prefill_nodes() + 1);
+    } else {
+      info.set_num_decode_nodes(info.num_decode_nodes() + 1);
+      if (decode == nullptr) decode = &*n.info;
+    }
+  }
+  const Tokenizer* tokenizer = tokenizer_.get();
+  if (!options_.served_model_name.empty()) info.set_model(options_.served_model_name);
+  else if (!options_.model_dir.empty()) info.set_model(model_name_of(options_.model_dir));
+  else if (decode != nullptr) info.set_model(decode->model_name());
+  if (decode != nullptr) {
+    info.set_vocab_size(decode->vocab_size());
+    info.set_max_model_len(decode->max_model_len());
+    info.set_speculative_config(decode->speculative_config());
+  } else if (tokenizer != nullptr) {
+    info.set_vocab_size(tokenizer->vocab_size());
+  }
+  info.set_has_tokenizer(tokenizer != nullptr);
+  info.set_has_chat_template(tokenizer != nullptr && tokenizer->has_chat_template());
+  return info;
+}
+
+std::string RouterService::served_model_name() const { return model_info().model(); }
 
 std::string RouterService::address() const { return str_cat(options_.host, ":", port_); }
 

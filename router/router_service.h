@@ -8,6 +8,9 @@
 //   ...
 //   router.shutdown();
 //
+// Front ends (the gRPC Generate here, router/http/ for the OpenAI API) share one request path:
+// admit() encodes the prompt and registers the request, run() drives it through the nodes.
+//
 // Must not: load model weights or link the engine (CMake forbids it); keep request logic here
 // (request_flow.h has it).
 #pragma once
@@ -20,7 +23,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "baton/v1/api.pb.h"
 #include "router/node_pool.h"
+#include "router/prompt.h"
 #include "router/request_flow.h"
 #include "metrics/metrics_server.h"
 #include "router/router_metrics.h"
@@ -41,11 +46,38 @@ struct RouterOptions {
   std::string host = "127.0.0.1";
   int port = 0;                                  // 0: pick a free port
   std::string model_dir;                         // tokenizer files only; "" or none there: token-id mode
+  std::string served_model_name;                 // "" : model_dir's base name (else the decode node's)
+  std::size_t max_running_requests = 0;          // more at once are RESOURCE_EXHAUSTED; 0: no limit
   std::vector<std::string> prefill_addresses;    // HOST:PORT
   std::vector<std::string> decode_addresses;
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
   FlowOptions flow;                              // node_timeout is also the polling calls' deadline
   std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
+};
+
+// A request that passed admission: its prompt encoded, its id registered among the running
+// requests until this is destroyed.
+class AdmittedRequest {
+ public:
+  AdmittedRequest(RunningRequests& running, std::string id, EncodedPrompt prompt,
+                  std::shared_ptr<RequestControl> control, Clock::time_point received)
+      : running_(running), id_(std::move(id)), prompt_(std::move(prompt)), control_(std::move(control)),
+        received_(received) {}
+  ~AdmittedRequest() { running_.remove(id_); }
+  AdmittedRequest(const AdmittedRequest&) = delete;
+  AdmittedRequest& operator=(const AdmittedRequest&) = delete;
+
+  const std::string& id() const { return id_; }
+  const EncodedPrompt& prompt() const { return prompt_; }
+  RequestControl& control() { return *control_; }
+  Clock::time_point received() const { return received_; }
+
+ private:
+  RunningRequests& running_;
+  const std::string id_;
+  const EncodedPrompt prompt_;
+  const std::shared_ptr<RequestControl> control_;
+  const Clock::time_point received_;
 };
 
 class RouterService {
@@ -63,6 +95,25 @@ class RouterService {
   // Blocks until the server has shut down.
   void wait();
 
+  // The public request path. admit: INVALID_ARGUMENT for a bad prompt, ALREADY_EXISTS for a
+  // running id, RESOURCE_EXHAUSTED past max_running_requests.
+  absl::StatusOr<std::unique_ptr<AdmittedRequest>> admit(const baton::v1::GenerateRequest& request,
+                                                         Clock::time_point received);
+  // What the request flow checks before its first node call, checked now, for a front end that
+  // picks its response status before it streams: a usable decode node (UNAVAILABLE, naming the
+  // nodes) and the prompt within that node's limits (INVALID_ARGUMENT).
+  absl::Status check_servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;
+  // Runs an admitted request to its end; server: the gRPC call, or null (then cancel the
+  // request's control when its client goes away).
+  grpc::Status run(AdmittedRequest& request, const baton::v1::GenerateRequest& message,
+                   const grpc::ServerContextBase* server, ResponseSink& sink);
+  baton::v1::ModelInfo model_info() const;
+  // The name clients give as "model": options' served_model_name, else the model directory's base
+  // name, else the decode nodes' model name ("" while none is known).
+  std::string served_model_name() const;
+  bool has_usable_decode_node() const;
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: token-id mode
+
   std::string address() const;  // host:port once started
   std::string metrics_url() const;  // http://host:port/metrics, "" without --metrics-port
   const RouterStats& stats() const { return stats_; }
@@ -76,6 +127,7 @@ class RouterService {
   const RouterOptions options_;
   RouterStats stats_;
   RunningRequests running_;
+  std::unique_ptr<PromptEncoder> encoder_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<NodePool> pool_;
   std::unique_ptr<RequestFlow> flow_;

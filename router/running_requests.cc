@@ -40,7 +40,7 @@ RequestControl::CallScope::~CallScope() {
   control_.calls_.erase(&context_);
 }
 
-RunningRequests::RunningRequests() {
+RunningRequests::RunningRequests(std::size_t max_running) : max_running_(max_running) {
   std::random_device rd;
   const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   char buf[17];
@@ -56,6 +56,10 @@ absl::StatusOr<std::shared_ptr<RequestControl>> RunningRequests::add(std::string
         str_cat("request_id has ", request_id.size(), " characters; at most ", kMaxRequestIdLength));
   }
   std::lock_guard lock(mu_);
+  if (max_running_ > 0 && running_.size() >= max_running_) {
+    return absl::ResourceExhaustedError(str_cat("the router is running ", running_.size(),
+                                                " requests, its --max-running-requests; try again later"));
+  }
   if (request_id.empty()) {
     do {
       request_id = new_id();

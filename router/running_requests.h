@@ -49,9 +49,10 @@ class RequestControl {
 
 class RunningRequests {
  public:
-  RunningRequests();
+  // max_running: the most requests at once (0: no limit).
+  explicit RunningRequests(std::size_t max_running = 0);
   // Registers a request; assigns `request_id` when empty. ALREADY_EXISTS when that id is running,
-  // INVALID_ARGUMENT when it is too long.
+  // INVALID_ARGUMENT when it is too long, RESOURCE_EXHAUSTED when max_running are running.
   absl::StatusOr<std::shared_ptr<RequestControl>> add(std::string& request_id);
   void remove(const std::string& request_id);
   // The Abort RPC: false when no request with that id is running.
@@ -63,6 +64,7 @@ class RunningRequests {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<RequestControl>> running_;
+  const std::size_t max_running_;
   std::string prefix_;  // random per process, so ids do not repeat across router restarts
   std::atomic<std::uint64_t> counter_{0};
 };

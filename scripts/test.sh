@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Baton and runs the whole test suite; all set-up included (safe to run again).
 #  1. installs the Debian packages it needs (scripts/install-deps.sh) and the npm packages the
-#     tokenizer tests compare against;
+#     tokenizer tests compare against and the HTTP tests drive the router with;
 #  2. builds the release preset and runs every test with ctest (CUDA tests skip without a GPU);
 #  3. builds the AddressSanitizer preset and runs the checkpoint-loader, KV-cache, sampling and KV
 #     transport tests under it.
@@ -15,6 +15,8 @@ bash scripts/install-deps.sh
 # Hugging Face's own tokenizer and chat-template renderer, the references the tokenizer tests
 # compare against (versions pinned by the lock file).
 npm ci --prefix tests/tokenizer/reference --no-audit --no-fund --loglevel=error >/dev/null
+# The official OpenAI client, which tests/http drives the router's HTTP API with.
+npm ci --prefix tests/http/client --no-audit --no-fund --loglevel=error >/dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

@@ -1,0 +1,59 @@
+// Notices when an HTTP client closes its connection while its request runs, so that the request is
+// cancelled on every node even while nothing is written to the client (a non-streamed completion,
+// or a stream between tokens). cpp-httplib hands handlers no socket, so find_socket() looks the
+// connection up by its addresses; one thread polls every watched socket for the peer's hang-up.
+//
+// Thread-safety: every method may be called from any thread. on_close runs on the watch's thread
+// and must not block. Must not: read from or write to the sockets it watches (httplib owns them).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace baton::router::http {
+
+class ConnectionWatch {
+ public:
+  ConnectionWatch();
+  ~ConnectionWatch();
+  ConnectionWatch(const ConnectionWatch&) = delete;
+  ConnectionWatch& operator=(const ConnectionWatch&) = delete;
+
+  // Watching one socket until destroyed; on_close is called at most once.
+  class Registration {
+   public:
+    Registration(ConnectionWatch& watch, std::uint64_t id) : watch_(watch), id_(id) {}
+    ~Registration() { watch_.remove(id_); }
+
+   private:
+    ConnectionWatch& watch_;
+    std::uint64_t id_;
+  };
+  std::unique_ptr<Registration> watch(int fd, std::function<void()> on_close);
+
+  // The socket of this process connected from remote_addr:remote_port to local_port; -1 if none.
+  static int find_socket(const std::string& remote_addr, int remote_port, int local_port);
+
+ private:
+  struct Entry {
+    int fd;
+    std::function<void()> on_close;
+  };
+  void remove(std::uint64_t id);
+  void wake();
+  void loop();
+
+  std::mutex mu_;
+  std::map<std::uint64_t, Entry> entries_;
+  std::uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  int wake_fd_ = -1;  // eventfd: the set changed, or stop
+  std::thread thread_;
+};
+
+}  // namespace baton::router::http

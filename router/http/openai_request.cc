@@ -1,0 +1,240 @@
+#include "router/http/openai_request.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::router::http {
+namespace {
+
+using nlohmann::json;
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+// The field when present and not null.
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// Parses one request; throws ApiError on the first problem.
+class Parser {
+ public:
+  Parser(Endpoint endpoint, const json& body) : endpoint_(endpoint), body_(body) {}
+
+  OpenAiRequest parse(const std::string& served_model) {
+    OpenAiRequest r;
+    r.endpoint = endpoint_;
+    const json* model = field(body_, "model");
+    if (model == nullptr) throw bad_field("model", "model is required");
+    r.model = string_of(*model, "model");
+    if (r.model != served_model) {
+      throw ApiError{404, str_cat("The model `", r.model, "` does not exist; this server serves `", served_model, "`"),
+                     "invalid_request_error", "model", "model_not_found"};
+    }
+    if (endpoint_ == Endpoint::kCompletions) {
+      if (field(body_, "messages") != nullptr) throw bad_field("messages", "messages belongs to /v1/chat/completions");
+      prompt(r.generate);
+    } else {
+      messages(r.generate);
+    }
+    sampling(r);
+    if (const json* id = field(body_, "request_id")) r.generate.set_request_id(string_of(*id, "request_id"));
+    if (const json* n = field(body_, "n"); n != nullptr && integer(*n, "n", 1, 128) != 1) {
+      throw bad_field("n", "n must be 1: this server returns one choice per request");
+    }
+    if (const json* s = field(body_, "stream")) r.stream = boolean(*s, "stream");
+    if (const json* so = field(body_, "stream_options")) {
+      if (!so->is_object()) throw bad_field("stream_options", str_cat("stream_options must be an object, got ", type_name(*so)));
+      if (!r.stream) throw bad_field("stream_options", "stream_options is only allowed when stream is true");
+      if (const json* u = field(*so, "include_usage")) r.include_usage = boolean(*u, "stream_options.include_usage");
+    }
+    return r;
+  }
+
+ private:
+  std::string string_of(const json& v, const std::string& name) {
+    if (!v.is_string()) throw bad_field(name, str_cat(name, " must be a string, got ", type_name(v)));
+    return v.get<std::string>();
+  }
+  bool boolean(const json& v, const std::string& name) {
+    if (!v.is_boolean()) throw bad_field(name, str_cat(name, " must be a boolean, got ", type_name(v)));
+    return v.get<bool>();
+  }
+  std::int64_t integer(const json& v, const std::string& name, std::int64_t lo, std::int64_t hi) {
+    if (!v.is_number_integer()) throw bad_field(name, str_cat(name, " must be an integer, got ", type_name(v)));
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+      throw bad_field(name, str_cat(name, " must be in [", lo, ", ", hi, "], got ", v.dump()));
+    }
+    const std::int64_t x = v.get<std::int64_t>();
+    if (x < lo || x > hi) throw bad_field(name, str_cat(name, " must be in [", lo, ", ", hi, "], got ", x));
+    return x;
+  }
+  double number(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+    if (!v.is_number()) throw bad_field(name, str_cat(name, " must be a number, got ", type_name(v)));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
+      throw bad_field(name, str_cat(name, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v.dump()));
+    }
+    return x;
+  }
+
+  std::vector<std::int32_t> token_ids(const json& v, const std::string& name) {
+    std::vector<std::int32_t> ids;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      ids.push_back(static_cast<std::int32_t>(
+          integer(v[i], str_cat(name, "[", i, "]"), 0, std::numeric_limits<std::int32_t>::max())));
+    }
+    return ids;
+  }
+
+  void set_ids(baton::v1::GenerateRequest& g, const std::vector<std::int32_t>& ids) {
+    if (ids.empty()) throw bad_field("prompt", "prompt is empty");
+    g.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+  }
+
+  void prompt(baton::v1::GenerateRequest& g) {
+    const json* p = field(body_, "prompt");
+    if (p == nullptr) throw bad_field("prompt", "prompt is required");
+    if (p->is_string()) {
+      g.set_text(p->get<std::string>());
+      return;
+    }
+    if (!p->is_array()) {
+      throw bad_field("prompt", str_cat("prompt must be a string, an array of token ids, or an array of one of "
+                                        "those; got ", type_name(*p)));
+    }
+    if (p->empty()) throw bad_field("prompt", "prompt is an empty array");
+    if ((*p)[0].is_number()) return set_ids(g, token_ids(*p, "prompt"));
+    if (p->size() != 1) {
+      throw bad_field("prompt", str_cat("prompt is a list of ", p->size(),
+                                        " prompts; this server takes one prompt per request"));
+    }
+    const json& only = (*p)[0];
+    if (only.is_string()) return g.set_text(only.get<std::string>());
+    if (only.is_array()) return set_ids(g, token_ids(only, "prompt[0]"));
+    throw bad_field("prompt[0]", str_cat("prompt[0] must be a string or an array of token ids, got ", type_name(only)));
+  }
+
+  void messages(baton::v1::GenerateRequest& g) {
+    if (field(body_, "prompt") != nullptr) throw bad_field("prompt", "prompt belongs to /v1/completions; send messages");
+    const json* m = field(body_, "messages");
+    if (m == nullptr) throw bad_field("messages", "messages is required");
+    if (!m->is_array() || m->empty()) throw bad_field("messages", "messages must be a non-empty array of messages");
+    auto* chat = g.mutable_chat();
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      const json& msg = (*m)[i];
+      const std::string where = str_cat("messages[", i, "]");
+      if (!msg.is_object()) throw bad_field(where, str_cat(where, " must be an object, got ", type_name(msg)));
+      auto* out = chat->add_messages();
+      const json* role = field(msg, "role");
+      if (role == nullptr) throw bad_field(where + ".role", where + ".role is required");
+      out->set_role(string_of(*role, where + ".role"));
+      const json* content = field(msg, "content");
+      if (content == nullptr) continue;
+      if (content->is_string()) {
+        out->set_content(content->get<std::string>());
+        continue;
+      }
+      if (!content->is_array()) {
+        throw bad_field(where + ".content",
+                        str_cat(where, ".content must be a string or an array of text parts, got ", type_name(*content)));
+      }
+      std::string text;
+      for (std::size_t k = 0; k < content->size(); ++k) {
+        const json& part = (*content)[k];
+        const std::string pw = str_cat(where, ".content[", k, "]");
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text")) {
+          throw bad_field(pw, pw + " must be {\"type\": \"text\", \"text\": ...}: only text parts are supported");
+        }
+        text += string_of(part["text"], pw + ".text");
+      }
+      out->set_content(text);
+    }
+  }
+
+  void sampling(OpenAiRequest& r) {
+    auto& s = *r.generate.mutable_sampling();
+    constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
+    const json* max_tokens = field(body_, "max_completion_tokens");
+    const char* max_name = "max_completion_tokens";
+    if (max_tokens == nullptr) {
+      max_tokens = field(body_, "max_tokens");
+      max_name = "max_tokens";
+    }
+    if (max_tokens != nullptr) {
+      s.set_max_tokens(static_cast<std::int32_t>(integer(*max_tokens, max_name, 1, kIntMax)));
+      r.max_tokens_given = true;
+    }
+    if (const json* v = field(body_, "temperature")) s.set_temperature(static_cast<float>(number(*v, "temperature", 0, 2)));
+    if (const json* v = field(body_, "top_p")) s.set_top_p(static_cast<float>(number(*v, "top_p", 0, 1, /*lo_open=*/true)));
+    if (const json* v = field(body_, "presence_penalty")) {
+      s.set_presence_penalty(static_cast<float>(number(*v, "presence_penalty", -2, 2)));
+    }
+    if (const json* v = field(body_, "frequency_penalty")) {
+      s.set_frequency_penalty(static_cast<float>(number(*v, "frequency_penalty", -2, 2)));
+    }
+    if (const json* v = field(body_, "repetition_penalty")) {
+      s.set_repetition_penalty(static_cast<float>(number(*v, "repetition_penalty", 0, 1e6, true)));
+    }
+    if (const json* v = field(body_, "min_p")) s.set_min_p(static_cast<float>(number(*v, "min_p", 0, 1)));
+    if (const json* v = field(body_, "top_k")) s.set_top_k(static_cast<std::int32_t>(integer(*v, "top_k", -1, kIntMax)));
+    if (const json* v = field(body_, "min_tokens")) {
+      s.set_min_tokens(static_cast<std::int32_t>(integer(*v, "min_tokens", 0, kIntMax)));
+    }
+    if (const json* v = field(body_, "ignore_eos")) s.set_ignore_eos(boolean(*v, "ignore_eos"));
+    if (const json* v = field(body_, "seed")) {
+      s.set_seed(static_cast<std::uint64_t>(
+          integer(*v, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())));
+    }
+    if (const json* v = field(body_, "stop")) {
+      if (v->is_string()) {
+        s.add_stop(v->get<std::string>());
+      } else if (v->is_array()) {
+        for (std::size_t i = 0; i < v->size(); ++i) s.add_stop(string_of((*v)[i], str_cat("stop[", i, "]")));
+      } else {
+        throw bad_field("stop", str_cat("stop must be a string or an array of strings, got ", type_name(*v)));
+      }
+    }
+    if (const json* v = field(body_, "stop_token_ids")) {
+      if (!v->is_array()) throw bad_field("stop_token_ids", "stop_token_ids must be an array of token ids");
+      for (std::int32_t id : token_ids(*v, "stop_token_ids")) s.add_stop_token_ids(id);
+    }
+    if (endpoint_ == Endpoint::kCompletions) {
+      if (const json* v = field(body_, "logprobs")) {
+        r.top_logprobs = static_cast<int>(integer(*v, "logprobs", 0, 20));
+        r.want_logprobs = true;
+      }
+    } else {
+      if (const json* v = field(body_, "logprobs")) r.want_logprobs = boolean(*v, "logprobs");
+      if (const json* v = field(body_, "top_logprobs")) {
+        r.top_logprobs = static_cast<int>(integer(*v, "top_logprobs", 0, 20));
+        if (!r.want_logprobs) throw bad_field("top_logprobs", "top_logprobs needs logprobs: true");
+      }
+    }
+    if (r.want_logprobs) s.set_logprobs(r.top_logprobs);
+  }
+
+  const Endpoint endpoint_;
+  const json& body_;
+};
+
+}  // namespace
+
+std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
+                                                    const std::string& served_model) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad_field("", "the request body is not valid JSON");
+  if (!j.is_object()) return bad_field("", str_cat("the request body must be a JSON object, got ", j.type_name()));
+  try {
+    return Parser(endpoint, j).parse(served_model);
+  } catch (const ApiError& e) {
+    return e;
+  }
+}
+
+}  // namespace baton::router::http

@@ -1,0 +1,42 @@
+// OpenAI request bodies (POST /v1/completions, /v1/chat/completions) as baton.v1 GenerateRequests,
+// with OpenAI's parameter names, defaults and ranges. Every rejection is a 400 naming the field
+// (api_error.h); `model` is checked against the served name (404 model_not_found). Sampling values
+// inside their OpenAI ranges pass to the nodes, which validate them with the engine's own rules.
+//
+// Supported: model, prompt (string, token ids, or a list of exactly one of those), messages
+// (string content or text parts), max_tokens / max_completion_tokens, temperature, top_p, seed,
+// stop, n (1 only), stream, stream_options.include_usage, logprobs (completions: integer; chat:
+// boolean with top_logprobs), presence_penalty, frequency_penalty; vLLM's extras top_k, min_p,
+// repetition_penalty, min_tokens, ignore_eos, stop_token_ids, request_id (the id the Abort RPC
+// and the logs know the request by; unique among running requests). Unknown fields are ignored.
+//
+// Must not: call the router or nodes, or encode prompts (the router's PromptEncoder does).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "baton/v1/api.pb.h"
+#include "router/http/api_error.h"
+
+namespace baton::router::http {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  baton::v1::GenerateRequest generate;  // prompt, sampling, request_id ("" : the router assigns one)
+  bool max_tokens_given = false;        // chat without it: up to the model's length
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool want_logprobs = false;           // completions: logprobs set; chat: logprobs true
+  int top_logprobs = 0;
+};
+
+// served_model: the name `model` must equal.
+std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
+                                                    const std::string& served_model);
+
+}  // namespace baton::router::http

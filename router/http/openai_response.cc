@@ -1,0 +1,153 @@
+#include "router/http/openai_response.h"
+
+#include "common/status.h"
+#include "tokenizer/tokenizer.h"
+
+namespace baton::router::http {
+namespace {
+
+using nlohmann::json;
+
+std::string token_text(const Tokenizer* tokenizer, std::int32_t id) {
+  if (tokenizer == nullptr) return str_cat("token_id:", id);
+  const std::int32_t ids[] = {id};
+  return tokenizer->decode(ids, /*skip_special_tokens=*/false);
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Completions' logprobs: parallel arrays; text_offset counts bytes of the completion so far.
+json completion_logprobs(const ResponseContext& c, const std::vector<baton::v1::TokenLogprob>& lps,
+                         std::size_t* text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& lp : lps) {
+    const std::string t = token_text(c.tokenizer, lp.token());
+    tokens.push_back(t);
+    token_logprobs.push_back(lp.logprob());
+    json alternatives = json::object();
+    for (const auto& alt : lp.top()) alternatives[token_text(c.tokenizer, alt.token())] = alt.logprob();
+    top.push_back(alternatives);
+    offsets.push_back(*text_offset);
+    *text_offset += t.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// Chat's logprobs: one entry per token, with bytes.
+json chat_logprobs(const ResponseContext& c, const std::vector<baton::v1::TokenLogprob>& lps) {
+  json content = json::array();
+  for (const auto& lp : lps) {
+    const std::string t = token_text(c.tokenizer, lp.token());
+    json top = json::array();
+    for (const auto& alt : lp.top()) {
+      const std::string a = token_text(c.tokenizer, alt.token());
+      top.push_back({{"token", a}, {"logprob", alt.logprob()}, {"bytes", bytes_of(a)}});
+    }
+    content.push_back({{"token", t}, {"logprob", lp.logprob()}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json logprobs_json(const ResponseContext& c, const std::vector<baton::v1::TokenLogprob>& lps, std::size_t* offset) {
+  if (!c.want_logprobs) return nullptr;
+  return c.endpoint == Endpoint::kChat ? chat_logprobs(c, lps) : completion_logprobs(c, lps, offset);
+}
+
+std::vector<baton::v1::TokenLogprob> logprobs_of(const baton::v1::GenerateResponse& m) {
+  return {m.logprobs().begin(), m.logprobs().end()};
+}
+
+}  // namespace
+
+json finish_reason_json(baton::v1::FinishReason reason) {
+  switch (reason) {
+    case baton::v1::FINISH_REASON_STOP: return "stop";
+    case baton::v1::FINISH_REASON_LENGTH: return "length";
+    case baton::v1::FINISH_REASON_ABORT: return "abort";
+    case baton::v1::FINISH_REASON_ERROR: return "error";
+    default: return nullptr;
+  }
+}
+
+json usage_json(const baton::v1::Usage& u) {
+  const auto& s = u.speculation();
+  return {{"prompt_tokens", u.prompt_tokens()},
+          {"completion_tokens", u.completion_tokens()},
+          {"total_tokens", u.prompt_tokens() + u.completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens()}}},
+          {"speculation",
+           {{"num_drafts", s.num_drafts()},
+            {"num_draft_tokens", s.num_draft_tokens()},
+            {"num_accepted_tokens", s.num_accepted_tokens()}}}};
+}
+
+void CompletionBody::add(const baton::v1::GenerateResponse& m) {
+  text_ += m.text();
+  logprobs_.insert(logprobs_.end(), m.logprobs().begin(), m.logprobs().end());
+  if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
+    finish_ = m.finish_reason();
+    error_ = m.error();
+    usage_ = m.usage();
+  }
+}
+
+json CompletionBody::body() const {
+  std::size_t offset = 0;
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(context_, logprobs_, &offset)},
+                 {"finish_reason", finish_reason_json(finish_)}};
+  const bool chat = context_.endpoint == Endpoint::kChat;
+  if (chat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  else choice["text"] = text_;
+  return {{"id", context_.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", context_.created},
+          {"model", context_.model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(usage_)}};
+}
+
+json CompletionChunks::chunk(json choice) const {
+  json c = {{"id", context_.id},
+            {"object", context_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", context_.created},
+            {"model", context_.model},
+            {"choices", json::array()}};
+  if (!choice.is_null()) c["choices"].push_back(std::move(choice));
+  if (context_.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+std::vector<json> CompletionChunks::on_message(const baton::v1::GenerateResponse& m) {
+  std::vector<json> out;
+  const bool chat = context_.endpoint == Endpoint::kChat;
+  if (chat && !role_sent_) {
+    out.push_back(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                         {"finish_reason", nullptr}}));
+    role_sent_ = true;
+  }
+  if (!m.text().empty() || m.token_ids_size() > 0) {
+    json choice = {{"index", 0}, {"logprobs", logprobs_json(context_, logprobs_of(m), &text_offset_)},
+                   {"finish_reason", nullptr}};
+    if (chat) choice["delta"] = {{"content", m.text()}};
+    else choice["text"] = m.text();
+    out.push_back(chunk(std::move(choice)));
+  }
+  if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(m.finish_reason())}};
+    if (chat) choice["delta"] = json::object();
+    else choice["text"] = "";
+    out.push_back(chunk(std::move(choice)));
+    if (context_.include_usage) {
+      json u = chunk(nullptr);
+      u["usage"] = usage_json(m.usage());
+      out.push_back(std::move(u));
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::router::http

@@ -1,0 +1,71 @@
+// baton.v1 GenerateResponses as OpenAI response bodies: one body for a whole completion
+// (`text_completion` / `chat.completion`), or the server-sent-event chunks of a streamed one
+// (`text_completion` / `chat.completion.chunk`: chat's first chunk carries the role, the last
+// choice chunk the finish_reason, then a usage chunk with no choices when include_usage). Usage
+// has OpenAI's token counts plus `prompt_tokens_details.cached_tokens` and Baton's `speculation`
+// counts. Logprobs in each endpoint's shape, tokens as their text (token-id mode: "token_id:N").
+//
+// Must not: do I/O (http_server.h frames and sends what this builds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/v1/api.pb.h"
+#include "nlohmann/json.hpp"
+#include "router/http/openai_request.h"
+
+namespace baton {
+class Tokenizer;
+}
+
+namespace baton::router::http {
+
+struct ResponseContext {
+  std::string id;     // "cmpl-..." / "chatcmpl-..."
+  std::string model;
+  std::int64_t created = 0;  // unix seconds
+  Endpoint endpoint = Endpoint::kCompletions;
+  bool want_logprobs = false;
+  bool include_usage = false;
+  const Tokenizer* tokenizer = nullptr;  // null: token-id mode
+};
+
+// "stop", "length", "abort", "error"; null while running.
+nlohmann::json finish_reason_json(baton::v1::FinishReason reason);
+nlohmann::json usage_json(const baton::v1::Usage& usage);
+
+// A whole completion, message by message.
+class CompletionBody {
+ public:
+  explicit CompletionBody(ResponseContext context) : context_(std::move(context)) {}
+  void add(const baton::v1::GenerateResponse& message);
+  bool finished() const { return finish_ != baton::v1::FINISH_REASON_UNSPECIFIED; }
+  baton::v1::FinishReason finish_reason() const { return finish_; }
+  const std::string& error() const { return error_; }
+  nlohmann::json body() const;
+
+ private:
+  ResponseContext context_;
+  std::string text_;
+  std::vector<baton::v1::TokenLogprob> logprobs_;
+  baton::v1::FinishReason finish_ = baton::v1::FINISH_REASON_UNSPECIFIED;
+  std::string error_;
+  baton::v1::Usage usage_;
+};
+
+// A streamed completion: the chunks each message makes, in order.
+class CompletionChunks {
+ public:
+  explicit CompletionChunks(ResponseContext context) : context_(std::move(context)) {}
+  std::vector<nlohmann::json> on_message(const baton::v1::GenerateResponse& message);
+
+ private:
+  nlohmann::json chunk(nlohmann::json choice) const;
+  ResponseContext context_;
+  bool role_sent_ = false;
+  std::size_t text_offset_ = 0;
+};
+
+}  // namespace baton::router::http
