@@ -59,7 +59,10 @@ template <class T>
 class Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
+  // An error. An OK status here is a caller's bug: it becomes UNKNOWN, never a value-less "ok".
+  Result(Status status)  // NOLINT(google-explicit-constructor)
+      : status_(status.ok() ? Status(StatusCode::kUnknown, "Result made from an OK status without a value")
+                            : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
