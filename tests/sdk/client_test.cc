@@ -45,8 +45,9 @@ class SdkClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     baton::Subprocess::Options o;
+    log_dir_ = (std::filesystem::temp_directory_path() / ("baton-sdk-test-" + std::to_string(::getpid()))).string();
     o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--kv-cache-memory", "0.125", "--bin-dir", BATON_BINARY_DIR,
-              "--log-dir", (std::filesystem::temp_directory_path() / ("baton-sdk-test-" + std::to_string(::getpid()))).string()};
+              "--log-dir", log_dir_};
     auto p = baton::Subprocess::start(std::move(o));
     ASSERT_TRUE(p.ok()) << p.status();
     cluster_ = p->release();
@@ -62,6 +63,10 @@ class SdkClientTest : public ::testing::Test {
     }
     delete cluster_;
     cluster_ = nullptr;
+    // The nodes' logs stay only when a test failed (or BATON_KEEP_LOGS is set), to look at.
+    if (::testing::UnitTest::GetInstance()->current_test_suite()->Passed() && std::getenv("BATON_KEEP_LOGS") == nullptr) {
+      std::filesystem::remove_all(log_dir_);
+    }
   }
   void SetUp() override { ASSERT_FALSE(address_.empty()) << "the cluster did not start"; }
 
@@ -84,6 +89,7 @@ class SdkClientTest : public ::testing::Test {
 
   static inline baton::Subprocess* cluster_ = nullptr;
   static inline std::string address_;
+  static inline std::string log_dir_;
 };
 
 TEST_F(SdkClientTest, GenerateEqualsLocalGenerateWithUsage) {

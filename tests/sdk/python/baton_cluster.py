@@ -65,7 +65,8 @@ class Cluster:
                 self.process.wait()
         self.process.stdout.close()
         self.log.close()
-        self.log_dir.cleanup()
+        if not os.environ.get("BATON_KEEP_LOGS"):  # set it to look at the nodes' logs after a failure
+            self.log_dir.cleanup()
         return self.process.returncode
 
 
