@@ -136,16 +136,19 @@ void SidecarConnection::run() {
         latest_reply_ = std::move(reply);
         cv_.notify_all();
       }
+      bool stopping = false;
       {
         std::lock_guard lock(mu_);
         connected_ = false;
         stats_->connected = false;
         live_ctx_ = nullptr;
+        stopping = stopping_;
       }
       cv_.notify_all();
       ctx->TryCancel();
       writer.join();
       const grpc::Status s = stream->Finish();
+      if (stopping) return;  // our own shutdown, not a loss
       spdlog::warn("lost the proposer sidecar {} ({}); drafting locally until it is back", options_.endpoint,
                    s.ok() ? std::string("stream closed") : s.error_message());
     }
