@@ -4,6 +4,8 @@
 // sidecar is SIGKILLed while requests stream (they finish with the same tokens, drafted locally:
 // the fallback counter rises) and restarted on its port (the nodes reconnect and draft remotely
 // again). Every wait has a deadline; conditions are polled through the decode nodes' Info.
+#include <signal.h>
+
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -183,6 +185,37 @@ TEST(SidecarServing, SidecarLossFallsBackLosslesslyAndReconnects) {
     EXPECT_EQ(m.ids, again[0]);
   }
   EXPECT_GT(totals(c).remote_proposals, remote_before) << "remote proposals did not resume";
+}
+
+// A sidecar that stops answering (SIGSTOP) costs each step its budget, never the request: steps
+// draft locally (budget misses counted) with the reference's tokens; once it runs again (SIGCONT)
+// its late replies are dropped and remote drafting resumes on the same connection.
+TEST(SidecarServing, UnresponsiveSidecarCostsOnlyTheBudget) {
+  const std::vector<std::string> prompts = {code_prompts()[3]};
+  const auto expected = reference(kNgram, prompts, 24, true);
+  auto cluster = cli::LocalCluster::start(sidecar_cluster(kNgram, "sidecar-stop"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cli::LocalCluster& c = **cluster;
+  ASSERT_TRUE(eventually([&] { return totals(c).connected == 2; }, 30s));
+  auto stub = router_stub(c.router_address());
+  const pid_t pid = c.proposer()->process->pid();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const SidecarTotals before = totals(c);
+  const std::vector<Completion> got = generate_all(*stub, requests(prompts, 24, true));
+  const SidecarTotals during = totals(c);
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  ASSERT_TRUE(got[0].status.ok()) << got[0].status.error_message();
+  EXPECT_EQ(got[0].ids, expected[0]);
+  EXPECT_GT(during.budget_misses, before.budget_misses);
+  EXPECT_GT(during.fallback_steps, before.fallback_steps);
+  EXPECT_EQ(during.remote_proposals, before.remote_proposals);
+
+  const std::vector<Completion> again = generate_all(*stub, requests(prompts, 24, true));
+  ASSERT_TRUE(again[0].status.ok()) << again[0].status.error_message();
+  EXPECT_EQ(again[0].ids, expected[0]);
+  const SidecarTotals after = totals(c);
+  EXPECT_GT(after.remote_proposals, during.remote_proposals) << "remote drafting did not resume";
+  EXPECT_EQ(after.reconnects, 0) << "a slow sidecar should not cost the connection";
 }
 
 TEST(SidecarServing, ProposerSidecarNeedsAModelFreeMethod) {
