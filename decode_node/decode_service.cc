@@ -343,6 +343,7 @@ grpc::ServerUnaryReactor* DecodeService::Info(grpc::CallbackServerContext* ctx, 
     }
     *response = make_node_info(e, identity, 0);
     response->mutable_load()->set_local_prefills(local_prefills_.load());
+    if (options_.sidecar_stats) options_.sidecar_stats->fill(response->mutable_load()->mutable_proposer_sidecar());
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
