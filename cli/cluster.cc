@@ -31,10 +31,27 @@ absl::StatusOr<std::string> prefill_config(const std::string& decode_config) {
     return absl::InvalidArgumentError("--speculative-config must be a JSON object");
   }
   j["num_speculative_tokens"] = 1;
+  // Prefill nodes draft one token locally; the sidecar is the decode nodes'.
+  j.erase("proposer_endpoint");
+  j.erase("proposer_budget_ms");
   return j.dump();
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> with_proposer_endpoint(const std::string& speculative_config, const std::string& endpoint) {
+  nlohmann::json j = nlohmann::json::parse(speculative_config, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("--speculative-config must be a JSON object");
+  }
+  const std::string method = j.contains("method") && j["method"].is_string() ? j["method"].get<std::string>() : "";
+  if (method != "ngram" && method != "suffix") {
+    return absl::InvalidArgumentError(str_cat("--proposer-sidecar needs a speculative config with method ngram or suffix ",
+                                              "(the sidecar has no model); the method is '", method, "'"));
+  }
+  j["proposer_endpoint"] = endpoint;
+  return j.dump();
+}
 
 absl::StatusOr<std::string> LocalCluster::find_binary(const std::string& name, const std::string& bin_dir) {
   namespace fs = std::filesystem;
@@ -44,7 +61,7 @@ absl::StatusOr<std::string> LocalCluster::find_binary(const std::string& name, c
   // An install puts them side by side; a build tree keeps one folder per binary.
   for (const fs::path& dir : {bin_dir.empty() ? self : fs::path(bin_dir), bin_dir.empty() ? self / ".." : fs::path(bin_dir)}) {
     candidates.push_back(dir / name);
-    for (const char* sub : {"prefill_node", "decode_node", "router"}) candidates.push_back(dir / sub / name);
+    for (const char* sub : {"prefill_node", "decode_node", "proposer_node", "router", "cli"}) candidates.push_back(dir / sub / name);
   }
   for (const fs::path& p : candidates) {
     if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p).string();
@@ -126,15 +143,29 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
     return a;
   };
   std::optional<std::string> p_spec;
+  std::optional<std::string> d_spec = options.speculative_config;
   if (options.speculative_config) {
     BATON_ASSIGN_OR_RETURN(p_spec, prefill_config(*options.speculative_config));
+  }
+  if (options.proposer_sidecar) {
+    if (!d_spec) {
+      return absl::InvalidArgumentError("--proposer-sidecar needs --speculative-config with method ngram or suffix");
+    }
+    BATON_RETURN_IF_ERROR(with_proposer_endpoint(*d_spec, "127.0.0.1:1").status());  // checks the method first
+    BATON_ASSIGN_OR_RETURN(const std::string proposer_bin, find_binary("baton-proposer", options.bin_dir));
+    c->proposer_ = std::make_unique<ClusterProcess>();
+    c->proposer_->role = "proposer";
+    c->proposer_->argv = {proposer_bin, "--host", options.host, "--port", "0"};
+    c->proposer_->argv.insert(c->proposer_->argv.end(), options.proposer_args.begin(), options.proposer_args.end());
+    BATON_RETURN_IF_ERROR(c->launch(*c->proposer_, "proposer"));
+    BATON_ASSIGN_OR_RETURN(d_spec, with_proposer_endpoint(*d_spec, c->proposer_->address));
   }
   const std::string transports = options.transport == "grpc" ? "grpc,ucx" : "ucx,grpc";
   // Start every node at once (each loads the model), then wait for each.
   for (int i = 0; i < options.num_decode; ++i) {
     auto p = std::make_unique<ClusterProcess>();
     p->role = "decode";
-    p->argv = node_argv(decode_bin, options.speculative_config, options.decode_args);
+    p->argv = node_argv(decode_bin, d_spec, options.decode_args);
     p->argv.insert(p->argv.end(), {"--transport", transports});
     c->nodes_.push_back(std::move(p));
   }
@@ -186,6 +217,7 @@ void LocalCluster::stop() {
   for (auto& n : nodes_) {
     if (n->process) n->process->terminate();
   }
+  if (proposer_ && proposer_->process) proposer_->process->terminate();
 }
 
 LocalCluster::~LocalCluster() { stop(); }

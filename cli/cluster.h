@@ -1,5 +1,5 @@
-// LocalCluster: starts and stops the processes of a local Baton cluster (decode nodes, prefill
-// nodes, then the router) and knows where their binaries are. Used by `baton up` and by the
+// LocalCluster: starts and stops the processes of a local Baton cluster (a proposer sidecar if
+// asked, decode nodes, prefill nodes, then the router) and knows where their binaries are. Used by `baton up` and by the
 // end-to-end tests, so both run exactly the same processes.
 //
 // Must not: outlive its children: the destructor stops the router first, then the nodes.
@@ -35,12 +35,16 @@ struct ClusterOptions {
   std::vector<std::string> router_args;
   std::vector<std::pair<std::string, std::string>> env;  // for every child (e.g. UCX_TLS)
   bool metrics = false;                 // every process serves /metrics on a free port (--metrics-port 0)
+  // Start one baton-proposer first and point every decode node's speculative config at it
+  // (proposer_endpoint); needs a speculative config with method ngram or suffix.
+  bool proposer_sidecar = false;
+  std::vector<std::string> proposer_args;  // extra flags for baton-proposer
   std::chrono::milliseconds start_timeout{120000};
   bool echo_logs = false;
 };
 
 struct ClusterProcess {
-  std::string role;     // "prefill", "decode", "router"
+  std::string role;     // "prefill", "decode", "router", "proposer"
   std::string address;  // host:port once ready
   std::string metrics_address;  // host:port of its /metrics, with ClusterOptions::metrics
   std::string http_url; // router with an HTTP port: its base URL (http://HOST:PORT/v1)
@@ -62,13 +66,16 @@ class LocalCluster {
   ClusterProcess& router() { return *router_; }
   // Every process's /metrics endpoint (ClusterOptions::metrics), for a Prometheus file_sd file.
   std::vector<metrics::ScrapeTarget> scrape_targets() const;
+  // The proposer sidecar, when started with proposer_sidecar; nullptr otherwise.
+  ClusterProcess* proposer() { return proposer_.get(); }
   // Starts a process again with the same flags (a restarted node gets a new port unless fixed;
   // the router learns it by registration or polling). Returns its new address.
   absl::StatusOr<std::string> restart(ClusterProcess& p);
-  // Stops the router, then the nodes (SIGTERM, then SIGKILL after a grace period).
+  // Stops the router, then the nodes, then the proposer sidecar (SIGTERM, then SIGKILL after a
+  // grace period).
   void stop();
   // The path of a node or router binary: in bin_dir (or beside this executable), directly or in
-  // the build tree's prefill_node/, decode_node/ or router/.
+  // the build tree's prefill_node/, decode_node/, proposer_node/, router/ or cli/.
   static absl::StatusOr<std::string> find_binary(const std::string& name, const std::string& bin_dir);
 
  private:
@@ -80,6 +87,11 @@ class LocalCluster {
   ClusterOptions options_;
   std::vector<std::unique_ptr<ClusterProcess>> nodes_;
   std::unique_ptr<ClusterProcess> router_;
+  std::unique_ptr<ClusterProcess> proposer_;
 };
+
+// The decode nodes' speculative config with proposer_endpoint set to `endpoint`; InvalidArgument
+// unless it is a JSON object with method ngram or suffix (the sidecar has no model).
+absl::StatusOr<std::string> with_proposer_endpoint(const std::string& speculative_config, const std::string& endpoint);
 
 }  // namespace baton::cli

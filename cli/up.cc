@@ -30,6 +30,8 @@ const std::vector<FlagSpec>& up_flags() {
       {"transport", "T", "KV transport: ucx or grpc (default ucx)"},
       {"threads", "N", "CPU threads per node (default: cores / nodes)"},
       {"kv-cache-memory", "GIB", "KV cache per node in GiB (default 1)"},
+      {"proposer-sidecar", "", "start a baton-proposer and let every decode node draft through it (speculative "
+                               "method ngram or suffix; the suffix cache is then shared by all decode nodes)"},
       {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
       {"metrics", "", "every process serves Prometheus metrics at /metrics on a free port (printed)"},
       {"prometheus-targets", "FILE", "with --metrics implied: write a Prometheus file_sd JSON listing every process's "
@@ -86,6 +88,7 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
   if (auto n = f.get("local-prefill-max-tokens")) o.router_args = {"--local-prefill-max-tokens", *n};
   o.metrics = f.has("metrics") || f.has("prometheus-targets");
+  o.proposer_sidecar = f.has("proposer-sidecar");
   o.bin_dir = f.get("bin-dir").value_or("");
   o.log_dir = f.get("log-dir").value_or(
       (std::filesystem::temp_directory_path() / str_cat("baton-up-", ::getpid())).string());
@@ -135,6 +138,9 @@ int up_main(int argc, char** argv) {
   if (!(*cluster)->router_http_url().empty()) {
     std::printf("baton up: OpenAI API on %s (GET /v1/models names the model)\n", (*cluster)->router_http_url().c_str());
   }
+  if (ClusterProcess* proposer = (*cluster)->proposer()) {
+    std::printf("baton up: proposer sidecar on %s\n", proposer->address.c_str());
+  }
   std::fflush(stdout);
 
   const int sfd = signalfd(-1, &signals, SFD_CLOEXEC);
@@ -143,6 +149,8 @@ int up_main(int argc, char** argv) {
   for (const char* role : {"decode", "prefill"}) {
     for (ClusterProcess* p : (*cluster)->nodes(role)) all.push_back(p);
   }
+  // A lost sidecar is reported like a lost node; decode nodes draft locally meanwhile.
+  if (ClusterProcess* proposer = (*cluster)->proposer()) all.push_back(proposer);
   for (ClusterProcess* p : all) fds.push_back({p->process->pidfd(), POLLIN, 0});
   int code = 0;
   while (::poll(fds.data(), fds.size(), -1) >= 0 || errno == EINTR) {

@@ -350,6 +350,7 @@ node::v1::NodeInfo DecodeService::current_info(Engine& e) {
   }
   node::v1::NodeInfo info = make_node_info(e, identity, 0);
   info.mutable_load()->set_local_prefills(local_prefills_.load());
+  if (options_.sidecar_stats) options_.sidecar_stats->fill(info.mutable_load()->mutable_proposer_sidecar());
   return info;
 }
 

@@ -27,6 +27,7 @@
 
 #include "baton/v1/node.grpc.pb.h"
 #include "decode_node/decode_writer.h"
+#include "decode_node/sidecar_stats.h"
 #include "engine/engine_loop.h"
 #include "kv_transfer/transport.h"
 #include "node_common/node_info.h"
@@ -35,6 +36,7 @@ namespace baton {
 
 struct DecodeNodeOptions {
   std::chrono::milliseconds unclaimed_output_ttl{60000};
+  std::shared_ptr<const SidecarStats> sidecar_stats;  // reported in Info's load when set
 };
 
 using DecodeServiceBase = node::v1::DecodeNode::WithCallbackMethod_Reserve<node::v1::DecodeNode::WithCallbackMethod_Commit<

@@ -1,8 +1,12 @@
 // baton-decode: a decode node. Loads the model, validates the P/D rule for the decode role
 // (num_speculative_tokens >= 1, or no speculation), receives KV over the transports it offers and
 // serves baton.node.v1.DecodeNode until SIGINT/SIGTERM.
+#include <unistd.h>
+
 #include "decode_node/decode_service.h"
 #include "decode_node/kv_receivers.h"
+#include "decode_node/sidecar_proposer.h"
+#include "engine/model/config.h"
 #include "metrics/node_collector.h"
 #include "node_common/engine_flags.h"
 #include "node_common/kv_transports.h"
@@ -37,7 +41,26 @@ int main(int argc, char** argv) {
 
   auto tokenizer = load_tokenizer_if_present(config->model_dir);
   if (!tokenizer.ok()) return command.fail(tokenizer.status());
-  auto engine = Engine::create(*config);
+  // A proposer sidecar named in the speculative config drafts for this node; the engine's own
+  // proposer stays as the fallback (decode_node/sidecar_proposer.h).
+  EngineHooks hooks;
+  std::shared_ptr<SidecarStats> sidecar_stats;
+  if (config->speculative && !config->speculative->proposer_endpoint.empty()) {
+    auto model_config = ModelConfig::load(config->model_dir);
+    if (!model_config.ok()) return command.fail(model_config.status());
+    sidecar_stats = std::make_shared<SidecarStats>();
+    sidecar_stats->endpoint = config->speculative->proposer_endpoint;
+    SidecarProposerOptions so;
+    so.connection.endpoint = config->speculative->proposer_endpoint;
+    so.connection.node_id = str_cat("decode pid ", ::getpid());
+    so.connection.speculative_config = config->speculative->to_json().dump();
+    so.budget = std::chrono::microseconds(static_cast<std::int64_t>(config->speculative->proposer_budget_ms * 1000.0));
+    so.vocab_size = model_config->vocab_size;
+    hooks.wrap_proposer = [so, sidecar_stats](std::unique_ptr<Proposer> local) -> std::unique_ptr<Proposer> {
+      return std::make_unique<SidecarProposer>(so, std::move(local), sidecar_stats);
+    };
+  }
+  auto engine = Engine::create(*config, hooks);
   if (!engine.ok()) return command.fail(engine.status());
   if (*tokenizer) attach_tokenizer(**engine, **tokenizer);
 
@@ -46,7 +69,9 @@ int main(int argc, char** argv) {
   identity.model_name = model_name_of(config->model_dir);
   identity.instance_id = new_instance_id();
   const std::string details = (*engine)->describe();
-  DecodeService service(std::move(*engine), identity, DecodeNodeOptions{});
+  DecodeNodeOptions node_options;
+  node_options.sidecar_stats = sidecar_stats;
+  DecodeService service(std::move(*engine), identity, node_options);
   if (absl::Status s = add_kv_receivers(*kinds, service); !s.ok()) return command.fail(s);
   return command.serve(
       service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); },

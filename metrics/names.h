@@ -44,5 +44,8 @@ inline constexpr const char* kRouterRequestsRunning = "baton_router_requests_run
 // Proposer sidecar (decode nodes, the client side).
 inline constexpr const char* kProposerRoundTrip = "baton_proposer_round_trip_seconds";
 inline constexpr const char* kProposerBudgetMisses = "baton_proposer_budget_misses_total";
+inline constexpr const char* kProposerFallbackSteps = "baton_proposer_fallback_steps_total";
+inline constexpr const char* kProposerReconnects = "baton_proposer_reconnects_total";
+inline constexpr const char* kProposerConnected = "baton_proposer_connected";
 
 }  // namespace baton::metrics

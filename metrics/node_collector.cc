@@ -58,6 +58,27 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
     counter(kKvTransferBytes, "KV cache bytes posted to decode nodes (any outcome).",
             static_cast<double>(load.kv_bytes_sent()));
   }
+  if (load.has_proposer_sidecar()) {
+    const node::v1::ProposerSidecarStats& ps = load.proposer_sidecar();
+    // A summary without quantiles: the round trips' count and total time (the node keeps no
+    // buckets), so rate(sum) / rate(count) is the mean round trip.
+    prometheus::MetricFamily rtt;
+    rtt.name = kProposerRoundTrip;
+    rtt.help = "Round trips to the proposer sidecar that answered within the budget, in seconds.";
+    rtt.type = MetricType::Summary;
+    prometheus::ClientMetric m;
+    for (const auto& [k, v] : base) m.label.push_back({k, v});
+    m.summary.sample_count = static_cast<std::uint64_t>(ps.rtt_count());
+    m.summary.sample_sum = ps.rtt_mean_us() * 1e-6 * static_cast<double>(ps.rtt_count());
+    rtt.metric.push_back(std::move(m));
+    out.push_back(std::move(rtt));
+    counter(kProposerBudgetMisses, "Steps whose sidecar reply did not come within the latency budget.",
+            static_cast<double>(ps.budget_misses()));
+    counter(kProposerFallbackSteps, "Steps drafted locally because the sidecar missed its budget or was unreachable.",
+            static_cast<double>(ps.fallback_steps()));
+    counter(kProposerReconnects, "Connections to the sidecar made after the first.", static_cast<double>(ps.reconnects()));
+    gauge(kProposerConnected, "1 while the decode node's stream to the sidecar is up.", ps.connected() ? 1.0 : 0.0);
+  }
   if (!info.speculative_method().empty() && info.num_speculative_tokens() > 0) {
     const node::v1::SpecDecodeCounters& s = c.spec();
     counter(kSpecDrafts, "Verification steps that checked at least one draft token (one per request per step).",

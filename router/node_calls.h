@@ -34,7 +34,15 @@ class NodeCalls {
 
   // Why the request stopped, when it did: the Abort RPC, the client going away, or its deadline.
   bool aborted_by_rpc() const { return control_.cancelled(); }
-  bool client_gone() const { return server_ != nullptr && server_->IsCancelled(); }
+  // The client's own deadline counts as gone too: it propagates to the node calls, whose
+  // DEADLINE_EXCEEDED may arrive before the server context shows the call cancelled (gRPC keeps
+  // deadlines in milliseconds, hence the slack). Without this a client's short deadline marked the
+  // node unusable for every other request.
+  bool client_gone() const {
+    return server_ != nullptr &&
+           (server_->IsCancelled() ||
+            std::chrono::system_clock::now() + std::chrono::milliseconds(10) >= server_->deadline());
+  }
   bool request_deadline_passed() const { return Clock::now() >= request_deadline_; }
   bool stopped() const { return aborted_by_rpc() || client_gone() || request_deadline_passed(); }
 

@@ -16,6 +16,8 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
   # fixture makers and reference implementations (tools/ only, never the serving path)
   python3 python3-torch python3-numpy
+  # the Python client SDK (sdk/python) and its tests
+  python3-grpcio python3-protobuf
 )
 # Reference tokenizers and chat templates come from the npm registry. Node may come from another
 # repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.

@@ -78,11 +78,12 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
       "method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
       "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
       "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
-      "draft_sample_method"};
+      "draft_sample_method", "proposer_endpoint", "proposer_budget_ms"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
-                            "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method)");
+                            "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method, "
+                            "proposer_endpoint, proposer_budget_ms)");
     }
   }
   SpeculativeConfig c;
@@ -155,6 +156,26 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     return key_error("draft_sample_method", str_cat("probabilistic needs a model-based method; ", m, " drafts are deterministic"));
   }
 
+  if (auto e = j.find("proposer_endpoint"); e != j.end() && !e->is_null()) {
+    const std::string v = e->is_string() ? e->get<std::string>() : "";
+    const std::size_t colon = v.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == v.size()) {
+      return key_error("proposer_endpoint", str_cat("must be HOST:PORT of a baton-proposer, got ", e->dump()));
+    }
+    if (c.method != SpecMethod::kNgram && c.method != SpecMethod::kSuffix) {
+      return key_error("proposer_endpoint", str_cat("works with method ngram or suffix only (the sidecar has no model); "
+                                                    "method is ", m));
+    }
+    c.proposer_endpoint = v;
+  }
+  if (auto b = j.find("proposer_budget_ms"); b != j.end() && !b->is_null()) {
+    if (!b->is_number() || b->get<double>() <= 0.0 || b->get<double>() > 10000.0) {
+      return key_error("proposer_budget_ms", str_cat("must be a number in (0, 10000] milliseconds, got ", b->dump()));
+    }
+    if (c.proposer_endpoint.empty()) return key_error("proposer_budget_ms", "needs proposer_endpoint");
+    c.proposer_budget_ms = b->get<double>();
+  }
+
   // The P/D rule for this node's role, when k is known here (MTP's default is resolved by the
   // engine, which checks it then).
   if (c.num_speculative_tokens >= 0) BATON_RETURN_IF_ERROR(validate_for_role(c, role, model_has_recurrent_layers));
@@ -162,7 +183,7 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
 }
 
 nlohmann::json SpeculativeConfig::to_json() const {
-  return {{"method", std::string(spec_method_name(method))},
+  json j = {{"method", std::string(spec_method_name(method))},
           {"model", model.empty() ? json(nullptr) : json(model)},
           {"num_speculative_tokens", num_speculative_tokens},
           {"prompt_lookup_min", prompt_lookup_min},
@@ -174,6 +195,11 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"draft_tensor_parallel_size", draft_tensor_parallel_size},
           {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
+  if (!proposer_endpoint.empty()) {
+    j["proposer_endpoint"] = proposer_endpoint;
+    j["proposer_budget_ms"] = proposer_budget_ms;
+  }
+  return j;
 }
 
 namespace {

@@ -38,6 +38,13 @@ struct SpeculativeConfig {
   std::int32_t draft_tensor_parallel_size = 1;
   RejectionMethod rejection_sample_method = RejectionMethod::kStandard;
   DraftSampleMethod draft_sample_method = DraftSampleMethod::kGreedy;
+  // Baton's own keys (not vLLM's): a proposer sidecar (baton-proposer, host:port) that a decode
+  // node asks for its ngram/suffix drafts, and how long a step may wait for its answer before the
+  // node drafts locally. Only with method ngram or suffix; prefill nodes ignore them (they run
+  // k = 1 locally). The engine itself never talks to the sidecar: the decode node wraps its
+  // proposer (decode_node/sidecar_proposer.h).
+  std::string proposer_endpoint;
+  double proposer_budget_ms = 5.0;
 
   // `json_text` is the object as given on a command line. `model_has_recurrent_layers` is part of
   // the P/D rule (no supported model has them yet; the check exists for when one does).

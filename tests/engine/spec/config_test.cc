@@ -68,6 +68,37 @@ TEST(SpeculativeConfig, ErrorsNameTheKey) {
   }
 }
 
+TEST(SpeculativeConfig, ProposerEndpointOnlyWithModelFreeMethods) {
+  auto c = parse(R"({"method": "suffix", "num_speculative_tokens": 4, "proposer_endpoint": "10.0.0.7:50070",
+                     "proposer_budget_ms": 2.5})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->proposer_endpoint, "10.0.0.7:50070");
+  EXPECT_DOUBLE_EQ(c->proposer_budget_ms, 2.5);
+  // It travels in the resolved JSON (the hello to the sidecar, NodeInfo) and parses back.
+  auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kDecode);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->proposer_endpoint, "10.0.0.7:50070");
+  auto ngram = parse(R"({"method": "ngram", "num_speculative_tokens": 3, "proposer_endpoint": "h:1"})");
+  ASSERT_TRUE(ngram.ok()) << ngram.status();
+  EXPECT_DOUBLE_EQ(ngram->proposer_budget_ms, 5.0);
+  EXPECT_FALSE(parse(R"({"method": "ngram", "num_speculative_tokens": 3})")->to_json().contains("proposer_endpoint"));
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3, "proposer_endpoint": "h:1"})",
+       "`proposer_endpoint` works with method ngram or suffix only"},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "proposer_endpoint": "nohost"})", "HOST:PORT"},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "proposer_endpoint": 5})", "HOST:PORT"},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "proposer_endpoint": "h:1", "proposer_budget_ms": 0})",
+       "`proposer_budget_ms`"},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "proposer_budget_ms": 3})", "needs proposer_endpoint"},
+  };
+  for (const auto& [json, expected] : bad) {
+    auto r = parse(json);
+    EXPECT_FALSE(r.ok()) << json;
+    EXPECT_THAT(r.status().message(), HasSubstr(expected)) << json;
+  }
+}
+
 TEST(SpeculativeConfig, BlockAndProbabilisticParse) {
   auto c = parse(R"({"method": "draft_model", "model": "d", "num_speculative_tokens": 3,
                      "rejection_sample_method": "block", "draft_sample_method": "probabilistic"})");

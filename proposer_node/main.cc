@@ -1,0 +1,88 @@
+// baton-proposer: the proposer sidecar. Serves baton.node.v1.ProposerNode: decode nodes stream
+// their requests' contexts here and get n-gram / suffix drafts back, from proposers shared by all
+// nodes with the same configuration (so the suffix cache is global). No model, no GPU. Runs until
+// SIGINT/SIGTERM; prints "baton-proposer ready on HOST:PORT (...)" once serving.
+#include <cstdio>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "node_common/grpc_server.h"
+#include "node_common/node_main.h"
+#include "proposer_node/proposer_service.h"
+
+namespace {
+
+const std::vector<baton::FlagSpec>& proposer_flags() {
+  static const std::vector<baton::FlagSpec> flags = {
+      {"host", "HOST", "address to listen on (default 127.0.0.1)"},
+      {"port", "PORT", "port to listen on (default 0: any free port, printed when ready)"},
+      {"max-cached-requests", "N", "responses the global suffix cache holds, oldest evicted first (default 10000; "
+                                   "0: no global cache)"},
+      {"cache-scope", "SCOPE", "global (default: one cache for all decode nodes with the same config) or node "
+                               "(one per decode node)"},
+      {"max-context-tokens", "N", "context tokens held per decode node (default 67108864)"},
+      {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
+      {"help", "", "show this help"},
+  };
+  return flags;
+}
+
+constexpr const char* kSynopsis =
+    "[--port P] [--host HOST] [--max-cached-requests N] [--cache-scope global|node]\n\n"
+    "The proposer sidecar: n-gram and suffix drafts for many decode nodes, with a suffix cache\n"
+    "shared by all of them. Decode nodes name it in their speculative config (proposer_endpoint).";
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "baton-proposer: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace baton;
+  block_termination_signals();
+  auto f = parse_flags(proposer_flags(), argc, argv);
+  if (!f.ok()) {
+    std::fprintf(stderr, "baton-proposer: %s\n\n%s", std::string(f.status().message()).c_str(),
+                 usage("baton-proposer", kSynopsis, proposer_flags()).c_str());
+    return 2;
+  }
+  if (f->has("help")) {
+    std::printf("%s", usage("baton-proposer", kSynopsis, proposer_flags()).c_str());
+    return 0;
+  }
+  if (absl::Status s = init_logging(f->get("log-level").value_or("info")); !s.ok()) return fail(s);
+
+  ProposerServiceOptions options;
+  const std::string scope = f->get("cache-scope").value_or("global");
+  if (scope == "global") options.pool.scope = CacheScope::kGlobal;
+  else if (scope == "node") options.pool.scope = CacheScope::kNode;
+  else return fail(absl::InvalidArgumentError(str_cat("--cache-scope must be global or node, got '", scope, "'")));
+  auto cached = f->get_int("max-cached-requests");
+  if (!cached.ok()) return fail(cached.status());
+  if (*cached) {
+    if (**cached < 0 || **cached > INT32_MAX) {
+      return fail(absl::InvalidArgumentError(str_cat("--max-cached-requests must be in [0, 2^31), got ", **cached)));
+    }
+    options.pool.max_cached_requests = static_cast<std::int32_t>(**cached);
+  }
+  auto tokens = f->get_int("max-context-tokens");
+  if (!tokens.ok()) return fail(tokens.status());
+  if (*tokens) {
+    if (**tokens <= 0) return fail(absl::InvalidArgumentError(str_cat("--max-context-tokens must be positive, got ", **tokens)));
+    options.max_context_tokens_per_node = **tokens;
+  }
+  auto port = f->get_int("port");
+  if (!port.ok()) return fail(port.status());
+
+  ProposerService service(options);
+  auto server = start_grpc_server(f->get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service});
+  if (!server.ok()) return fail(server.status());
+  set_serving(*server->server, true);
+  announce_ready("baton-proposer", server->address,
+                 str_cat(scope, " suffix cache of ", options.pool.max_cached_requests, " responses"));
+  serve_until_signal(*server->server, [] {});
+  return 0;
+}

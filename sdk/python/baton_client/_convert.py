@@ -1,0 +1,100 @@
+"""Builds baton.v1 request messages from keyword arguments and turns responses into the SDK's
+dataclasses. Shared by Client and AsyncClient. Validates only what the router cannot see (the
+prompt's form); the router checks the values and names the field when one is wrong."""
+from typing import Iterable, Optional, Sequence, Union
+
+from ._proto import api_pb2
+from .values import Delta, ModelInfo, SpeculationUsage, Timings, TokenLogprob, TopLogprob, Usage
+
+_FINISH = {
+    api_pb2.FINISH_REASON_STOP: "stop",
+    api_pb2.FINISH_REASON_LENGTH: "length",
+    api_pb2.FINISH_REASON_ABORT: "abort",
+    api_pb2.FINISH_REASON_ERROR: "error",
+}
+
+_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
+                    "frequency_penalty", "seed", "max_tokens", "min_tokens", "ignore_eos",
+                    "include_stop_str_in_output", "logprobs")
+
+Messages = Sequence[dict]
+
+
+def _set_chat(out: api_pb2.ChatMessages, messages: Messages, add_generation_prompt: Optional[bool]) -> None:
+    for m in messages:
+        try:
+            out.messages.add(role=m["role"], content=m["content"])
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"messages: every message needs 'role' and 'content' strings, got {m!r}") from e
+    if add_generation_prompt is not None:
+        out.add_generation_prompt = add_generation_prompt
+
+
+def generate_request(prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
+                     messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
+                     request_id: str = "", stop: Union[str, Sequence[str], None] = None,
+                     stop_token_ids: Optional[Iterable[int]] = None, force_local_prefill: bool = False,
+                     **sampling) -> api_pb2.GenerateRequest:
+    given = [name for name, v in (("prompt", prompt), ("token_ids", token_ids), ("messages", messages)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of prompt, token_ids or messages (got {', '.join(given) or 'none'})")
+    unknown = set(sampling) - set(_SAMPLING_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown sampling argument(s): {', '.join(sorted(unknown))}")
+    r = api_pb2.GenerateRequest(request_id=request_id, force_local_prefill=force_local_prefill)
+    if prompt is not None:
+        r.text = prompt
+    elif token_ids is not None:
+        r.token_ids.ids.extend(token_ids)
+    else:
+        _set_chat(r.chat, messages, add_generation_prompt)
+    for name, value in sampling.items():
+        if value is not None:
+            setattr(r.sampling, name, value)
+    if stop is not None:
+        r.sampling.stop.extend([stop] if isinstance(stop, str) else stop)
+    if stop_token_ids is not None:
+        r.sampling.stop_token_ids.extend(stop_token_ids)
+    return r
+
+
+def tokenize_request(prompt: Optional[str] = None, *, messages: Optional[Messages] = None,
+                     add_generation_prompt: Optional[bool] = None,
+                     add_special_tokens: Optional[bool] = None) -> api_pb2.TokenizeRequest:
+    if (prompt is None) == (messages is None):
+        raise ValueError("give exactly one of prompt or messages")
+    r = api_pb2.TokenizeRequest()
+    if prompt is not None:
+        r.text = prompt
+    else:
+        _set_chat(r.chat, messages, add_generation_prompt)
+    if add_special_tokens is not None:
+        r.add_special_tokens = add_special_tokens
+    return r
+
+
+def _usage(u: api_pb2.Usage) -> Usage:
+    s, t = u.speculation, u.timings
+    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                 cached_prompt_tokens=u.cached_prompt_tokens,
+                 speculation=SpeculationUsage(s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens),
+                 timings=Timings(t.time_to_first_token_ms, t.end_to_end_ms, t.prefill_ms, t.kv_transfer_ms,
+                                 t.router_queue_ms),
+                 prefill_node=u.prefill_node, decode_node=u.decode_node, local_prefill=u.local_prefill,
+                 transport=u.transport)
+
+
+def delta(m: api_pb2.GenerateResponse) -> Delta:
+    finish = _FINISH.get(m.finish_reason)
+    return Delta(request_id=m.request_id, token_ids=list(m.token_ids), text=m.text,
+                 logprobs=[TokenLogprob(l.token, l.logprob, [TopLogprob(t.token, t.logprob) for t in l.top])
+                           for l in m.logprobs],
+                 finish_reason=finish, error=m.error,
+                 stop_token=m.stop_token if m.HasField("stop_token") else None,
+                 stop_string=m.stop_string if m.HasField("stop_string") else None,
+                 usage=_usage(m.usage) if finish is not None else None)
+
+
+def model_info(i: api_pb2.ModelInfo) -> ModelInfo:
+    return ModelInfo(i.model, i.vocab_size, i.max_model_len, i.has_tokenizer, i.has_chat_template,
+                     i.speculative_config, i.num_prefill_nodes, i.num_decode_nodes)

@@ -1,0 +1,173 @@
+"""The Python SDK (sdk/python, baton_client) against a live `baton up` cluster: Client (sync and
+streaming), AsyncClient, abort, timeouts, model info, tokenize and errors. Texts are compared with
+local `baton generate` (one engine, no router) and `baton generate --endpoint` (the C++ CLI's
+client through the same router), never with recorded outputs."""
+import asyncio
+import json
+import os
+import unittest
+
+import grpc
+
+from baton_client import AsyncClient, BatonError, Client
+from baton_cluster import FAMILY, Cluster, endpoint_generate, local_generate
+
+PROMPT = "def fibonacci(n):"
+
+
+def long_tokens() -> int:
+    """max_tokens of a request that runs for seconds (with ignore_eos): what the model's length allows."""
+    with Client(cluster.address, timeout=30) as c:
+        return c.model_info().max_model_len - 64
+
+
+def setUpModule():
+    global cluster
+    cluster = Cluster()
+
+
+def tearDownModule():
+    code = cluster.stop()
+    if code != 0:
+        raise AssertionError(f"baton up exited with {code}: {cluster.stderr_tail()}")
+
+
+class SyncClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(cluster.address, timeout=120)
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_generate_equals_local_and_cli_endpoint(self):
+        local = local_generate(PROMPT, "--max-tokens", "48", "--temperature", "0")
+        via_cli = endpoint_generate(cluster.address, PROMPT, "--max-tokens", "48", "--temperature", "0")
+        r = self.client.generate(PROMPT, max_tokens=48, temperature=0)
+        self.assertEqual(r.text, local["text"])
+        self.assertEqual(r.token_ids, local["token_ids"])
+        self.assertEqual(r.text, via_cli["text"])
+        self.assertEqual(r.finish_reason, local["finish_reason"])
+        self.assertTrue(r.request_id)
+        self.assertEqual(r.usage.prompt_tokens, local["prompt_tokens"])
+        self.assertEqual(r.usage.completion_tokens, len(r.token_ids))
+        self.assertGreater(r.usage.speculation.num_drafts, 0)  # baton up drafts with EAGLE-3
+        self.assertGreater(r.usage.timings.end_to_end_ms, 0)
+
+    def test_stop_string_and_seed(self):
+        local = local_generate(PROMPT, "--max-tokens", "64", "--temperature", "0", "--stop", "isinstance")
+        r = self.client.generate(PROMPT, max_tokens=64, temperature=0, stop=["isinstance"])
+        self.assertEqual(r.text, local["text"])
+        self.assertEqual((r.finish_reason, r.stop_string), ("stop", "isinstance"))
+        self.assertIn("Return", r.text)
+        # Sampled with a seed: the same tokens every time (speculation keeps the distribution, not
+        # the engine-without-speculation's exact draws, so the reference is the cluster itself).
+        a, b = (self.client.generate(PROMPT, max_tokens=32, temperature=0.8, top_p=0.9, seed=7) for _ in range(2))
+        self.assertEqual(a.token_ids, b.token_ids)
+        self.assertEqual(len(a.token_ids), 32)
+
+    def test_stream_joins_to_the_completion(self):
+        whole = self.client.generate(PROMPT, max_tokens=40, temperature=0)
+        deltas = list(self.client.stream(PROMPT, max_tokens=40, temperature=0))
+        self.assertGreater(len(deltas), 1)
+        self.assertEqual("".join(d.text for d in deltas), whole.text)
+        self.assertEqual([t for d in deltas for t in d.token_ids], whole.token_ids)
+        self.assertTrue(all(d.finish_reason is None for d in deltas[:-1]))
+        self.assertEqual(deltas[-1].finish_reason, "length")
+        self.assertEqual(deltas[-1].usage.completion_tokens, 40)
+
+    def test_logprobs(self):
+        r = self.client.generate(PROMPT, max_tokens=8, temperature=0, logprobs=2)
+        self.assertEqual([l.token for l in r.logprobs], r.token_ids)
+        for l in r.logprobs:
+            self.assertLessEqual(l.logprob, 0.0)
+            self.assertEqual(len(l.top), 2)
+            self.assertEqual(l.top[0].token, l.token)
+
+    def test_abort(self):
+        request_id = f"py-abort-{os.getpid()}"
+        stream = self.client.stream(PROMPT, max_tokens=long_tokens(), ignore_eos=True, temperature=0, request_id=request_id)
+        first = next(stream)
+        self.assertEqual(first.request_id, request_id)
+        self.assertTrue(self.client.abort(request_id))
+        rest = list(stream)
+        self.assertEqual(rest[-1].finish_reason if rest else first.finish_reason, "abort")
+        self.assertFalse(self.client.abort("no-such-request"))
+
+    def test_timeout(self):
+        with self.assertRaises(BatonError) as e:
+            self.client.generate(PROMPT, max_tokens=long_tokens(), ignore_eos=True, timeout=0.3)
+        self.assertEqual(e.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        with Client(cluster.address, timeout=0.3) as hasty, self.assertRaises(BatonError) as e:
+            for _ in hasty.stream(PROMPT, max_tokens=long_tokens(), ignore_eos=True):
+                pass
+        self.assertEqual(e.exception.code_name, "DEADLINE_EXCEEDED")
+        self.assertEqual(self.client.generate(PROMPT, max_tokens=4).usage.completion_tokens, 4)
+
+    def test_model_info_and_tokenize(self):
+        info = self.client.model_info()
+        with open(os.path.join(FAMILY, "target", "config.json")) as f:
+            self.assertEqual(info.vocab_size, json.load(f)["vocab_size"])
+        self.assertEqual(info.model, "target")
+        self.assertTrue(info.has_tokenizer)
+        self.assertIn("eagle3", info.speculative_config)
+        self.assertEqual((info.num_prefill_nodes, info.num_decode_nodes), (1, 1))
+        t = self.client.tokenize(PROMPT)
+        self.assertEqual(t.prompt, PROMPT)
+        by_text = self.client.generate(PROMPT, max_tokens=16, temperature=0)
+        self.assertEqual(len(t.ids), by_text.usage.prompt_tokens)
+        by_ids = self.client.generate(token_ids=t.ids, max_tokens=16, temperature=0)
+        self.assertEqual(by_ids.token_ids, by_text.token_ids)
+
+    def test_errors(self):
+        with self.assertRaises(BatonError) as e:
+            self.client.generate(PROMPT, max_tokens=8, top_p=2.0)
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("top_p", e.exception.message)
+        self.assertTrue(str(e.exception).startswith("INVALID_ARGUMENT: "))
+        with self.assertRaises(ValueError):
+            self.client.generate(PROMPT, token_ids=[1, 2])
+        with Client("127.0.0.1:1", timeout=5) as nowhere, self.assertRaises(BatonError) as e:
+            nowhere.model_info()
+        self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+
+class AsyncClientTest(unittest.IsolatedAsyncioTestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The reference runs here, not in the event loop (a blocking wait there stalls it).
+        cls.local = local_generate(PROMPT, "--max-tokens", "32", "--temperature", "0")
+
+    async def test_generate_stream_and_concurrency(self):
+        local = self.local
+        async with AsyncClient(cluster.address, timeout=120) as client:
+            r = await client.generate(PROMPT, max_tokens=32, temperature=0)
+            self.assertEqual(r.text, local["text"])
+            self.assertEqual(r.token_ids, local["token_ids"])
+            deltas = [d async for d in client.stream(PROMPT, max_tokens=32, temperature=0)]
+            self.assertEqual("".join(d.text for d in deltas), local["text"])
+            # Several at once on one channel: each equals the one-at-a-time result.
+            many = await asyncio.gather(*(client.generate(PROMPT, max_tokens=32, temperature=0) for _ in range(4)))
+            self.assertEqual([m.text for m in many], [local["text"]] * 4)
+            info = await client.model_info()
+            self.assertTrue(info.has_tokenizer)
+            self.assertEqual(len((await client.tokenize(PROMPT)).ids), r.usage.prompt_tokens)
+
+    async def test_abort_and_errors(self):
+        async with AsyncClient(cluster.address, timeout=120) as client:
+            request_id = f"py-async-abort-{os.getpid()}"
+            stream = client.stream(PROMPT, max_tokens=long_tokens(), ignore_eos=True, request_id=request_id)
+            first = await stream.__anext__()
+            self.assertEqual(first.request_id, request_id)
+            self.assertTrue(await client.abort(request_id))
+            rest = [d async for d in stream]
+            self.assertEqual(rest[-1].finish_reason if rest else first.finish_reason, "abort")
+            with self.assertRaises(BatonError) as e:
+                await client.generate(PROMPT, max_tokens=long_tokens(), ignore_eos=True, timeout=0.3)
+            self.assertEqual(e.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+            with self.assertRaises(BatonError) as e:
+                await client.generate(PROMPT, top_p=2.0)
+            self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+if __name__ == "__main__":
+    unittest.main()
