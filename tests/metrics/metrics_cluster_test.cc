@@ -1,0 +1,82 @@
+// /metrics on every process of a real local cluster (router, prefill node, decode node, as `baton
+// up --metrics` starts them) after real traffic with EAGLE-3: promtool accepts every endpoint, and
+// the counts agree with what the test sent and with the usage the router returned.
+#include "gmock/gmock.h"
+#include "metrics/names.h"
+#include "tests/metrics/metrics_support.h"
+#include "tests/serving/serving_support.h"
+
+namespace baton::testing {
+namespace {
+
+TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
+  const SpecCase eagle3 = family_methods()[4];
+  ASSERT_EQ(eagle3.label, "eagle3");
+  cli::ClusterOptions options = cluster_options(eagle3.config, "ucx", "metrics");
+  options.metrics = true;
+  auto cluster = cli::LocalCluster::start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const auto targets = (*cluster)->scrape_targets();
+  ASSERT_EQ(targets.size(), 3u);
+
+  auto stub = v1::Baton::NewStub(grpc::CreateChannel((*cluster)->router_address(), grpc::InsecureChannelCredentials()));
+  constexpr int kRequests = 3, kMaxTokens = 16;
+  std::int64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::GenerateRequest req;
+    req.set_text(code_prompts()[static_cast<std::size_t>(i)]);
+    req.mutable_sampling()->set_max_tokens(kMaxTokens);
+    req.mutable_sampling()->set_temperature(0);
+    req.mutable_sampling()->set_ignore_eos(true);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = stub->Generate(&ctx, req);
+    v1::GenerateResponse m;
+    while (reader->Read(&m)) {
+      if (m.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) continue;
+      drafts += m.usage().speculation().num_drafts();
+      draft_tokens += m.usage().speculation().num_draft_tokens();
+      accepted += m.usage().speculation().num_accepted_tokens();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_GT(draft_tokens, 0);
+
+  for (const metrics::ScrapeTarget& t : targets) {
+    SCOPED_TRACE(t.role + " " + t.node);
+    auto body = scrape(t.metrics_address);
+    ASSERT_TRUE(body.has_value());
+    const PromtoolResult lint = promtool_check(*body);
+    EXPECT_EQ(lint.exit_code, 0) << lint.output;
+    const auto samples = parse_samples(*body);
+    const std::map<std::string, std::string> labels = {{"role", t.role}, {"node", t.node}};
+    if (t.role == "decode") {
+      // The decode node drafted every speculative step of these requests (P only the first token).
+      EXPECT_EQ(sum_of(samples, metrics::kSpecDrafts, {{"method", "eagle3"}, {"node", t.node}}), drafts);
+      EXPECT_EQ(sum_of(samples, metrics::kSpecDraftTokens, labels), draft_tokens);
+      EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedTokens, labels), accepted);
+      EXPECT_EQ(count_of(samples, metrics::kSpecAcceptedPerPos), 4u);  // k = 4
+      EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedPerPos, labels), accepted);
+      EXPECT_GE(sum_of(samples, metrics::kGenerationTokens, labels), kRequests * (kMaxTokens - 1));
+      EXPECT_GT(sum_of(samples, metrics::kKvBlocks, {{"pool", "target"}, {"state", "total"}}), 0);
+      EXPECT_EQ(sum_of(samples, metrics::kLocalPrefills, labels), 0);
+    } else if (t.role == "prefill") {
+      EXPECT_EQ(sum_of(samples, std::string(metrics::kKvTransferSeconds) + "_count", labels), kRequests);
+      EXPECT_GT(sum_of(samples, metrics::kKvTransferBytes, labels), 0);
+      EXPECT_EQ(sum_of(samples, metrics::kKvTransferFailures, labels), 0);
+      EXPECT_GT(sum_of(samples, metrics::kPromptTokens, labels), 0);
+    } else {
+      ASSERT_EQ(t.role, "router");
+      const std::map<std::string, std::string> served = {{"method", "eagle3"}, {"node", t.node}};
+      EXPECT_EQ(sum_of(samples, std::string(metrics::kTimeToFirstToken) + "_count", served), kRequests);
+      EXPECT_EQ(sum_of(samples, std::string(metrics::kE2eLatency) + "_count", served), kRequests);
+      EXPECT_EQ(sum_of(samples, std::string(metrics::kTimePerOutputToken) + "_count", served), kRequests);
+      EXPECT_EQ(sum_of(samples, metrics::kRequestSuccess, {{"finished_reason", "length"}}), kRequests);
+      EXPECT_EQ(sum_of(samples, metrics::kRouterRequestsRunning), 0);
+      EXPECT_EQ(sum_of(samples, "baton_router_requests_total"), kRequests);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton::testing
