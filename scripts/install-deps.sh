@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libabsl-dev libspdlog-dev libfmt-dev
   libpcre2-dev libicu-dev
+  # gzip-compressed prompt files (baton verify-lossless reads bench/data/HumanEval.jsonl.gz)
+  zlib1g-dev
   # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/; ucx_perftest for its benchmark)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
   # fixture makers and reference implementations (tools/ only, never the serving path)
