@@ -6,6 +6,7 @@
 #include "cli/generate.h"
 #include "cli/tokenize.h"
 #include "cli/up.h"
+#include "cli/verify_lossless.h"
 
 namespace {
 
@@ -16,7 +17,8 @@ void print_help() {
       "commands:\n"
       "  generate   run one prompt through a model in this process and print the result and speed\n"
       "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n"
-      "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n\n"
+      "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n"
+      "  verify-lossless  check that a running deployment's speculative decoding does not change its output\n\n"
       "Run `baton <command> --help` for a command's flags.\n");
 }
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
   if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   if (command == "up") return baton::cli::up_main(argc - 1, argv + 1);
+  if (command == "verify-lossless") return baton::cli::verify_lossless_main(argc - 1, argv + 1);
   std::fprintf(stderr, "baton: unknown command '%s'\n\n", command.c_str());
   print_help();
   return 2;
