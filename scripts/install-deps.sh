@@ -12,6 +12,9 @@ packages=(
   libpcre2-dev libicu-dev
   # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/; ucx_perftest for its benchmark)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
+  # HTTP: the OpenAI-compatible API and `baton bench serve`'s client; zlib for .jsonl.gz prompt sets;
+  # gnuplot draws `baton bench serve --plot`
+  libcpp-httplib-dev zlib1g-dev gnuplot-nox
   # fixture makers and reference implementations (tools/ only, never the serving path)
   python3 python3-torch python3-numpy
 )
