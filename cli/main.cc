@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/bench_serve.h"
 #include "cli/generate.h"
 #include "cli/tokenize.h"
 #include "cli/up.h"
@@ -15,6 +16,7 @@ void print_help() {
       "baton: LLM serving with prefill/decode disaggregation and lossless speculative decoding\n\n"
       "usage: baton <command> [flags]\n\n"
       "commands:\n"
+      "  bench      load-test a running deployment (`baton bench serve`)\n"
       "  generate   run one prompt through a model in this process and print the result and speed\n"
       "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n"
       "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n"
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "bench") return baton::cli::bench_main(argc - 1, argv + 1);
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
   if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   if (command == "up") return baton::cli::up_main(argc - 1, argv + 1);

@@ -27,15 +27,24 @@ absl::StatusOr<std::string> read_maybe_gzip(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> load_prompt_file(const std::string& path) {
+absl::StatusOr<std::vector<std::string>> read_lines(const std::string& path) {
   BATON_ASSIGN_OR_RETURN(std::string text, read_maybe_gzip(path));
-  std::vector<std::string> prompts;
+  std::vector<std::string> lines;
   std::size_t start = 0;
-  for (int line_no = 1; start < text.size(); ++line_no) {
+  while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
+    lines.push_back(text.substr(start, end - start));
     start = end + 1;
+  }
+  return lines;
+}
+
+absl::StatusOr<std::vector<std::string>> load_prompt_file(const std::string& path) {
+  BATON_ASSIGN_OR_RETURN(std::vector<std::string> lines, read_lines(path));
+  std::vector<std::string> prompts;
+  for (int line_no = 1; line_no <= static_cast<int>(lines.size()); ++line_no) {
+    const std::string& line = lines[static_cast<std::size_t>(line_no - 1)];
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const auto where = [&] { return str_cat(path, ":", line_no); };

@@ -13,6 +13,9 @@
 
 namespace baton::cli {
 
+// The lines of a text file, gunzipped when compressed; NOT_FOUND / DATA_LOSS naming the file.
+absl::StatusOr<std::vector<std::string>> read_lines(const std::string& path);
+
 // Every prompt in `path`; an unreadable file or a line without a prompt is an error naming the
 // file and line.
 absl::StatusOr<std::vector<std::string>> load_prompt_file(const std::string& path);
