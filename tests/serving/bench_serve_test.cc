@@ -97,6 +97,37 @@ TEST_F(BenchServeTest, ReportsEveryRequestAndTheServersAcceptance) {
   EXPECT_EQ(std::string(magic.data() + 1, 3), "PNG");
 }
 
+TEST_F(BenchServeTest, DrivesTheOpenAiHttpApiAndRandomTokenPrompts) {
+  cli::ClusterOptions options = cluster_options(std::nullopt, "ucx", "bench-serve-http");
+  options.http_port = 0;
+  auto cluster = cli::LocalCluster::start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string json_path = (dir_ / "http.json").string();
+  constexpr int kPrompts = 4, kMaxTokens = 8;
+  CliRun r = run_baton({"bench", "serve", "--base-url", (*cluster)->router_http_url(), "--num-prompts",
+                        std::to_string(kPrompts), "--max-tokens", std::to_string(kMaxTokens), "--ignore-eos",
+                        "--no-progress", "--json", json_path},
+                       dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto run = nlohmann::json::parse(std::ifstream(json_path))[0];
+  EXPECT_EQ(run["completed"].get<int>(), kPrompts);
+  EXPECT_EQ(run["total_output_tokens"].get<int>(), kPrompts * kMaxTokens);  // usage from the stream's last chunk
+  EXPECT_GT(run["total_input_tokens"].get<int>(), kPrompts);
+  EXPECT_EQ(run["num_draft_tokens"].get<int>(), 0);  // no speculation in this cluster
+  EXPECT_TRUE(run["acceptance_rate"].is_null());
+  EXPECT_EQ(r.err.find("["), std::string::npos);  // --no-progress
+
+  // Random prompts are token ids of the requested length, as the server counts them.
+  r = run_baton({"bench", "serve", "--endpoint", (*cluster)->router_address(), "--dataset", "random",
+                 "--random-input-len", "24", "--num-prompts", "3", "--max-tokens", "4", "--ignore-eos", "--json",
+                 json_path},
+                dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  run = nlohmann::json::parse(std::ifstream(json_path))[0];
+  EXPECT_EQ(run["total_input_tokens"].get<int>(), 3 * 24);
+  EXPECT_EQ(run["total_output_tokens"].get<int>(), 3 * 4);
+}
+
 TEST_F(BenchServeTest, BadFlagsAndAnUnreachableEndpointFailWithAMessage) {
   CliRun r = run_baton({"bench", "serve", "--endpoint", "127.0.0.1:1", "--request-rate", "fast"}, dir_);
   EXPECT_EQ(r.exit_code, 1);
