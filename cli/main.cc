@@ -3,9 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "cli/bench_serve.h"
 #include "cli/generate.h"
 #include "cli/tokenize.h"
 #include "cli/up.h"
+#include "cli/verify_lossless.h"
 
 namespace {
 
@@ -14,9 +16,11 @@ void print_help() {
       "baton: LLM serving with prefill/decode disaggregation and lossless speculative decoding\n\n"
       "usage: baton <command> [flags]\n\n"
       "commands:\n"
+      "  bench      load-test a running deployment (`baton bench serve`)\n"
       "  generate   run one prompt through a model in this process and print the result and speed\n"
       "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n"
-      "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n\n"
+      "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n"
+      "  verify-lossless  check that a running deployment's speculative decoding does not change its output\n\n"
       "Run `baton <command> --help` for a command's flags.\n");
 }
 
@@ -28,9 +32,11 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "bench") return baton::cli::bench_main(argc - 1, argv + 1);
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
   if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   if (command == "up") return baton::cli::up_main(argc - 1, argv + 1);
+  if (command == "verify-lossless") return baton::cli::verify_lossless_main(argc - 1, argv + 1);
   std::fprintf(stderr, "baton: unknown command '%s'\n\n", command.c_str());
   print_help();
   return 2;

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
       {
           {"role", "ROLE", "decode (default), or both: a single node that is also expected to prefill"},
           {"transport", "LIST", "KV transports to receive over, preferred first: ucx, grpc or ucx,grpc (default ucx,grpc)"},
+          {"testing-broken-rejection-sampler", "",
+           "TESTING ONLY, never in a real cluster: verify drafts with a deliberately lossy sampler (the negative "
+           "control of `baton verify-lossless`); output is NOT the model's"},
       });
   if (std::optional<int> code = command.parse(argc, argv)) return *code;
   const ParsedFlags& f = command.flags();
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
   auto lease = command.positive_ms("handoff-lease-ms");
   if (!lease.ok()) return command.fail(lease.status());
   if (*lease) config->handoff_lease = **lease;
+  config->testing_broken_rejection_sampler = f.has("testing-broken-rejection-sampler");
   auto kinds = parse_transport_list(f.get("transport").value_or("ucx,grpc"));
   if (!kinds.ok()) return command.fail(kinds.status());
 

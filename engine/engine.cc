@@ -107,8 +107,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                                                 " is larger than this engine was sized for"));
     }
     if (e->hooks_.wrap_proposer) proposer = e->hooks_.wrap_proposer(std::move(proposer));
+    if (config.testing_broken_rejection_sampler) {
+      spdlog::warn("TESTING ONLY: drafts are verified by a deliberately BROKEN rejection sampler; the output is NOT "
+                   "the target model's. Never use this outside tests of `baton verify-lossless`.");
+    }
     e->speculator_ = std::make_unique<Speculator>(resolved, std::move(proposer), model_config.vocab_size,
-                                                  model_config.eos_token_ids);
+                                                  model_config.eos_token_ids, config.testing_broken_rejection_sampler);
     const TargetStateSpec states = e->speculator_->target_states();
     if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
       // A prefix-cache hit skips the target forward over those positions, but EAGLE/MTP heads need

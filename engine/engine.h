@@ -63,6 +63,9 @@ struct EngineConfig {
   // How long a prefilled request's KV (prefill role) or a reservation (decode role) is held
   // without release or commit before the engine reclaims it.
   std::chrono::milliseconds handoff_lease{60000};
+  // TESTING ONLY: verify drafts with a deliberately lossy rejection sampler
+  // (spec/broken_rejection_sampler.h), the negative control of `baton verify-lossless`.
+  bool testing_broken_rejection_sampler = false;
 };
 
 // Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault

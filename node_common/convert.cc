@@ -23,6 +23,7 @@ SamplingParams sampling_from_proto(const v1::SamplingParams& p) {
   if (p.has_ignore_eos()) s.ignore_eos = p.ignore_eos();
   if (p.has_include_stop_str_in_output()) s.include_stop_str_in_output = p.include_stop_str_in_output();
   if (p.has_logprobs()) s.logprobs = p.logprobs();
+  if (p.has_max_speculative_tokens()) s.max_speculative_tokens = p.max_speculative_tokens();
   return s;
 }
 
@@ -43,6 +44,7 @@ v1::SamplingParams sampling_to_proto(const SamplingParams& s) {
   p.set_ignore_eos(s.ignore_eos);
   p.set_include_stop_str_in_output(s.include_stop_str_in_output);
   p.set_logprobs(s.logprobs);
+  if (s.max_speculative_tokens) p.set_max_speculative_tokens(*s.max_speculative_tokens);
   return p;
 }
 

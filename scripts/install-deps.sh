@@ -12,8 +12,12 @@ packages=(
   libpcre2-dev libicu-dev
   # the router's OpenAI-compatible HTTP API (router/http/); curl drives it in tests/http
   libcpp-httplib-dev curl
+  # gzip-compressed prompt files (baton verify-lossless reads bench/data/HumanEval.jsonl.gz)
+  zlib1g-dev
   # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/; ucx_perftest for its benchmark)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
+  # gnuplot draws `baton bench serve --plot`
+  gnuplot-nox
   # fixture makers and reference implementations (tools/ only, never the serving path)
   python3 python3-torch python3-numpy
   # the Python client SDK (sdk/python) and its tests

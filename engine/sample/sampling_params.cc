@@ -31,6 +31,9 @@ absl::Status SamplingParams::validate(std::int32_t vocab_size) const {
     return out_of_range("frequency_penalty", frequency_penalty, "in [-2, 2]");
   }
   if (max_tokens < 1) return out_of_range("max_tokens", max_tokens, ">= 1");
+  if (max_speculative_tokens && *max_speculative_tokens < 0) {
+    return out_of_range("max_speculative_tokens", *max_speculative_tokens, ">= 0 (0: no speculation)");
+  }
   if (min_tokens < 0 || min_tokens > max_tokens) {
     return out_of_range("min_tokens", min_tokens, str_cat("in [0, max_tokens = ", max_tokens, "]").c_str());
   }

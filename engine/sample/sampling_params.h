@@ -30,6 +30,10 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   std::int32_t logprobs = -1;       // -1: none; n in [0, 20]: sampled token's logprob plus the top n
+  // Caps the engine's num_speculative_tokens for this request (it can only lower it): 0 turns
+  // speculation off, so every step verifies one position, i.e. is a plain decode step. Not a
+  // sampling setting in vLLM's sense, but it travels with the request the same way. nullopt: no cap.
+  std::optional<std::int32_t> max_speculative_tokens;
 
   bool greedy() const { return temperature <= 1e-5f; }
   // InvalidArgument naming the first offending field, its value and the allowed range.

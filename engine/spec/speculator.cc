@@ -1,13 +1,18 @@
 #include "engine/spec/speculator.h"
 
 #include "common/status.h"
+#include "engine/spec/broken_rejection_sampler.h"
 #include "engine/spec/rejection_sampler.h"
 
 namespace baton {
 
 Speculator::Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
-                       std::vector<std::int32_t> eos_token_ids)
-    : config_(config), proposer_(std::move(proposer)), vocab_(vocab_size), eos_(std::move(eos_token_ids)) {
+                       std::vector<std::int32_t> eos_token_ids, bool broken_for_testing)
+    : config_(config),
+      proposer_(std::move(proposer)),
+      vocab_(vocab_size),
+      eos_(std::move(eos_token_ids)),
+      broken_for_testing_(broken_for_testing) {
   BATON_CHECK(config_.num_speculative_tokens >= 1, "speculator needs a resolved num_speculative_tokens, got ",
               config_.num_speculative_tokens);
   state_consumer_ = dynamic_cast<TargetStateConsumer*>(proposer_.get());
@@ -66,8 +71,9 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   in.greedy = r.params.greedy();
   // The first token this step decides sits right after the pending (newest) token.
   const VerifyRandomness random{r.seed, r.num_tokens()};
-  const VerifyResult res = config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
-                                                                                      : verify_standard(in, random);
+  const VerifyResult res = broken_for_testing_                                          ? verify_broken_for_testing(in, random)
+                           : config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
+                                                                                        : verify_standard(in, random);
   VerifiedTokens out;
   out.num_accepted = res.num_accepted;
   out.tokens.assign(r.drafts.begin(), r.drafts.begin() + res.num_accepted);
@@ -101,7 +107,10 @@ void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i) 
   const std::int32_t room = std::min(r->params.max_tokens - r->num_output() - 1, max_model_len - r->num_tokens() - 1);
   // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
   // state such as suffix trees in step with the output.
-  const std::int32_t max_drafts = std::max(0, std::min(config_.num_speculative_tokens, room));
+  // A request may lower k for itself (0: plain decoding); the output does not depend on it.
+  const std::int32_t k = std::min(config_.num_speculative_tokens,
+                                  r->params.max_speculative_tokens.value_or(config_.num_speculative_tokens));
+  const std::int32_t max_drafts = std::max(0, std::min(k, room));
   // Drafts are sampled from the stream of the step that verifies them (random.h).
   streams_[i] = RandomStream(r->seed, RandomPurpose::kDraft, r->num_tokens());
   ProposalRequest& p = batch_[i];

@@ -50,9 +50,10 @@ using ProposalFailure = std::pair<Request*, absl::Status>;
 
 class Speculator {
  public:
-  // `config` has num_speculative_tokens resolved (>= 1).
+  // `config` has num_speculative_tokens resolved (>= 1). `broken_for_testing` swaps in the
+  // deliberately lossy verify_broken_for_testing (negative control of `baton verify-lossless`).
   Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer> proposer, std::int32_t vocab_size,
-             std::vector<std::int32_t> eos_token_ids);
+             std::vector<std::int32_t> eos_token_ids, bool broken_for_testing = false);
 
   const SpeculativeConfig& config() const { return config_; }
   const SpecDecodeStats& stats() const { return stats_; }
@@ -73,8 +74,8 @@ class Speculator {
   absl::Status observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
                        std::int32_t n_valid);
 
-  // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens
-  // and max_model_len. Returns the requests the proposer failed for (they got no drafts); if the
+  // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens,
+  // max_model_len and the request's own max_speculative_tokens. Returns the requests the proposer failed for (they got no drafts); if the
   // batch as a whole fails, each request is retried alone so the failure is pinned on its owner.
   std::vector<ProposalFailure> propose(std::span<Request* const> requests, std::int32_t max_model_len);
 
@@ -89,6 +90,7 @@ class Speculator {
   TargetStateConsumer* state_consumer_ = nullptr;  // proposer_, when it consumes target states
   std::int32_t vocab_;
   std::vector<std::int32_t> eos_;
+  bool broken_for_testing_ = false;
   SpecDecodeStats stats_;
   Sampler sampler_;
   std::vector<float> probs_;                 // [(k + 1) * vocab] scratch

@@ -132,6 +132,65 @@ TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
   }
 }
 
+// A request's max_speculative_tokens = 0 makes every one of its steps a plain decode step, even in a
+// batch of speculating requests: its tokens are exactly the plain engine's (greedy and seeded
+// sampled alike, since batch-invariant kernels make its rows independent of the batch), and it
+// verifies no drafts. A cap of 1 limits the drafts per step without changing greedy output.
+TEST(SpecEngine, RequestsWithSpeculationOffDecodePlainlyAmongSpeculatingOnes) {
+  // The target drafting for itself with probabilistic drafts: speculating requests accept almost
+  // everything and read their randomness differently from plain decoding.
+  auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 4, )"
+                                       R"("draft_sample_method": "probabilistic", "model": ")" +
+                                           fixture_path("llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto plain = make_engine("llama-f32", std::nullopt);
+  auto engine = make_engine("llama-f32", *spec);
+  std::vector<Job> jobs = jobs_for(engine->model_config().vocab_size, /*include_sampled=*/true);
+  const std::size_t n = jobs.size();
+  for (std::size_t i = 0; i < n; ++i) {  // the same prompts again, with speculation off or capped
+    Job j = jobs[i];
+    j.id += i % 3 == 2 ? "-cap1" : "-off";
+    j.params.max_speculative_tokens = i % 3 == 2 ? 1 : 0;
+    jobs.push_back(j);
+  }
+  const auto expected = run(*plain, jobs);
+  std::map<std::string, std::vector<std::int32_t>> got;
+  std::map<std::string, RequestSpecCounts> counts;
+  for (const Job& j : jobs) ASSERT_TRUE(engine->add_request(j.id, j.prompt, j.params).ok());
+  while (engine->has_unfinished()) {
+    auto outs = engine->step();
+    ASSERT_TRUE(outs.ok()) << outs.status();
+    for (const RequestOutput& o : *outs) {
+      for (const TokenOutput& t : o.new_tokens) got[o.request_id].push_back(t.token);
+      counts[o.request_id] = o.spec;
+    }
+  }
+  for (const Job& j : jobs) {
+    const RequestSpecCounts& c = counts.at(j.id);
+    if (j.params.max_speculative_tokens == 0) {
+      EXPECT_EQ(got.at(j.id), expected.at(j.id)) << j.id << " must decode exactly as without speculation";
+      EXPECT_EQ(c.num_draft_tokens, 0) << j.id;
+    } else if (j.params.max_speculative_tokens == 1) {
+      EXPECT_LE(c.num_draft_tokens, c.num_drafts) << j.id << ": at most one draft per step";
+    }
+    if (j.params.greedy()) {
+      EXPECT_EQ(got.at(j.id), expected.at(j.id)) << j.id;
+    }
+  }
+  EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << "the speculating requests never speculated";
+  EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+TEST(SpecEngine, NegativeMaxSpeculativeTokensIsRefused) {
+  auto engine = make_engine("llama-f32", std::nullopt);
+  SamplingParams p;
+  p.max_speculative_tokens = -1;
+  const absl::Status s = engine->add_request("bad", {1, 2, 3}, p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("max_speculative_tokens"));
+}
+
 TEST(SpecEngine, RepeatedPromptsWithHiddenStateProposersStayExact) {
   // Prefix caching cannot skip positions whose hidden states a head needs; a repeated prompt must
   // simply be computed again (and give the same tokens).
