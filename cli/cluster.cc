@@ -115,6 +115,9 @@ std::vector<metrics::ScrapeTarget> LocalCluster::scrape_targets() const {
   for (const auto& n : nodes_) {
     if (!n->metrics_address.empty()) out.push_back({n->metrics_address, n->role, n->address});
   }
+  if (proposer_ && !proposer_->metrics_address.empty()) {
+    out.push_back({proposer_->metrics_address, "proposer", proposer_->address});
+  }
   if (router_ && !router_->metrics_address.empty()) out.push_back({router_->metrics_address, "router", router_->address});
   return out;
 }
@@ -156,6 +159,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
     c->proposer_ = std::make_unique<ClusterProcess>();
     c->proposer_->role = "proposer";
     c->proposer_->argv = {proposer_bin, "--host", options.host, "--port", "0"};
+    if (options.metrics) c->proposer_->argv.insert(c->proposer_->argv.end(), {"--metrics-port", "0"});
     c->proposer_->argv.insert(c->proposer_->argv.end(), options.proposer_args.begin(), options.proposer_args.end());
     BATON_RETURN_IF_ERROR(c->launch(*c->proposer_, "proposer"));
     BATON_ASSIGN_OR_RETURN(d_spec, with_proposer_endpoint(*d_spec, c->proposer_->address));

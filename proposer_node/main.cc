@@ -1,12 +1,16 @@
 // baton-proposer: the proposer sidecar. Serves baton.node.v1.ProposerNode: decode nodes stream
 // their requests' contexts here and get n-gram / suffix drafts back, from proposers shared by all
 // nodes with the same configuration (so the suffix cache is global). No model, no GPU. Runs until
-// SIGINT/SIGTERM; prints "baton-proposer ready on HOST:PORT (...)" once serving.
+// SIGINT/SIGTERM; prints "baton-proposer ready on HOST:PORT (...)" once serving, and with
+// --metrics-port serves /metrics (the decode nodes report the sidecar's round trips and misses).
 #include <cstdio>
+#include <memory>
 
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "metrics/families.h"
+#include "metrics/metrics_server.h"
 #include "node_common/grpc_server.h"
 #include "node_common/node_main.h"
 #include "proposer_node/proposer_service.h"
@@ -22,6 +26,7 @@ const std::vector<baton::FlagSpec>& proposer_flags() {
       {"cache-scope", "SCOPE", "global (default: one cache for all decode nodes with the same config) or node "
                                "(one per decode node)"},
       {"max-context-tokens", "N", "context tokens held per decode node (default 67108864)"},
+      {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
       {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
       {"help", "", "show this help"},
   };
@@ -37,6 +42,23 @@ int fail(const absl::Status& s) {
   std::fprintf(stderr, "baton-proposer: %s\n", std::string(s.message()).c_str());
   return 1;
 }
+
+// The sidecar's state at scrape time: the decode nodes streaming to it.
+class ProposerCollector final : public prometheus::Collectable {
+ public:
+  ProposerCollector(const baton::ProposerService& service, std::string node)
+      : service_(service), base_({{"method", "all"}, {"role", "proposer"}, {"node", std::move(node)}}) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return {baton::metrics::FamilyBuilder("baton_proposer_streams", "Decode nodes holding a Propose stream.",
+                                          prometheus::MetricType::Gauge)
+                .add(base_, static_cast<double>(service_.open_streams()))
+                .build()};
+  }
+
+ private:
+  const baton::ProposerService& service_;
+  const baton::metrics::LabelPairs base_;
+};
 
 }  // namespace
 
@@ -80,6 +102,16 @@ int main(int argc, char** argv) {
   ProposerService service(options);
   auto server = start_grpc_server(f->get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service});
   if (!server.ok()) return fail(server.status());
+  auto metrics_port = f->get_int("metrics-port");
+  if (!metrics_port.ok()) return fail(metrics_port.status());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (*metrics_port) {
+    auto m = metrics::MetricsServer::start(f->get("host").value_or("127.0.0.1"), static_cast<int>(**metrics_port));
+    if (!m.ok()) return fail(m.status());
+    metrics_server = std::move(*m);
+    metrics_server->add(std::make_shared<ProposerCollector>(service, server->address));
+    metrics::announce_metrics("baton-proposer", *metrics_server);
+  }
   set_serving(*server->server, true);
   announce_ready("baton-proposer", server->address,
                  str_cat(scope, " suffix cache of ", options.pool.max_cached_requests, " responses"));

@@ -16,6 +16,8 @@ packages=(
   zlib1g-dev
   # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/; ucx_perftest for its benchmark)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
+  # metrics: prometheus-cpp serves /metrics; Prometheus (and promtool) check it in the tests
+  prometheus-cpp-dev prometheus
   # gnuplot draws `baton bench serve --plot`
   gnuplot-nox
   # fixture makers and reference implementations (tools/ only, never the serving path)
