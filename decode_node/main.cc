@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
 
   auto tokenizer = load_tokenizer_if_present(config->model_dir);
   if (!tokenizer.ok()) return command.fail(tokenizer.status());
+  // Before the engine: with UCX its KV pools are allocated in shared memory (kv_receivers.h).
+  auto setup = prepare_kv_receivers(*kinds, *config);
+  if (!setup.ok()) return command.fail(setup.status());
   auto engine = Engine::create(*config);
   if (!engine.ok()) return command.fail(engine.status());
   if (*tokenizer) attach_tokenizer(**engine, **tokenizer);
@@ -46,7 +49,7 @@ int main(int argc, char** argv) {
   identity.instance_id = new_instance_id();
   const std::string details = (*engine)->describe();
   DecodeService service(std::move(*engine), identity, DecodeNodeOptions{});
-  if (absl::Status s = add_kv_receivers(*kinds, service); !s.ok()) return command.fail(s);
+  if (absl::Status s = add_kv_receivers(*kinds, *setup, service); !s.ok()) return command.fail(s);
   return command.serve(
       service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); });
 }

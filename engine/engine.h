@@ -63,6 +63,9 @@ struct EngineConfig {
   // How long a prefilled request's KV (prefill role) or a reservation (decode role) is held
   // without release or commit before the engine reclaims it.
   std::chrono::milliseconds handoff_lease{60000};
+  // Where the CPU KV pools' memory comes from (a decode node hands in its KV transport's
+  // allocator); null: the backend allocates it.
+  std::shared_ptr<KvMemoryProvider> kv_memory;
 };
 
 // Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault

@@ -26,14 +26,17 @@
 
 #include "absl/status/statusor.h"
 #include "kv_transfer/transport.h"
+#include "kv_transfer/ucx_shm_memory.h"
 
 namespace baton::kv {
 
 class UcxKvReceiver final : public KvReceiver {
  public:
   // Pools in index order (0 "target", 1 "draft"); each must be non-empty. The memory must stay
-  // valid until the receiver is destroyed.
-  static absl::StatusOr<std::unique_ptr<UcxKvReceiver>> create(std::vector<MemoryRegion> pools);
+  // valid until the receiver is destroyed. When every pool was allocated by `shm`, the descriptor
+  // also offers the shared-memory path (and the receiver keeps `shm` alive).
+  static absl::StatusOr<std::unique_ptr<UcxKvReceiver>> create(std::vector<MemoryRegion> pools,
+                                                               std::shared_ptr<UcxShmMemory> shm = nullptr);
   ~UcxKvReceiver() override;
 
   std::string_view kind() const override { return "ucx"; }
