@@ -1,7 +1,12 @@
 // The UCX transport: one-sided puts (RMA) from a prefill node's registered pools into a decode
-// node's registered pools. UCX picks the wire (RDMA between hosts; tcp here on loopback, where it
-// emulates RMA in software and the receiver's thread must progress). Endpoints use
-// UCP_ERR_HANDLING_MODE_PEER so that a dead peer fails its transfers instead of hanging them.
+// node's registered pools, over one of two paths (ucx_peer_cache.h):
+//   shm      same host, the receiver's pools allocated by UcxShmMemory: the sender maps them and
+//            its puts are memory copies. Endpoints without error handling (UCX 1.13 gives
+//            shared-memory transports none); safe since they have only shared-memory lanes.
+//   network  otherwise: UCX picks the wire (RDMA between hosts; tcp on loopback, where it emulates
+//            RMA in software and the receiver's thread must progress). Endpoints use
+//            UCP_ERR_HANDLING_MODE_PEER so that a dead peer fails its transfers instead of hanging.
+// Either way every transfer ends by its deadline.
 //
 //   UcxKvReceiver  registers each pool once, packs its remote keys into descriptor(), and runs one
 //                  progress thread that sleeps on the worker's event fd while idle.
