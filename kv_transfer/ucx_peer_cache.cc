@@ -143,7 +143,10 @@ void UcxPeerCache::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
   p->cache->failed_.push_back(p->shared_from_this());
 }
 
-void UcxPeerCache::close(const std::shared_ptr<Peer>& p, const absl::Status& why, bool force) {
+void UcxPeerCache::close(const std::shared_ptr<Peer>& peer, const absl::Status& why, bool force) {
+  // `peer` may be the cache's own entry (close(it->second)), which the erase below destroys: hold
+  // the peer until it is closed (else the peer is freed here and its keys read after the free).
+  const std::shared_ptr<Peer> p = peer;
   if (p->closed) return;
   p->closed = true;
   if (p->failure.ok()) p->failure = why;

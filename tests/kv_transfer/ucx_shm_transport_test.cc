@@ -102,7 +102,7 @@ class ReceiverProcess {
   }
   ~ReceiverProcess() {
     kill_now();
-    close(stdin_);
+    if (stdin_ >= 0) close(stdin_);
     close(stdout_);
   }
 
@@ -130,6 +130,15 @@ class ReceiverProcess {
       if (n <= 0) return "";
       text.append(buf, n);
     }
+  }
+
+  // Closes its stdin: the receiver shuts down in order (as a node does on SIGTERM).
+  void stop() {
+    if (pid_ <= 0) return;
+    close(stdin_);
+    stdin_ = -1;
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 
   void kill_now() {
@@ -254,6 +263,29 @@ TEST_F(UcxShmTransportTest, ReceiverProcessKilledDuringAndAfterATransferCostsOnl
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ((*next)->path(), expected_path());
   const std::vector<Copy> copies{{kMiB, 0, 2 * kMiB}, {0, 3 * kMiB, 4096}};
+  (*next)->put(0, copies);
+  ASSERT_TRUE(finish_and_wait(**next, 10s).ok());
+  EXPECT_TRUE(holds_exactly(*src_[0], dst.data(0), dst.regions[0].bytes, copies));
+}
+
+TEST_F(UcxShmTransportTest, ReceiverProcessThatShutsDownIsReplacedByItsSuccessor) {
+  ReceiverProcess child(12 * kMiB, 3 * kMiB);
+  ASSERT_TRUE(child.started());
+  const std::string descriptor = child.descriptor(30s);
+  ASSERT_FALSE(descriptor.empty()) << "the receiver process printed no descriptor";
+  auto first = sender_->begin(TransferTarget{"req-first", "decode-0:7000", 1, descriptor});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->path(), expected_path());
+  (*first)->put(0, std::vector<Copy>{{0, 0, kMiB}});
+  ASSERT_TRUE(finish_and_wait(**first, 10s).ok());
+  child.stop();
+
+  ShmPools dst = ShmPools::make(4 * kMiB, kMiB);
+  auto successor = UcxKvReceiver::create(dst.regions, dst.shm);
+  ASSERT_TRUE(successor.ok()) << successor.status();
+  auto next = sender_->begin(TransferTarget{"req-next", "decode-0:7000", 2, (*successor)->descriptor()});
+  ASSERT_TRUE(next.ok()) << next.status();
+  const std::vector<Copy> copies{{kMiB, 0, 2 * kMiB}};
   (*next)->put(0, copies);
   ASSERT_TRUE(finish_and_wait(**next, 10s).ok());
   EXPECT_TRUE(holds_exactly(*src_[0], dst.data(0), dst.regions[0].bytes, copies));
