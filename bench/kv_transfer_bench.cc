@@ -1,5 +1,7 @@
 // KV transfer throughput between two processes on this host: a receiver child (UCX receiver and a
-// gRPC PushKv server over one destination pool) and the sender in the parent. Cases:
+// gRPC PushKv server over one destination pool) and the sender in the parent. As on a decode node,
+// the child's pool is UCX shared memory when UCX_TLS allows it, so UCX takes the shared-memory
+// path ("path":"shm"); with UCX_TLS=tcp it takes the network path ("path":"network"). Cases:
 //   large  TOTAL bytes as 1 MiB copies (per-layer block runs)
 //   small  TOTAL bytes as 4 KiB copies (scattered rows)
 // each timed from begin() to finish()'s report, median of --reps after one warm-up, and checked
@@ -23,6 +25,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,9 +69,22 @@ bool read_all(int fd, void* p, std::size_t n) {
 // The receiver process: serves until the parent closes the command pipe. Commands: 'H' answers the
 // xxh3 of the pool, 'Z' zeroes it.
 [[noreturn]] void run_receiver(int to_parent, int from_parent, std::size_t pool_bytes) {
-  std::vector<char> pool(pool_bytes, 0);
+  // The pool as a decode node allocates it: in UCX shared memory when there is any.
+  auto shm = baton::kv::UcxShmMemory::create();
+  if (!shm.ok()) die(std::string(shm.status().message()));
+  baton::kv::OwnedRegion owned;
+  if (*shm) {
+    auto region = (*shm)->allocate(pool_bytes, "target");
+    if (!region.ok()) die(std::string(region.status().message()));
+    owned = std::move(*region);
+  } else {
+    owned.base = new char[pool_bytes]();
+    owned.bytes = pool_bytes;
+    owned.owner = std::shared_ptr<void>(owned.base, [](void* p) { delete[] static_cast<char*>(p); });
+  }
+  std::span<char> pool(static_cast<char*>(owned.base), pool_bytes);
   std::vector<MemoryRegion> regions{{"target", pool.data(), pool.size()}};
-  auto ucx = baton::kv::UcxKvReceiver::create(regions);
+  auto ucx = baton::kv::UcxKvReceiver::create(regions, *shm);
   if (!ucx.ok()) die(std::string(ucx.status().message()));
   baton::kv::GrpcKvReceiver grpc_receiver(regions, nullptr);
   baton::kv::PushKvService service(&grpc_receiver);
@@ -179,11 +195,13 @@ class Waiter {
 };
 
 // One timed transfer: begin, put in 32 slices (as a prefill posts per layer), finish, report.
+// `path` gets the way the bytes went.
 double time_transfer(baton::kv::KvSender& sender, const baton::kv::TransferTarget& target,
-                     const std::vector<Copy>& copies) {
+                     const std::vector<Copy>& copies, std::string* path = nullptr) {
   const auto start = Clock::now();
   auto transfer = sender.begin(target);
   if (!transfer.ok()) die(std::string(transfer.status().message()));
+  if (path != nullptr) *path = std::string((*transfer)->path());
   const std::size_t slice = std::max<std::size_t>(1, copies.size() / 32);
   for (std::size_t i = 0; i < copies.size(); i += slice) {
     (*transfer)->put(0, std::span<const Copy>(copies).subspan(i, std::min(slice, copies.size() - i)));
@@ -263,7 +281,8 @@ int main(int argc, char** argv) {
       const std::uint64_t expected_hash = XXH3_64bits(expected.data(), expected.size());
 
       child.zero();
-      time_transfer(*sender, target, copies);  // warm-up (and the connection)
+      std::string path;
+      time_transfer(*sender, target, copies, &path);  // warm-up (and the connection)
       const bool verified = child.hash() == expected_hash;
       std::vector<double> seconds;
       for (int r = 0; r < reps; ++r) seconds.push_back(time_transfer(*sender, target, copies));
@@ -271,6 +290,7 @@ int main(int argc, char** argv) {
       const double median = seconds[seconds.size() / 2];
       nlohmann::json line = {
           {"bench", "kv_transfer"},        {"transport", transport},
+          {"path", path},
           {"case", name},                  {"copy_bytes", copy_bytes},
           {"copies", copies.size()},       {"total_bytes", total},
           {"reps", reps},                  {"median_s", median},

@@ -2,16 +2,30 @@
 
 #include <memory>
 
+#include <algorithm>
+
 #include "common/status.h"
+#include "decode_node/ucx_kv_memory.h"
 #include "kv_transfer/grpc_transport.h"
 #include "kv_transfer/ucx_transport.h"
 
 namespace baton {
 
-absl::Status add_kv_receivers(const std::vector<std::string>& kinds, DecodeService& service) {
+absl::StatusOr<KvReceiverSetup> prepare_kv_receivers(const std::vector<std::string>& kinds, EngineConfig& config) {
+  KvReceiverSetup setup;
+  if (std::find(kinds.begin(), kinds.end(), "ucx") == kinds.end()) return setup;
+  auto shm = kv::UcxShmMemory::create();
+  if (!shm.ok()) return absl::Status(shm.status().code(), str_cat("UCX KV transport: ", shm.status().message()));
+  setup.ucx_shm = std::move(*shm);
+  if (setup.ucx_shm) config.kv_memory = make_ucx_kv_memory_provider(setup.ucx_shm);
+  return setup;
+}
+
+absl::Status add_kv_receivers(const std::vector<std::string>& kinds, const KvReceiverSetup& setup,
+                              DecodeService& service) {
   for (const std::string& kind : kinds) {
     if (kind == "ucx") {
-      auto ucx = kv::UcxKvReceiver::create(service.regions());
+      auto ucx = kv::UcxKvReceiver::create(service.regions(), setup.ucx_shm);
       if (!ucx.ok()) return absl::Status(ucx.status().code(), str_cat("UCX KV transport: ", ucx.status().message()));
       service.add_receiver(std::move(*ucx));
     } else if (kind == "grpc") {

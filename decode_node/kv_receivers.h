@@ -1,6 +1,10 @@
 // The KV receivers a decode node offers (UCX, gRPC), writing into its engine's pools; the first
 // listed is the one a Reserve without a transport gets. The gRPC receiver writes through the
 // service's PushKv and checks every write against the service's reservations.
+// Set-up is in two phases: prepare_kv_receivers() before the engine is created (UCX: its
+// shared-memory context, from which the engine's KV pools are then allocated through
+// EngineConfig::kv_memory, so that a prefill node on the same host writes them with memory
+// copies), add_kv_receivers() once the service holds the engine.
 // Must not: outlive the service.
 #pragma once
 
@@ -8,10 +12,21 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "decode_node/decode_service.h"
+#include "engine/engine.h"
+#include "kv_transfer/ucx_shm_memory.h"
 
 namespace baton {
 
-absl::Status add_kv_receivers(const std::vector<std::string>& kinds, DecodeService& service);
+// What the receivers set up before the engine.
+struct KvReceiverSetup {
+  std::shared_ptr<kv::UcxShmMemory> ucx_shm;  // null: no UCX, or UCX_TLS has no shared memory
+};
+
+// Sets config.kv_memory when `kinds` has ucx and shared memory is usable.
+absl::StatusOr<KvReceiverSetup> prepare_kv_receivers(const std::vector<std::string>& kinds, EngineConfig& config);
+absl::Status add_kv_receivers(const std::vector<std::string>& kinds, const KvReceiverSetup& setup,
+                              DecodeService& service);
 
 }  // namespace baton

@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
       return std::make_unique<SidecarProposer>(so, std::move(local), sidecar_stats);
     };
   }
+  // Before the engine: with UCX its KV pools are allocated in shared memory (kv_receivers.h).
+  auto setup = prepare_kv_receivers(*kinds, *config);
+  if (!setup.ok()) return command.fail(setup.status());
   auto engine = Engine::create(*config, hooks);
   if (!engine.ok()) return command.fail(engine.status());
   if (*tokenizer) attach_tokenizer(**engine, **tokenizer);
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
   DecodeNodeOptions node_options;
   node_options.sidecar_stats = sidecar_stats;
   DecodeService service(std::move(*engine), identity, node_options);
-  if (absl::Status s = add_kv_receivers(*kinds, service); !s.ok()) return command.fail(s);
+  if (absl::Status s = add_kv_receivers(*kinds, *setup, service); !s.ok()) return command.fail(s);
   return command.serve(
       service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); },
       [&](metrics::MetricsServer& m, const std::string&) {

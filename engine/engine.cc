@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   layout.block_size = config.block_size;
   layout.dtype = e->backend_->activation_dtype();
   const std::int32_t num_blocks = KvCache::blocks_for_budget(layout, config.kv_cache_bytes);
-  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks));
+  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks, config.kv_memory.get(), "target"));
   e->cache_ = std::make_unique<KvCache>(std::move(cache));
 
   const std::int32_t cache_tokens = num_blocks * config.block_size;
@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.backend = e->backend_.get();
     pc.block_size = config.block_size;
     pc.kv_cache_bytes = config.kv_cache_bytes;
+    pc.kv_memory = config.kv_memory.get();
     pc.max_model_len = max_len;
     pc.max_num_batched_tokens = sc.max_num_batched_tokens;
     pc.max_num_seqs = sc.max_num_seqs;

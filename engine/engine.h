@@ -66,6 +66,9 @@ struct EngineConfig {
   // TESTING ONLY: verify drafts with a deliberately lossy rejection sampler
   // (spec/broken_rejection_sampler.h), the negative control of `baton verify-lossless`.
   bool testing_broken_rejection_sampler = false;
+  // Where the CPU KV pools' memory comes from (a decode node hands in its KV transport's
+  // allocator); null: the backend allocates it.
+  std::shared_ptr<KvMemoryProvider> kv_memory;
 };
 
 // Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault

@@ -50,6 +50,7 @@ class GrpcKvTransfer final : public KvTransfer {
   }
 
   std::int64_t bytes_posted() const override { return bytes_posted_.load(std::memory_order_relaxed); }
+  std::string_view path() const override { return "grpc"; }
 
  private:
   std::shared_ptr<GrpcCommandQueue> queue_;

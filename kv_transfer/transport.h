@@ -73,6 +73,9 @@ class KvTransfer {
   virtual void finish(Deadline deadline, DoneCallback done) = 0;
   // Bytes posted so far.
   virtual std::int64_t bytes_posted() const = 0;
+  // Which way the bytes go, for stats and logs: "shm" (UCX through shared memory), "network"
+  // (UCX through the network stack), "grpc".
+  virtual std::string_view path() const = 0;
 };
 
 // Where one transfer goes.

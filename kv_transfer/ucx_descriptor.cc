@@ -86,6 +86,11 @@ std::string encode_ucx_descriptor(const UcxDescriptor& descriptor) {
     put_u64(out, pool.bytes);
     put_blob(out, pool.rkey);
   }
+  put_u32(out, descriptor.shm ? 1 : 0);
+  if (descriptor.shm) {
+    put_blob(out, descriptor.shm->worker_address);
+    for (const std::string& rkey : descriptor.shm->rkeys) put_blob(out, rkey);
+  }
   return out;
 }
 
@@ -127,9 +132,28 @@ absl::StatusOr<UcxDescriptor> decode_ucx_descriptor(std::string_view bytes) {
     }
     out.pools.push_back(std::move(pool));
   }
+  BATON_ASSIGN_OR_RETURN(std::uint64_t has_shm, in.fixed("shared-memory flag", 4));
+  if (has_shm > 1) {
+    return absl::InvalidArgumentError(str_cat("ucx descriptor: shared-memory flag ", has_shm, " is not 0 or 1"));
+  }
+  if (has_shm == 1) {
+    UcxShmSection shm;
+    BATON_ASSIGN_OR_RETURN(shm.worker_address, in.blob("shared-memory worker address", kMaxBlobBytes));
+    if (shm.worker_address.empty()) {
+      return absl::InvalidArgumentError("ucx descriptor: shared-memory worker address is empty");
+    }
+    for (std::uint64_t i = 0; i < num_pools; ++i) {
+      const std::string field = str_cat("shared-memory rkey of pool ", i);
+      BATON_ASSIGN_OR_RETURN(std::string rkey, in.blob(field, kMaxBlobBytes));
+      if (rkey.empty()) return absl::InvalidArgumentError(str_cat("ucx descriptor: ", field, " is empty"));
+      shm.rkeys.push_back(std::move(rkey));
+    }
+    out.shm = std::move(shm);
+  }
   if (in.left() != 0) {
     return absl::InvalidArgumentError(
-        str_cat("ucx descriptor: ", in.left(), " trailing bytes after the last pool"));
+        str_cat("ucx descriptor: ", in.left(), " trailing bytes after the last ",
+                out.shm ? "shared-memory rkey" : "pool"));
   }
   return out;
 }

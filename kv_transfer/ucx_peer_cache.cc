@@ -22,50 +22,42 @@ UcxPeerCache::~UcxPeerCache() {
 }
 
 absl::StatusOr<std::shared_ptr<Peer>> UcxPeerCache::get(const std::string& address, std::uint64_t instance,
-                                                        const UcxDescriptor& desc, std::string_view where,
-                                                        std::shared_ptr<std::promise<absl::Status>> on_ready) {
+                                                        const UcxDescriptor& desc, std::string_view where) {
   auto it = cache_.find(address);
-  if (it != cache_.end() && it->second->instance == instance && it->second->failure.ok()) {
-    std::shared_ptr<Peer> peer = it->second;
-    if (on_ready && peer->ready) {
-      on_ready->set_value(absl::OkStatus());
-    } else if (on_ready) {
-      peer->waiters.push_back(std::move(on_ready));
-    }
-    return peer;
-  }
+  if (it != cache_.end() && it->second->instance == instance && it->second->failure.ok()) return it->second;
   if (it != cache_.end()) {
     close(it->second, absl::UnavailableError(str_cat("ucx peer ", address, " restarted (instance ",
                                                      it->second->instance, " -> ", instance, ")")));
   }
-  auto peer = std::make_shared<Peer>();
-  peer->address = address;
-  peer->instance = instance;
-  peer->cache = this;
-  ucp_ep_params_t params{};
-  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.address = reinterpret_cast<const ucp_address_t*>(desc.worker_address.data());
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  params.err_handler.cb = &UcxPeerCache::on_peer_error;
-  params.err_handler.arg = peer.get();
-  ucs_status_t st = ucp_ep_create(worker_->worker(), &params, &peer->ep);
-  if (st != UCS_OK) return ucs_to_status(st, str_cat(where, ": ucp_ep_create"));
-  for (std::size_t i = 0; i < desc.pools.size(); ++i) {
-    ucp_rkey_h rkey = nullptr;
-    st = ucp_ep_rkey_unpack(peer->ep, desc.pools[i].rkey.data(), &rkey);
-    if (st != UCS_OK) {
-      absl::Status why = ucs_to_status(st, str_cat(where, ": descriptor pool ", i, " rkey"));
-      close(peer, why);
-      return absl::InvalidArgumentError(why.message());
+  auto make_peer = [&](bool shm) {
+    auto peer = std::make_shared<Peer>();
+    peer->address = address;
+    peer->instance = instance;
+    peer->cache = this;
+    peer->shm = shm;
+    peer->pools = desc.pools;
+    for (UcxRemotePool& pool : peer->pools) pool.rkey.clear();
+    return peer;
+  };
+  std::shared_ptr<Peer> peer;
+  if (desc.shm && shm_worker_ != nullptr) {
+    peer = make_peer(/*shm=*/true);
+    absl::Status opened = open(peer, *shm_worker_, desc.shm->worker_address, desc.shm->rkeys, where);
+    if (!opened.ok()) {
+      spdlog::info("ucx peer {}: no shared-memory path ({}); using the network", address, std::string(opened.message()));
+      peer = nullptr;
     }
-    peer->rkeys.push_back(rkey);
-    UcxRemotePool remote = desc.pools[i];
-    remote.rkey.clear();
-    peer->pools.push_back(std::move(remote));
+  }
+  if (peer == nullptr) {
+    peer = make_peer(/*shm=*/false);
+    std::vector<std::string> rkeys;
+    for (const UcxRemotePool& pool : desc.pools) rkeys.push_back(pool.rkey);
+    BATON_RETURN_IF_ERROR(open(peer, *worker_, desc.worker_address, rkeys, where));
   }
   cache_[address] = peer;
   connections_made_.fetch_add(1);
+  spdlog::info("ucx peer {} (instance {}): KV puts take the {} path", address, instance,
+               peer->shm ? "shared-memory" : "network");
   // Waiting for the wire-up lets begin() report an unreachable peer, and keeps endpoints from
   // being closed half wired (UCX 1.13 aborts when it purges a pending wire-up message).
   ucp_request_param_t param{};
@@ -83,12 +75,51 @@ absl::StatusOr<std::shared_ptr<Peer>> UcxPeerCache::get(const std::string& addre
   } else {
     wiring_.push_back(peer);
   }
-  if (on_ready && peer->ready) {
-    on_ready->set_value(absl::OkStatus());
-  } else if (on_ready) {
-    peer->waiters.push_back(std::move(on_ready));
-  }
   return peer;
+}
+
+void UcxPeerCache::when_ready(Peer& peer, std::shared_ptr<std::promise<absl::Status>> on_ready) {
+  if (!on_ready) return;
+  if (peer.closed) {
+    on_ready->set_value(absl::UnavailableError(peer.failure.message()));
+  } else if (peer.ready) {
+    on_ready->set_value(absl::OkStatus());
+  } else {
+    peer.waiters.push_back(std::move(on_ready));
+  }
+}
+
+absl::Status UcxPeerCache::open(const std::shared_ptr<Peer>& peer, UcxWorker& worker,
+                                const std::string& worker_address, const std::vector<std::string>& rkeys,
+                                std::string_view where) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
+  if (peer->shm) {
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  } else {
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &UcxPeerCache::on_peer_error;
+    params.err_handler.arg = peer.get();
+  }
+  ucs_status_t st = ucp_ep_create(worker.worker(), &params, &peer->ep);
+  if (st != UCS_OK) {
+    peer->ep = nullptr;
+    peer->closed = true;
+    return ucs_to_status(st, str_cat(where, ": ucp_ep_create", peer->shm ? " (shared memory)" : ""));
+  }
+  for (std::size_t i = 0; i < rkeys.size(); ++i) {
+    ucp_rkey_h rkey = nullptr;
+    st = ucp_ep_rkey_unpack(peer->ep, rkeys[i].data(), &rkey);
+    if (st != UCS_OK) {
+      absl::Status why = ucs_to_status(st, str_cat(where, ": descriptor pool ", i, peer->shm ? " shared-memory" : "", " rkey"));
+      close(peer, why);
+      return absl::InvalidArgumentError(why.message());
+    }
+    peer->rkeys.push_back(rkey);
+  }
+  return absl::OkStatus();
 }
 
 void UcxPeerCache::on_wireup_done(void* request, ucs_status_t status, void* user_data) {
@@ -112,7 +143,10 @@ void UcxPeerCache::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
   p->cache->failed_.push_back(p->shared_from_this());
 }
 
-void UcxPeerCache::close(const std::shared_ptr<Peer>& p, const absl::Status& why, bool force) {
+void UcxPeerCache::close(const std::shared_ptr<Peer>& peer, const absl::Status& why, bool force) {
+  // `peer` may be the cache's own entry (close(it->second)), which the erase below destroys: hold
+  // the peer until it is closed (else the peer is freed here and its keys read after the free).
+  const std::shared_ptr<Peer> p = peer;
   if (p->closed) return;
   p->closed = true;
   if (p->failure.ok()) p->failure = why;
@@ -121,7 +155,9 @@ void UcxPeerCache::close(const std::shared_ptr<Peer>& p, const absl::Status& why
   if (it != cache_.end() && it->second == p) cache_.erase(it);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  // A forced close is undefined for an endpoint without error handling (shared memory); its
+  // operations are local copies, so a graceful close completes without the peer.
+  param.flags = force && !p->shm ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   void* req = ucp_ep_close_nbx(p->ep, &param);
   p->ep = nullptr;
   if (UCS_PTR_IS_PTR(req)) {
@@ -167,7 +203,7 @@ void UcxPeerCache::close_all(Deadline until) {
   // Healthy endpoints close gracefully: a forced close can catch the peer mid wire-up.
   for (auto& p : peers) close(p, absl::CancelledError("ucx sender: shutting down"), /*force=*/!p->failure.ok());
   while (!closing_.empty() && std::chrono::steady_clock::now() < until) {
-    worker_->progress();
+    worker_->progress();  // and the shared-memory worker (UcxWorker::drive_also)
     after_progress();
     if (!closing_.empty()) worker_->wait(until);
   }

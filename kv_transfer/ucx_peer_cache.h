@@ -1,7 +1,14 @@
 // UcxPeerCache: the UCX sender's endpoints, one per peer address, each with its pools' unpacked
 // remote keys. A different instance id for a cached address replaces the entry (the peer
-// restarted: its keys changed); a failed endpoint leaves the cache at once. Endpoints are created
-// with UCP_ERR_HANDLING_MODE_PEER, so a dead peer completes their operations with an error.
+// restarted: its keys changed); a failed endpoint leaves the cache at once.
+//
+// Two paths: when the descriptor has a shared-memory section and the sender has a shared-memory
+// worker, the endpoint is made there first (UCS_ERR_UNREACHABLE on another host, or the peer's
+// memory cannot be mapped: then the network). Shared-memory endpoints use
+// UCP_ERR_HANDLING_MODE_NONE (UCX 1.13 offers no shared-memory transport with PEER; with only
+// shared-memory lanes a dead peer cannot abort us: puts are copies into memory we have mapped and
+// complete locally) and are never force-closed (undefined in that mode). Network endpoints use
+// UCP_ERR_HANDLING_MODE_PEER, so a dead peer completes their operations with an error.
 //
 // Owned and driven by the sender's transport thread only (ucx_sender.cc); internal to
 // kv_transfer. Must not: close an endpoint from inside a UCX callback (closes are deferred to
@@ -38,6 +45,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   absl::Status failure;               // why it is no longer usable (OK while it is)
   bool ready = false;                 // wire-up done (its first flush completed)
   bool closed = false;                // endpoint closed: nothing more may be posted on it
+  bool shm = false;                   // on the shared-memory worker (else the network one)
   // Callers waiting for the wire-up; answered once, with the failure when it fails.
   std::vector<std::shared_ptr<std::promise<absl::Status>>> waiters;
 
@@ -46,17 +54,19 @@ struct Peer : std::enable_shared_from_this<Peer> {
 
 class UcxPeerCache {
  public:
-  explicit UcxPeerCache(UcxWorker* worker) : worker_(worker) {}
+  // `shm_worker` may be null (no shared-memory path).
+  UcxPeerCache(UcxWorker* worker, UcxWorker* shm_worker) : worker_(worker), shm_worker_(shm_worker) {}
   ~UcxPeerCache();  // requires close_all() to have run
   UcxPeerCache(const UcxPeerCache&) = delete;
   UcxPeerCache& operator=(const UcxPeerCache&) = delete;
 
   // The cached endpoint for (address, instance), else a new one from `desc` (closing the entry of
-  // another instance). A new endpoint is flushed at once: the flush completes when its wire-up
-  // has, which answers `on_ready`; a cached ready one answers it now. `where` prefixes errors.
+  // another instance; shared memory first, see above). A new endpoint is flushed at once: the
+  // flush completes when its wire-up has. `where` prefixes errors.
   absl::StatusOr<std::shared_ptr<Peer>> get(const std::string& address, std::uint64_t instance,
-                                            const UcxDescriptor& desc, std::string_view where,
-                                            std::shared_ptr<std::promise<absl::Status>> on_ready);
+                                            const UcxDescriptor& desc, std::string_view where);
+  // Answers `on_ready` when the peer's wire-up is done (now, when it is), or with its failure.
+  static void when_ready(Peer& peer, std::shared_ptr<std::promise<absl::Status>> on_ready);
 
   // Closes the endpoint. Forced: whatever is outstanding on it completes with an error at once (a
   // failed, replaced or late peer). Otherwise it is flushed first.
@@ -76,9 +86,13 @@ class UcxPeerCache {
   static void on_wireup_done(void* request, ucs_status_t status, void* user_data);
   static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void destroy_rkeys(Peer& peer);
+  // Creates `peer`'s endpoint on `worker` and unpacks `rkeys` on it (closing it on failure).
+  absl::Status open(const std::shared_ptr<Peer>& peer, UcxWorker& worker, const std::string& worker_address,
+                    const std::vector<std::string>& rkeys, std::string_view where);
   void reap_closing();
 
   UcxWorker* worker_;
+  UcxWorker* shm_worker_;
   std::unordered_map<std::string, std::shared_ptr<Peer>> cache_;
   std::vector<std::shared_ptr<Peer>> failed_;   // reported by the error callback, not yet closed
   std::vector<std::shared_ptr<Peer>> wiring_;   // wire-up flush pending

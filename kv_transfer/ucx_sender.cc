@@ -4,6 +4,7 @@
 // Must not: block a caller on the network (only begin() waits, for a new endpoint's wire-up, by a
 // deadline); run a done callback inside ucp_worker_progress (they are collected and run after).
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -13,6 +14,8 @@
 #include "kv_transfer/copy_range.h"
 #include "kv_transfer/ucx_peer_cache.h"
 #include "kv_transfer/ucx_sender_state.h"
+#include "kv_transfer/ucx_shm_memory.h"
+#include "spdlog/spdlog.h"
 #include "kv_transfer/ucx_transport.h"
 
 namespace baton::kv {
@@ -55,6 +58,7 @@ class UcxKvTransfer final : public KvTransfer {
   }
 
   std::int64_t bytes_posted() const override { return bytes_posted_.load(std::memory_order_relaxed); }
+  std::string_view path() const override { return state_->shm_path.load() ? "shm" : "network"; }
 
  private:
   std::shared_ptr<CommandQueue> queue_;
@@ -79,6 +83,7 @@ class UcxKvSender::Loop {
     active_.clear();
     peers_.reset();
     for (ucp_mem_h m : local_memh_) worker_->unmap(m);
+    for (ucp_mem_h m : shm_memh_) shm_worker_->unmap(m);
   }
 
   absl::Status init() {
@@ -87,10 +92,38 @@ class UcxKvSender::Loop {
       BATON_ASSIGN_OR_RETURN(ucp_mem_h memh, worker_->map(pool));
       local_memh_.push_back(memh);
     }
-    peers_ = std::make_unique<UcxPeerCache>(worker_.get());
+    init_shared_memory();
+    peers_ = std::make_unique<UcxPeerCache>(worker_.get(), shm_worker_.get());
     queue_ = std::make_shared<CommandQueue>(worker_->wake_fd());
     thread_ = std::thread([this] { run(); });
     return absl::OkStatus();
+  }
+
+  // The shared-memory worker (same transports as the receiver's, ucx_shm_memory.h), driven by the
+  // transport thread beside the network one. Without it every peer takes the network path.
+  void init_shared_memory() {
+    std::optional<std::string> tls = shared_memory_transports(std::getenv("UCX_TLS"));
+    if (!tls) return;
+    UcxWorkerOptions options;
+    options.tls = *tls;
+    auto worker = UcxWorker::create("ucx shared-memory sender", options);
+    absl::Status ok = worker.status();
+    std::vector<ucp_mem_h> memh;
+    for (std::size_t i = 0; ok.ok() && i < local_.size(); ++i) {
+      auto m = (*worker)->map(local_[i]);
+      ok = m.status();
+      if (ok.ok()) memh.push_back(*m);
+    }
+    if (ok.ok()) ok = worker_->drive_also(worker->get());
+    if (!ok.ok()) {
+      spdlog::warn("ucx sender: no shared-memory path ({}); every peer takes the network path", std::string(ok.message()));
+      if (worker.ok()) {
+        for (ucp_mem_h m : memh) (*worker)->unmap(m);
+      }
+      return;
+    }
+    shm_worker_ = std::move(*worker);
+    shm_memh_ = std::move(memh);
   }
 
   std::int64_t connections_made() const { return peers_->connections_made(); }
@@ -199,8 +232,10 @@ class UcxKvSender::Loop {
 
   absl::Status connect(const std::shared_ptr<TransferState>& t, const UcxDescriptor& desc, std::uint64_t instance,
                        std::shared_ptr<std::promise<absl::Status>> on_ready) {
-    BATON_ASSIGN_OR_RETURN(t->peer, peers_->get(t->address, instance, desc, t->where(), std::move(on_ready)));
+    BATON_ASSIGN_OR_RETURN(t->peer, peers_->get(t->address, instance, desc, t->where()));
+    t->shm_path.store(t->peer->shm);  // before begin() is answered
     active_.emplace(t.get(), t);
+    UcxPeerCache::when_ready(*t->peer, std::move(on_ready));
     return absl::OkStatus();
   }
 
@@ -234,7 +269,7 @@ class UcxKvSender::Loop {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
     param.cb.send = &Loop::on_put_done;
     param.user_data = &t;
-    param.memh = local_memh_[pool];
+    param.memh = p.shm ? shm_memh_[pool] : local_memh_[pool];
     auto* src_base = static_cast<const char*>(local_[pool].base);
     for (const Copy& c : copies) {
       void* req = ucp_put_nbx(p.ep, src_base + c.src_offset, c.bytes, p.pools[pool].base + c.dst_offset,
@@ -341,8 +376,10 @@ class UcxKvSender::Loop {
 
   std::vector<MemoryRegion> local_;
   UcxSenderOptions options_;
+  std::unique_ptr<UcxWorker> shm_worker_;  // null: no shared-memory path; before worker_, which drives it
   std::unique_ptr<UcxWorker> worker_;
   std::vector<ucp_mem_h> local_memh_;
+  std::vector<ucp_mem_h> shm_memh_;       // the local pools on shm_worker_
   std::unique_ptr<UcxPeerCache> peers_;  // transport thread only (and connections_made())
   std::shared_ptr<CommandQueue> queue_;
   std::thread thread_;

@@ -33,6 +33,7 @@ struct TransferState {
   std::string address;
   UcxKvSender::Loop* loop = nullptr;
   std::atomic<bool> connect_taken{false};  // the thread has taken its ConnectCmd (for diagnostics)
+  std::atomic<bool> shm_path{false};       // connected through the shared-memory worker
   // thread:
   std::shared_ptr<Peer> peer;
   absl::Status error;           // the first failure; later puts are dropped

@@ -1,7 +1,12 @@
 // The UCX transport: one-sided puts (RMA) from a prefill node's registered pools into a decode
-// node's registered pools. UCX picks the wire (RDMA between hosts; tcp here on loopback, where it
-// emulates RMA in software and the receiver's thread must progress). Endpoints use
-// UCP_ERR_HANDLING_MODE_PEER so that a dead peer fails its transfers instead of hanging them.
+// node's registered pools, over one of two paths (ucx_peer_cache.h):
+//   shm      same host, the receiver's pools allocated by UcxShmMemory: the sender maps them and
+//            its puts are memory copies. Endpoints without error handling (UCX 1.13 gives
+//            shared-memory transports none); safe since they have only shared-memory lanes.
+//   network  otherwise: UCX picks the wire (RDMA between hosts; tcp on loopback, where it emulates
+//            RMA in software and the receiver's thread must progress). Endpoints use
+//            UCP_ERR_HANDLING_MODE_PEER so that a dead peer fails its transfers instead of hanging.
+// Either way every transfer ends by its deadline.
 //
 //   UcxKvReceiver  registers each pool once, packs its remote keys into descriptor(), and runs one
 //                  progress thread that sleeps on the worker's event fd while idle.
@@ -26,14 +31,17 @@
 
 #include "absl/status/statusor.h"
 #include "kv_transfer/transport.h"
+#include "kv_transfer/ucx_shm_memory.h"
 
 namespace baton::kv {
 
 class UcxKvReceiver final : public KvReceiver {
  public:
   // Pools in index order (0 "target", 1 "draft"); each must be non-empty. The memory must stay
-  // valid until the receiver is destroyed.
-  static absl::StatusOr<std::unique_ptr<UcxKvReceiver>> create(std::vector<MemoryRegion> pools);
+  // valid until the receiver is destroyed. When every pool was allocated by `shm`, the descriptor
+  // also offers the shared-memory path (and the receiver keeps `shm` alive).
+  static absl::StatusOr<std::unique_ptr<UcxKvReceiver>> create(std::vector<MemoryRegion> pools,
+                                                               std::shared_ptr<UcxShmMemory> shm = nullptr);
   ~UcxKvReceiver() override;
 
   std::string_view kind() const override { return "ucx"; }

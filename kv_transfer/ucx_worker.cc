@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "spdlog/spdlog.h"
@@ -63,7 +65,31 @@ absl::Status ucs_to_status(ucs_status_t status, std::string_view what) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::create(std::string_view who) {
+namespace {
+
+// ucp_config_read (which reads UCX_* from the environment) with this context's overrides.
+absl::StatusOr<ucp_config_t*> read_config(std::string_view who, const UcxWorkerOptions& options) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who, ": ucp_config_read"));
+  std::vector<std::pair<const char*, std::string>> overrides;
+  if (options.tls) overrides.emplace_back("TLS", *options.tls);
+  // Only shared-memory domains may allocate: memory from mmap or the heap would not be writable
+  // by a peer process, and puts into it would fall back to emulation through this worker.
+  if (options.shared_memory_allocator) overrides.emplace_back("ALLOC_PRIO", "md:sysv,md:posix");
+  for (const auto& [name, value] : overrides) {
+    st = ucp_config_modify(config, name, value.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucs_to_status(st, str_cat(who, ": ucp_config_modify(", name, "=", value, ")"));
+    }
+  }
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::create(std::string_view who, const UcxWorkerOptions& options) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
   w->who_ = std::string(who);
 
@@ -71,8 +97,11 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::create(std::string_view wh
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   // RMA for the puts; WAKEUP for the event fd the idle thread sleeps on.
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-  params.mt_workers_shared = 0;
-  ucs_status_t st = ucp_init(&params, nullptr, &w->context_);
+  // An allocator's memory is freed by whoever owns it (the engine), on any thread.
+  params.mt_workers_shared = options.shared_memory_allocator ? 1 : 0;
+  BATON_ASSIGN_OR_RETURN(ucp_config_t* config, read_config(who, options));
+  ucs_status_t st = ucp_init(&params, config, &w->context_);
+  ucp_config_release(config);
   if (st != UCS_OK) return ucs_to_status(st, str_cat(who, ": ucp_init"));
 
   ucp_worker_params_t worker_params{};
@@ -119,6 +148,29 @@ absl::StatusOr<ucp_mem_h> UcxWorker::map(const MemoryRegion& region) {
   return memh;
 }
 
+absl::StatusOr<ucp_mem_h> UcxWorker::allocate(std::size_t bytes, std::string_view name, void** base) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.address = nullptr;
+  params.length = bytes;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(context_, &params, &memh);
+  if (st != UCS_OK) {
+    return ucs_to_status(st, str_cat(who_, ": allocating pool ", name, " (", bytes, " bytes) with ucp_mem_map"));
+  }
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  st = ucp_mem_query(memh, &attr);
+  if (st != UCS_OK || attr.length < bytes) {
+    unmap(memh);
+    return st != UCS_OK ? ucs_to_status(st, str_cat(who_, ": ucp_mem_query of pool ", name))
+                        : absl::InternalError(str_cat(who_, ": pool ", name, " got ", attr.length, " bytes of ", bytes));
+  }
+  *base = attr.address;
+  return memh;
+}
+
 void UcxWorker::unmap(ucp_mem_h memh) {
   ucs_status_t st = ucp_mem_unmap(context_, memh);
   if (st != UCS_OK) spdlog::warn("{}: ucp_mem_unmap: {}", who_, ucs_status_string(st));
@@ -137,11 +189,30 @@ absl::StatusOr<std::string> UcxWorker::address() const {
 void UcxWorker::progress() {
   while (ucp_worker_progress(worker_) != 0) {
   }
+  if (other_ != nullptr) other_->progress();
+}
+
+absl::Status UcxWorker::drive_also(UcxWorker* other) {
+  int fd = -1;
+  ucs_status_t st = ucp_worker_get_efd(other->worker_, &fd);
+  if (st != UCS_OK) return ucs_to_status(st, str_cat(who_, ": ucp_worker_get_efd"));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return absl::InternalError(str_cat(who_, ": epoll_ctl: ", std::strerror(errno)));
+  }
+  other_ = other;
+  return absl::OkStatus();
 }
 
 void UcxWorker::wait(std::optional<Deadline> until) {
   ucs_status_t st = ucp_worker_arm(worker_);
   if (st == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress first
+  if (st == UCS_OK && other_ != nullptr) {
+    st = ucp_worker_arm(other_->worker_);
+    if (st == UCS_ERR_BUSY) return;
+  }
   if (st != UCS_OK) {
     // Not expected with UCP_FEATURE_WAKEUP; sleeping without an armed fd could miss events, so
     // fall back to a short bounded wait rather than an unbounded one.
@@ -154,8 +225,8 @@ void UcxWorker::wait(std::optional<Deadline> until) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - std::chrono::steady_clock::now());
     timeout_ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
   }
-  epoll_event events[2];
-  int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+  epoll_event events[3];
+  int n = epoll_wait(epoll_fd_, events, 3, timeout_ms);
   for (int i = 0; i < n; ++i) {
     if (events[i].data.fd == wake_->fd()) wake_->drain();
   }

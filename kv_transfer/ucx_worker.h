@@ -46,10 +46,18 @@ class WakeFd {
 // DEADLINE_EXCEEDED, cancellation to CANCELLED, bad arguments to INVALID_ARGUMENT, else INTERNAL.
 absl::Status ucs_to_status(ucs_status_t status, std::string_view what);
 
+struct UcxWorkerOptions {
+  // Replaces UCX_TLS for this context (the shared-memory one, ucx_shm.h); nullopt: as configured.
+  std::optional<std::string> tls;
+  // The context allocates pool memory (ucp_mem_map with UCP_MEM_MAP_ALLOCATE) only from
+  // shared-memory domains, and its memory calls may come from any thread.
+  bool shared_memory_allocator = false;
+};
+
 class UcxWorker {
  public:
   // `who` names the owner in errors ("ucx receiver", "ucx sender").
-  static absl::StatusOr<std::unique_ptr<UcxWorker>> create(std::string_view who);
+  static absl::StatusOr<std::unique_ptr<UcxWorker>> create(std::string_view who, const UcxWorkerOptions& options = {});
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -60,15 +68,21 @@ class UcxWorker {
 
   // Registers a region for RMA (once per pool; deregistered with unmap()).
   absl::StatusOr<ucp_mem_h> map(const MemoryRegion& region);
+  // Allocates and registers `bytes` (page-aligned, zero-filled); unmap() frees it.
+  absl::StatusOr<ucp_mem_h> allocate(std::size_t bytes, std::string_view name, void** base);
   void unmap(ucp_mem_h memh);
   // The worker's address, for a peer's ucp_ep_create.
   absl::StatusOr<std::string> address() const;
 
-  // Calls ucp_worker_progress until it reports nothing more to do.
+  // Calls ucp_worker_progress until it reports nothing more to do (on `other` too, see below).
   void progress();
-  // Sleeps until the worker has events, wake_fd() is signalled, or `until` (never when nullopt).
-  // Returns at once when the worker cannot be armed (events are pending: progress again).
+  // Sleeps until the worker (or `other`) has events, wake_fd() is signalled, or `until` (never
+  // when nullopt). Returns at once when a worker cannot be armed (events are pending: progress
+  // again).
   void wait(std::optional<Deadline> until);
+  // From now on progress() and wait() drive `other` too (a second worker of the same owner, on the
+  // same thread). `other` must outlive this worker's use.
+  absl::Status drive_also(UcxWorker* other);
 
  private:
   UcxWorker() = default;
@@ -78,6 +92,7 @@ class UcxWorker {
   int epoll_fd_ = -1;
   std::shared_ptr<WakeFd> wake_;
   bool arm_failed_ = false;
+  UcxWorker* other_ = nullptr;
 };
 
 }  // namespace baton::kv

@@ -276,6 +276,8 @@ void PrefillService::on_transfer_done(const std::shared_ptr<Job>& job, const abs
     return;
   }
   job->response->set_kv_bytes(job->transfer->bytes_posted());
+  spdlog::debug("prefill '{}': {} KV bytes to {} over the {} path", job->id, job->transfer->bytes_posted(),
+                job->destination.decode_address(), job->transfer->path());
   commit(job);
 }
 
@@ -301,6 +303,11 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
                                        [this, job, address](grpc::Status s) {
                                          if (!s.ok()) {
                                            if (observer_.failed) observer_.failed("commit");
+                                           // D is gone: drop its cached KV connection now (on the UCX
+                                           // shared-memory path that also unmaps its pools here).
+                                           if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+                                             for (auto& [kind, sender] : senders_) sender->invalidate(address);
+                                           }
                                            respond(job, grpc::Status(s.error_code(), str_cat("commit on decode node ", address,
                                                                                              ": ", s.error_message())));
                                            return;

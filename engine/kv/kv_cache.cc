@@ -15,7 +15,8 @@ std::int32_t KvCache::blocks_for_budget(const KvCacheLayout& layout, std::int64_
   return static_cast<std::int32_t>(std::min<std::int64_t>(bytes / per, INT32_MAX / layout.block_size));
 }
 
-absl::StatusOr<KvCache> KvCache::create(Backend& backend, const KvCacheLayout& layout, std::int32_t num_blocks) {
+absl::StatusOr<KvCache> KvCache::create(Backend& backend, const KvCacheLayout& layout, std::int32_t num_blocks,
+                                        KvMemoryProvider* provider, std::string_view pool_name) {
   if (num_blocks <= 0) {
     return absl::ResourceExhaustedError(str_cat("KV cache: the memory budget holds no block of ",
                                                 layout.bytes_per_block(), " bytes (", layout.describe(),
@@ -26,7 +27,19 @@ absl::StatusOr<KvCache> KvCache::create(Backend& backend, const KvCacheLayout& l
   cache.num_blocks_ = num_blocks;
   cache.device_ = backend.device();
   const auto bytes = static_cast<std::size_t>(layout.bytes_per_block() * num_blocks);
-  BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
+  if (provider == nullptr) {
+    BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
+    return cache;
+  }
+  if (cache.device_.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(str_cat("KV cache: pool ", pool_name,
+                                              " cannot take memory from a KV memory provider on a non-CPU device"));
+  }
+  BATON_ASSIGN_OR_RETURN(cache.external_, provider->allocate(bytes, pool_name));
+  if (cache.external_.data == nullptr || cache.external_.bytes < bytes) {
+    return absl::InternalError(str_cat("KV cache: the KV memory provider gave pool ", pool_name, " ",
+                                       cache.external_.bytes, " bytes, ", bytes, " needed"));
+  }
   return cache;
 }
 
@@ -36,12 +49,15 @@ std::size_t KvCache::layer_stride() const {
 
 TensorView KvCache::layer(std::int32_t i) const {
   BATON_CHECK(i >= 0 && i < layout_.num_layers, "KV layer ", i, " of ", layout_.num_layers);
-  void* base = static_cast<char*>(memory_.data()) + static_cast<std::size_t>(i) * layer_stride();
+  void* base = static_cast<char*>(this->base()) + static_cast<std::size_t>(i) * layer_stride();
   return TensorView::contiguous(base, layout_.dtype,
                                 {num_blocks_, 2, layout_.block_size, layout_.num_kv_heads, layout_.head_dim}, device_);
 }
 
-KvRegion KvCache::region() const { return KvRegion{memory_.data(), memory_.bytes(), device_}; }
+KvRegion KvCache::region() const {
+  if (external_.data == nullptr) return KvRegion{memory_.data(), memory_.bytes(), device_};
+  return KvRegion{external_.data, static_cast<std::size_t>(layout_.bytes_per_block() * num_blocks_), device_};
+}
 
 KvSpan KvCache::span(std::int32_t layer, std::int32_t block) const {
   BATON_CHECK(layer >= 0 && layer < layout_.num_layers, "KV layer ", layer, " of ", layout_.num_layers);

@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/kv/kv_memory.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -48,8 +50,10 @@ struct KvSpan {
 
 class KvCache {
  public:
-  // Fails with a message naming the budget when it cannot hold even one block.
-  static absl::StatusOr<KvCache> create(Backend& backend, const KvCacheLayout& layout, std::int32_t num_blocks);
+  // Fails with a message naming the budget when it cannot hold even one block. With a `provider`
+  // (CPU backends only) the memory comes from it, asked for under `pool_name`; else from the backend.
+  static absl::StatusOr<KvCache> create(Backend& backend, const KvCacheLayout& layout, std::int32_t num_blocks,
+                                        KvMemoryProvider* provider = nullptr, std::string_view pool_name = "target");
   static std::int32_t blocks_for_budget(const KvCacheLayout& layout, std::int64_t bytes);
 
   const KvCacheLayout& layout() const { return layout_; }
@@ -66,8 +70,11 @@ class KvCache {
  private:
   KvCacheLayout layout_;
   std::int32_t num_blocks_ = 0;
-  DeviceBuffer memory_;
+  DeviceBuffer memory_;       // backend memory, or
+  ExternalMemory external_;   // the provider's (then memory_ is empty)
   Device device_{};
+
+  void* base() const { return external_.data != nullptr ? external_.data : memory_.data(); }
 };
 
 }  // namespace baton

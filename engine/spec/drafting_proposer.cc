@@ -23,7 +23,7 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
                                     ctx.target_config->head_dim, ctx.block_size, backend.activation_dtype()};
   const std::int32_t blocks = KvCache::blocks_for_budget(target_layout, ctx.kv_cache_bytes) +
                               ctx.max_num_seqs * (BlockTable::blocks_for(k + 1, ctx.block_size) + 1);
-  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(backend, layout, blocks));
+  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(backend, layout, blocks, ctx.kv_memory, "draft"));
   cache_ = std::make_unique<KvCache>(std::move(cache));
   pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size);
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/kv/kv_memory.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "engine/spec/config.h"
@@ -28,6 +29,7 @@ struct ProposerContext {
   std::int32_t max_num_batched_tokens = 0;
   std::int32_t max_num_seqs = 0;
   std::optional<DType> dtype;       // weight dtype override, applied to draft weights too
+  KvMemoryProvider* kv_memory = nullptr;  // the draft pool's memory (null: the backend's)
 };
 
 absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig& config, const ProposerContext& context);
