@@ -84,7 +84,7 @@ bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
     if (!obs_.got_first_token) {
       obs_.got_first_token = true;
       obs_.ttft_s = std::chrono::duration<double>(now - received_).count();
-    } else {
+    } else if (metrics_ != nullptr) {  // only the Prometheus histogram wants every gap
       obs_.inter_token_s.push_back(std::chrono::duration<double>(now - last_token_).count());
     }
     last_token_ = now;
