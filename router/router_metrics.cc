@@ -56,8 +56,7 @@ const char* reason_name(baton::v1::FinishReason r) {
 
 }  // namespace
 
-RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const NodePool&, const RouterStats& stats,
-                             std::string node)
+RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node)
     : requests_(server.registry(), node) {
   server.add(std::make_shared<StatsCollector>(stats, std::move(node)));
 }

@@ -25,7 +25,7 @@ namespace baton::router {
 class RouterMetrics {
  public:
   // Registers the instruments and a collector of `stats` (which must outlive the server).
-  RouterMetrics(metrics::MetricsServer& server, const NodePool& pool, const RouterStats& stats, std::string node);
+  RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node);
   metrics::RequestMetrics& requests() { return requests_; }
 
  private:

@@ -165,7 +165,7 @@ absl::StatusOr<int> RouterService::start() {
       return m.status();
     }
     metrics_server_ = std::move(*m);
-    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, *pool_, stats_, address());
+    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, address());
     live_metrics_.store(metrics_.get(), std::memory_order_release);
   }
   // Ready: the tokenizer is loaded and the nodes were polled once.

@@ -150,11 +150,12 @@ TEST(Dashboard, ShowsTheClusterAsItsRequestsSawIt) {
     for (const json& v : values) n += v.is_number() && v.get<double>() > 0;
     return n;
   };
-  EXPECT_EQ(buckets_with(m["acceptance_rate"]), 2);
+  // At least the two waves' buckets (a wave may straddle a bucket boundary itself).
+  EXPECT_GE(buckets_with(m["acceptance_rate"]), 2);
   const json& q = data["requests"];
   EXPECT_EQ(sum(q["requests"]), kRequests);
-  EXPECT_EQ(buckets_with(q["requests"]), 2);
-  EXPECT_EQ(buckets_with(q["ttft_p50_ms"]), 2);
+  EXPECT_GE(buckets_with(q["requests"]), 2);
+  EXPECT_EQ(buckets_with(q["ttft_p50_ms"]), buckets_with(q["requests"]));
   EXPECT_EQ(sum(q["output_tokens"]), output_tokens);
   EXPECT_GT(sum(q["output_tokens_per_s"]), 0);
   EXPECT_GT(sum(q["ttft_p50_ms"]), 0);
@@ -199,7 +200,9 @@ TEST(Dashboard, ShowsTheClusterAsItsRequestsSawIt) {
         if (hi - lo > 80) ++coloured;
       }
     }
-    EXPECT_GT(coloured, 150) << "chart " << id << " at " << r[0] << "," << r[1] << " " << r[2] << "x" << r[3];
+    std::printf("chart %s: %d coloured pixels in %dx%d\n", id.c_str(), coloured, r[2], r[3]);
+    // Two 8-pixel points and the line between them are well over 100; an empty chart has 0.
+    EXPECT_GT(coloured, 100) << "chart " << id << " at " << r[0] << "," << r[1] << " " << r[2] << "x" << r[3];
   }
   // BATON_DASHBOARD_SCREENSHOT=PATH keeps a copy (e.g. for a pull request).
   if (const char* keep = std::getenv("BATON_DASHBOARD_SCREENSHOT")) {
