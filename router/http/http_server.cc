@@ -153,8 +153,9 @@ absl::StatusOr<int> HttpServer::start() {
         str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (in use, or not an address of this host?)"));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  spdlog::info("router: serving the OpenAI API on {}{}", base_url(),
-               options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"));
+  spdlog::info("router: serving the OpenAI API on {}{}; live page on http://{}:{}/dashboard", base_url(),
+               options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"), options_.host,
+               port_);
   return port_;
 }
 
