@@ -136,7 +136,9 @@ int up_main(int argc, char** argv) {
                 std::filesystem::absolute(*targets).c_str());
   }
   if (!(*cluster)->router_http_url().empty()) {
-    std::printf("baton up: OpenAI API on %s (GET /v1/models names the model)\n", (*cluster)->router_http_url().c_str());
+    const std::string& api = (*cluster)->router_http_url();  // http://HOST:PORT/v1
+    std::printf("baton up: OpenAI API on %s (GET /v1/models names the model)\n", api.c_str());
+    std::printf("baton up: live page on %s/dashboard\n", api.substr(0, api.size() - 3).c_str());
   }
   if (ClusterProcess* proposer = (*cluster)->proposer()) {
     std::printf("baton up: proposer sidecar on %s\n", proposer->address.c_str());

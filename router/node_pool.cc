@@ -229,6 +229,7 @@ void NodePool::record_poll(Node& node, Clock::time_point started, const std::str
   if (problem.empty() && info != nullptr) {
     if (absl::Status s = check_node(node.kind(), node.address(), *info); !s.ok()) problem = std::string(s.message());
   }
+  if (info != nullptr && options_.on_info) options_.on_info(node, *info);
   std::lock_guard lock(mu_);
   if (info != nullptr) {
     if (node.info_ && node.info_->instance_id() != info->instance_id()) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,6 +109,9 @@ struct NodePoolOptions {
   std::vector<std::string> decode_addresses;
   std::chrono::milliseconds poll_interval{500};
   std::chrono::milliseconds node_timeout{5000};  // deadline of each Check / Info
+  // Called with every Info a node answers (on a gRPC thread, without the pool's lock held); may be
+  // empty. The router's dashboard history (spec_history.h) listens here.
+  std::function<void(const Node& node, const baton::node::v1::NodeInfo& info)> on_info;
 };
 
 struct NodeStatus {

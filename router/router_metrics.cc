@@ -56,14 +56,13 @@ const char* reason_name(baton::v1::FinishReason r) {
 
 }  // namespace
 
-RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const NodePool& pool, const RouterStats& stats,
-                             std::string node)
-    : pool_(pool), requests_(server.registry(), node) {
+RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node)
+    : requests_(server.registry(), node) {
   server.add(std::make_shared<StatsCollector>(stats, std::move(node)));
 }
 
-std::string RouterMetrics::method_of(const std::string& decode_address) const {
-  for (const NodeStatus& n : pool_.status()) {
+std::string method_of(const NodePool& pool, const std::string& decode_address) {
+  for (const NodeStatus& n : pool.status()) {
     if (n.kind != NodeKind::kPrefill && n.address == decode_address && n.info && !n.info->speculative_method().empty()) {
       return n.info->speculative_method();
     }
@@ -71,20 +70,20 @@ std::string RouterMetrics::method_of(const std::string& decode_address) const {
   return "none";
 }
 
-MeasuringSink::MeasuringSink(ResponseSink& inner, RouterMetrics* metrics, Clock::time_point received)
-    : inner_(inner), metrics_(metrics), received_(received) {
+MeasuringSink::MeasuringSink(ResponseSink& inner, RecentRequests& recent, const NodePool& pool,
+                             RouterMetrics* metrics, Clock::time_point received)
+    : inner_(inner), recent_(recent), pool_(pool), metrics_(metrics), received_(received) {
   if (metrics_) metrics_->requests().running().Increment();
 }
 
 bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
   const bool ok = inner_.write(response);
-  if (metrics_ == nullptr) return ok;
   const Clock::time_point now = Clock::now();
   if (response.token_ids_size() > 0) {
     if (!obs_.got_first_token) {
       obs_.got_first_token = true;
       obs_.ttft_s = std::chrono::duration<double>(now - received_).count();
-    } else {
+    } else if (metrics_ != nullptr) {  // only the Prometheus histogram wants every gap
       obs_.inter_token_s.push_back(std::chrono::duration<double>(now - last_token_).count());
     }
     last_token_ = now;
@@ -100,13 +99,20 @@ bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
 }
 
 MeasuringSink::~MeasuringSink() {
-  if (metrics_ == nullptr) return;
-  metrics_->requests().running().Decrement();
   if (!finished_) {
     obs_.finished_reason = status_.error_code() == grpc::StatusCode::CANCELLED ? "abort" : "error";
     obs_.e2e_s = std::chrono::duration<double>(Clock::now() - received_).count();
   }
-  obs_.method = decode_node_.empty() ? "none" : metrics_->method_of(decode_node_);
+  FinishedRequest finished;
+  finished.ended = WallClock::now();
+  finished.got_first_token = obs_.got_first_token;
+  finished.ttft_s = obs_.ttft_s;
+  finished.e2e_s = obs_.e2e_s;
+  finished.output_tokens = obs_.output_tokens;
+  recent_.record(finished);
+  if (metrics_ == nullptr) return;
+  metrics_->requests().running().Decrement();
+  obs_.method = decode_node_.empty() ? "none" : method_of(pool_, decode_node_);
   metrics_->requests().observe(obs_);
 }
 

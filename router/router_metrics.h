@@ -3,8 +3,10 @@
 // method of the decode node that served it, and the router's counters (RouterStats) at scrape
 // time.
 //
-// MeasuringSink wraps the sink a request's messages go to and observes the request when it ends;
-// the HTTP and gRPC front ends both use it. Must not: change or delay a message.
+// MeasuringSink wraps the sink a request's messages go to and observes the request when it ends:
+// always into the router's RecentRequests (the /dashboard page), and into the Prometheus
+// instruments when metrics are on. The HTTP and gRPC front ends both use it. Must not: change or
+// delay a message.
 #pragma once
 
 #include <memory>
@@ -14,6 +16,7 @@
 #include "metrics/metrics_server.h"
 #include "metrics/request_metrics.h"
 #include "router/node_pool.h"
+#include "router/recent_requests.h"
 #include "router/request_flow.h"
 #include "router/router_stats.h"
 
@@ -22,20 +25,21 @@ namespace baton::router {
 class RouterMetrics {
  public:
   // Registers the instruments and a collector of `stats` (which must outlive the server).
-  RouterMetrics(metrics::MetricsServer& server, const NodePool& pool, const RouterStats& stats, std::string node);
+  RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node);
   metrics::RequestMetrics& requests() { return requests_; }
-  // The speculative method of the decode node at `address` ("none" when it has none or is gone).
-  std::string method_of(const std::string& decode_address) const;
 
  private:
-  const NodePool& pool_;
   metrics::RequestMetrics requests_;
 };
 
+// The speculative method of the decode node at `address` ("none" when it has none or is gone).
+std::string method_of(const NodePool& pool, const std::string& decode_address);
+
 class MeasuringSink final : public ResponseSink {
  public:
-  // metrics may be null (no /metrics): then it only forwards.
-  MeasuringSink(ResponseSink& inner, RouterMetrics* metrics, Clock::time_point received);
+  // metrics may be null (no /metrics); recent and pool must outlive the sink.
+  MeasuringSink(ResponseSink& inner, RecentRequests& recent, const NodePool& pool, RouterMetrics* metrics,
+                Clock::time_point received);
   ~MeasuringSink() override;  // observes the request
   bool write(const baton::v1::GenerateResponse& response) override;
   // The request's status as the front end returns it (a request may end without a final message).
@@ -43,6 +47,8 @@ class MeasuringSink final : public ResponseSink {
 
  private:
   ResponseSink& inner_;
+  RecentRequests& recent_;
+  const NodePool& pool_;
   RouterMetrics* metrics_;
   const Clock::time_point received_;
   Clock::time_point last_token_{};

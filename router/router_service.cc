@@ -130,6 +130,9 @@ absl::StatusOr<int> RouterService::start() {
   pool_options.decode_addresses = options_.decode_addresses;
   pool_options.poll_interval = options_.poll_interval;
   pool_options.node_timeout = options_.flow.node_timeout;
+  pool_options.on_info = [this](const Node& node, const baton::node::v1::NodeInfo& info) {
+    if (node.kind() == NodeKind::kDecode) spec_history_.record(node.address(), info, WallClock::now());
+  };
   pool_ = std::make_unique<NodePool>(std::move(pool_options));
   flow_ = std::make_unique<RequestFlow>(*pool_, stats_, options_.flow);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
@@ -162,7 +165,7 @@ absl::StatusOr<int> RouterService::start() {
       return m.status();
     }
     metrics_server_ = std::move(*m);
-    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, *pool_, stats_, address());
+    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, address());
     live_metrics_.store(metrics_.get(), std::memory_order_release);
   }
   // Ready: the tokenizer is loaded and the nodes were polled once.
@@ -223,7 +226,7 @@ bool RouterService::has_usable_decode_node() const {
 grpc::Status RouterService::run(AdmittedRequest& request, const GenerateRequest& message,
                                 const grpc::ServerContextBase* server, ResponseSink& sink) {
   stats_.requests.fetch_add(1, std::memory_order_relaxed);
-  MeasuringSink measured(sink, live_metrics_.load(std::memory_order_acquire), request.received());
+  MeasuringSink measured(sink, recent_, *pool_, live_metrics_.load(std::memory_order_acquire), request.received());
   grpc::Status s =
       flow_->run(message, request.id(), request.prompt().ids, request.control(), server, measured, request.received());
   measured.set_status(s);

@@ -31,6 +31,8 @@
 #include "router/router_metrics.h"
 #include "router/router_stats.h"
 #include "router/running_requests.h"
+#include "router/spec_history.h"
+#include "router/recent_requests.h"
 
 namespace grpc {
 class Server;
@@ -117,6 +119,10 @@ class RouterService {
   std::string address() const;  // host:port once started
   std::string metrics_url() const;  // http://host:port/metrics, "" without --metrics-port
   const RouterStats& stats() const { return stats_; }
+  // What the /dashboard page draws: requests that finished lately, and the decode nodes'
+  // speculative counters sampled at every Info poll.
+  const RecentRequests& recent_requests() const { return recent_; }
+  const SpecHistory& spec_history() const { return spec_history_; }
   NodePool& nodes() { return *pool_; }
   std::size_t running_requests() const { return running_.size(); }
 
@@ -127,6 +133,8 @@ class RouterService {
   const RouterOptions options_;
   RouterStats stats_;
   RunningRequests running_;
+  RecentRequests recent_;
+  SpecHistory spec_history_;
   std::unique_ptr<PromptEncoder> encoder_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<NodePool> pool_;

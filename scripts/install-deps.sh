@@ -20,6 +20,8 @@ packages=(
   prometheus-cpp-dev prometheus
   # gnuplot draws `baton bench serve --plot`
   gnuplot-nox
+  # headless Chromium loads the router's /dashboard page in tests/http/dashboard_test
+  chromium
   # fixture makers and reference implementations (tools/ only, never the serving path)
   python3 python3-torch python3-numpy
   # the Python client SDK (sdk/python) and its tests

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "router/http/api_error.h"
 #include "router/http/connection_watch.h"
+#include "router/http/dashboard.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
 #include "router/router_service.h"
@@ -113,6 +114,7 @@ absl::StatusOr<int> HttpServer::start() {
     res.set_content(R"({"status":"live"})", kJson);
   });
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+  add_dashboard_routes(*server_, router_);
   server_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) models(res);
   });
@@ -151,8 +153,9 @@ absl::StatusOr<int> HttpServer::start() {
         str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (in use, or not an address of this host?)"));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  spdlog::info("router: serving the OpenAI API on {}{}", base_url(),
-               options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"));
+  spdlog::info("router: serving the OpenAI API on {}{}; live page on http://{}:{}/dashboard", base_url(),
+               options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"), options_.host,
+               port_);
   return port_;
 }
 

@@ -4,7 +4,8 @@
 // Requests take the router's own path (RouterService::admit / run), so they count against
 // --max-running-requests and are abortable like gRPC ones; a client that closes its connection
 // cancels its request on every node (connection_watch.h). With API keys configured, every /v1
-// route needs `Authorization: Bearer KEY` (401 otherwise); /health and /live stay open.
+// route needs `Authorization: Bearer KEY` (401 otherwise); /health, /live and the live page
+// (/dashboard, dashboard.h) stay open.
 //
 // Thread-safety: handlers run on httplib's thread pool, one request per thread. Must not: parse
 // OpenAI bodies or build responses itself (openai_request.h, openai_response.h do).

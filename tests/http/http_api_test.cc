@@ -264,6 +264,10 @@ TEST_F(HttpErrors, ApiKeysGuardTheApiButNotHealth) {
   const std::string root = url("").substr(0, url("").size() - 3);  // without "/v1"
   EXPECT_EQ(curl(root + "/health", "", "", false).status, 200);
   EXPECT_EQ(curl(root + "/live", "", "", false).status, 200);
+  // The live page is open like /health (docs/metrics.md says so).
+  EXPECT_EQ(curl(root + "/dashboard", "", "", false).status, 200);
+  EXPECT_EQ(curl(root + "/dashboard/data", "", "", false).status, 200);
+  expect_error(curl(root + "/dashboard/missing.js", "", "", false), 404, "", "not_found");
   expect_still_serving();
 }
 

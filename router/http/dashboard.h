@@ -1,0 +1,44 @@
+// The router's live page: GET /dashboard (an HTML page drawing charts with the vendored uPlot),
+// GET /dashboard/FILE (its script, uPlot and its stylesheet, compiled into the binary:
+// embedded_files.h) and GET /dashboard/data (JSON the page polls every 1.5 s). Everything comes
+// from the router's own view of the cluster — no Prometheus needed:
+//   - requests: TTFT and TPOT (p50, p99), requests/s and output tokens/s per 5 s bucket over the
+//     last 5 minutes, from the requests the router itself finished (RecentRequests);
+//   - speculation: acceptance rate per method per bucket, and over the last minute per method and
+//     per decode node the acceptance rate, mean acceptance length and acceptance per draft
+//     position, from the differences of the counters the decode nodes report in Info
+//     (SpecHistory);
+//   - nodes: each node's usability and load as last polled.
+// Like /health, these routes are open even with API keys configured: they show no prompt or
+// output, only counts and latencies.
+//
+// Must not: hold state of its own (the router keeps the history) or block on a node.
+#pragma once
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "router/recent_requests.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace baton::router {
+class RouterService;
+}
+
+namespace baton::router::http {
+
+// How far back /dashboard/data looks.
+struct DashboardWindow {
+  std::chrono::seconds span{60};  // the sliding window of the speculation figures
+};
+
+// The body of GET /dashboard/data at `now`.
+nlohmann::json dashboard_data(RouterService& router, WallClock::time_point now, const DashboardWindow& window = {});
+
+// Adds the routes above to `server`.
+void add_dashboard_routes(httplib::Server& server, RouterService& router);
+
+}  // namespace baton::router::http
