@@ -8,7 +8,6 @@
 //      generations, where copies of the sampler with typical bugs (negative controls) must fail.
 // Plus block verification's acceptance advantage, measured and computed exactly.
 #include "engine/spec/rejection_sampler.h"
-#include "engine/spec/broken_rejection_sampler.h"
 
 #include <algorithm>
 #include <array>
@@ -876,39 +875,6 @@ TEST(BlockVerify, AcceptsAtLeastAsManyAsTokenWise) {
       EXPECT_GT(exact[1], exact[0]);
     }
   }
-}
-
-}  // namespace
-}  // namespace baton
-
-// The test-only broken sampler (the negative control of `baton verify-lossless`) must really be
-// wrong, in both modes, or the end-to-end check that it is caught proves nothing.
-namespace baton {
-namespace {
-
-TEST(BrokenSamplerForTesting, GreedyAcceptsAWrongFirstDraft) {
-  const Case c = one_hot_rows(5, {2, 4, 1}, {3, 4});  // the first draft (3) is not the argmax (2)
-  const VerifyResult r = verify_broken_for_testing(c.input(), VerifyRandomness{});
-  EXPECT_EQ(r.num_accepted, 2);
-  EXPECT_EQ(r.next_token, 1);
-  EXPECT_EQ(verify_standard(c.input(), VerifyRandomness{}).num_accepted, 0);
-}
-
-TEST(BrokenSamplerForTesting, SampledOneHotDraftsAreEmittedFarTooOften) {
-  // Target p = (0.3, 0.7) at the draft's position; the draft is token 0.
-  Case c;
-  c.vocab = 2;
-  c.drafts = {0};
-  c.target = {0.3f, 0.7f, 0.5f, 0.5f};
-  const int n = 20000;
-  int emitted_draft = 0;
-  for (int s = 0; s < n; ++s) {
-    const VerifyResult r = verify_broken_for_testing(c.input(), VerifyRandomness{static_cast<std::uint64_t>(s), 10});
-    const std::int32_t first = r.num_accepted > 0 ? c.drafts[0] : r.next_token;
-    emitted_draft += first == 0 ? 1 : 0;
-  }
-  // Accepted with probability 0.6, else redrawn from p: 0.6 + 0.4 * 0.3 = 0.72 instead of 0.3.
-  EXPECT_NEAR(static_cast<double>(emitted_draft) / n, 0.72, 0.02);
 }
 
 }  // namespace
