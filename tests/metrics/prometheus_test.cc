@@ -1,6 +1,6 @@
 // A real Prometheus (Debian's `prometheus`) scraping a real local cluster through the file_sd
 // targets file `baton up --prometheus-targets` writes, while requests flow: every panel query of
-// the Grafana dashboard (deploy/k8s/grafana/baton.json) returns data through Prometheus's HTTP API.
+// the Grafana dashboard (deploy/k8s/helm/baton/dashboards/baton.json) returns data through Prometheus's HTTP API.
 // The cluster drafts with the suffix method through a proposer sidecar, so the sidecar's series
 // exist too.
 #include <netinet/in.h>
@@ -40,7 +40,7 @@ struct PanelQuery {
 // Every target expression of the dashboard, with Grafana's variables as Grafana would expand them
 // for "All" over a short range.
 std::vector<PanelQuery> dashboard_queries() {
-  std::ifstream in(std::string(BATON_SOURCE_DIR) + "/deploy/k8s/grafana/baton.json");
+  std::ifstream in(std::string(BATON_SOURCE_DIR) + "/deploy/k8s/helm/baton/dashboards/baton.json");
   const auto dash = nlohmann::json::parse(in);
   std::vector<PanelQuery> out;
   for (const auto& panel : dash["panels"]) {

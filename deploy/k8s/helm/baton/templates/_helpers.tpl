@@ -1,0 +1,328 @@
+{{/*
+Shared definitions of the Baton chart: names, labels, the image, the model volume, the engine
+flags, and the speculative configs of prefill and decode nodes with the P/D rule that binds them.
+Component helpers take (dict "root" $ "component" "router|prefill|decode|proposer").
+*/}}
+
+{{- define "baton.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* <release>-baton-<component>, at most 63 characters. */}}
+{{- define "baton.componentName" -}}
+{{- printf "%s-%s" (include "baton.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The headless Service of a node pool: pods' DNS records for the router. */}}
+{{- define "baton.headlessName" -}}
+{{- printf "%s-%s-headless" (include "baton.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "baton.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "baton.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{ include "baton.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: baton
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "baton.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if and (eq .Values.image.variant "cuda") (not .Values.image.tag) -}}
+{{- $tag = printf "%s-cuda" $tag -}}
+{{- end -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+
+{{/* The target model's directory inside the containers. */}}
+{{- define "baton.modelPath" -}}
+{{- if .Values.model.path -}}
+{{- .Values.model.path -}}
+{{- else if eq .Values.model.source "bundled" -}}
+/opt/baton/models/baton-tiny-code/target
+{{- else -}}
+{{- .Values.model.mountPath -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod's model volume (nothing for bundled). */}}
+{{- define "baton.modelVolumes" -}}
+{{- $m := .Values.model -}}
+{{- if eq $m.source "pvc" }}
+- name: model
+  persistentVolumeClaim:
+    claimName: {{ required "model.pvc.claimName is required when model.source is pvc" $m.pvc.claimName }}
+    readOnly: true
+{{- else if eq $m.source "hostPath" }}
+- name: model
+  hostPath:
+    path: {{ required "model.hostPath.path is required when model.source is hostPath" $m.hostPath.path }}
+    type: {{ $m.hostPath.type }}
+{{- else if eq $m.source "initContainer" }}
+- name: model
+  emptyDir:
+    sizeLimit: {{ $m.initContainer.sizeLimit }}
+{{- end }}
+{{- end -}}
+
+{{/* The serving containers' mount of the model volume (read-only). */}}
+{{- define "baton.modelMounts" -}}
+{{- $m := .Values.model -}}
+{{- if ne $m.source "bundled" }}
+- name: model
+  mountPath: {{ $m.mountPath }}
+  readOnly: true
+  {{- if and (eq $m.source "pvc") $m.pvc.subPath }}
+  subPath: {{ $m.pvc.subPath }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The init container that fills the model volume (source initContainer only). */}}
+{{- define "baton.modelInitContainers" -}}
+{{- $m := .root.Values.model -}}
+{{- if eq $m.source "initContainer" }}
+- name: fetch-model
+  image: {{ required "model.initContainer.image is required when model.source is initContainer" $m.initContainer.image }}
+  {{- with $m.initContainer.command }}
+  command:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $m.initContainer.args }}
+  args:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  env:
+    - name: BATON_MODEL_DIR
+      value: {{ $m.mountPath | quote }}
+    # The router needs only the tokenizer files; a fetch script may skip the weights for it.
+    - name: BATON_COMPONENT
+      value: {{ .component }}
+    {{- with $m.initContainer.env }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $m.initContainer.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  volumeMounts:
+    - name: model
+      mountPath: {{ $m.mountPath }}
+{{- end }}
+{{- end -}}
+
+{{/* Engine flags of a node pool: the shared engine values overridden by the pool's. */}}
+{{- define "baton.engineArgs" -}}
+{{- $e := merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) -}}
+{{- if not (kindIs "invalid" $e.threads) }}
+- --threads
+- {{ $e.threads | int | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $e.kvCacheMemoryGiB) }}
+- --kv-cache-memory
+- {{ $e.kvCacheMemoryGiB | toString | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $e.maxModelLen) }}
+- --max-model-len
+- {{ $e.maxModelLen | int | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $e.maxNumSeqs) }}
+- --max-num-seqs
+- {{ $e.maxNumSeqs | int | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $e.maxNumBatchedTokens) }}
+- --max-num-batched-tokens
+- {{ $e.maxNumBatchedTokens | int | quote }}
+{{- end }}
+{{- if and $e.dtype (ne $e.dtype "auto") }}
+- --dtype
+- {{ $e.dtype | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Does a prefill pool exist (fixed replicas or an autoscaler)? "true" or "". */}}
+{{- define "baton.hasPrefill" -}}
+{{- if or (gt (int .Values.prefill.replicas) 0) .Values.prefill.autoscaling.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The proposer's address as a decode node reaches it. */}}
+{{- define "baton.proposerEndpoint" -}}
+{{- if eq .Values.proposer.mode "sidecar" -}}
+{{- printf "127.0.0.1:%d" (int .Values.proposer.port) -}}
+{{- else -}}
+{{- printf "%s.%s.svc.%s:%d" (include "baton.componentName" (dict "root" . "component" "proposer")) .Release.Namespace .Values.clusterDomain (int .Values.proposer.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* speculativeConfig as JSON ("" without speculation): the value itself when it is a map ({}
+     meaning none); when null, the bundled family's EAGLE-3 head for model.source bundled and no
+     speculation otherwise. A default map in values.yaml would be deep-merged with the user's
+     (a suffix config would inherit the EAGLE-3 head's "model"), hence null. */}}
+{{- define "baton.speculativeConfig" -}}
+{{- $c := .Values.speculativeConfig -}}
+{{- if kindIs "map" $c -}}
+{{- if $c }}{{ toJson $c }}{{ end -}}
+{{- else if eq .Values.model.source "bundled" -}}
+{{- toJson (dict "method" "eagle3" "num_speculative_tokens" 4 "model" "/opt/baton/models/baton-tiny-code/eagle3") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The decode nodes' speculative config as JSON ("" without speculation). */}}
+{{- define "baton.decodeSpec" -}}
+{{- with include "baton.speculativeConfig" . -}}
+{{- $c := fromJson . -}}
+{{- if $.Values.proposer.enabled -}}
+{{- $_ := set $c "proposer_endpoint" (include "baton.proposerEndpoint" $) -}}
+{{- $_ := set $c "proposer_budget_ms" $.Values.proposer.budgetMs -}}
+{{- end -}}
+{{- toJson $c -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The prefill nodes' speculative config as JSON ("" without speculation): prefill.speculativeConfig
+     when set ({} meaning none), else the decode nodes' config (without the proposer keys) with
+     num_speculative_tokens 1 (the decode k for hybrid recurrent models). */}}
+{{- define "baton.prefillSpec" -}}
+{{- $own := .Values.prefill.speculativeConfig -}}
+{{- if kindIs "map" $own -}}
+{{- if $own -}}
+{{- toJson $own -}}
+{{- end -}}
+{{- else -}}
+{{- with include "baton.speculativeConfig" . -}}
+{{- $c := fromJson . -}}
+{{- if not $.Values.model.hybridRecurrent -}}
+{{- $_ := set $c "num_speculative_tokens" 1 -}}
+{{- end -}}
+{{- toJson $c -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "method M, num_speculative_tokens K" or "no speculation", for messages. */}}
+{{- define "baton.describeSpec" -}}
+{{- if . -}}
+{{- printf "method %v, num_speculative_tokens %v" .method .num_speculative_tokens -}}
+{{- else -}}
+no speculation
+{{- end -}}
+{{- end -}}
+
+{{/*
+Refuses values that break what the binaries would refuse at start-up, so that a bad release fails
+at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
+*/}}
+{{- define "baton.validate" -}}
+{{- $rule := "the P/D rule: a prefill node runs num_speculative_tokens = 1 and a decode node >= 1; for hybrid models with recurrent layers (model.hybridRecurrent) both run the same k" -}}
+{{- $model := ternary "a hybrid model with recurrent layers" "an attention-only model" (.Values.model.hybridRecurrent | default false) -}}
+{{- $d := dict -}}
+{{- with include "baton.decodeSpec" . }}{{ $d = fromJson . }}{{ end -}}
+{{- $p := dict -}}
+{{- with include "baton.prefillSpec" . }}{{ $p = fromJson . }}{{ end -}}
+{{- range $name, $c := dict "speculativeConfig" $d "prefill.speculativeConfig" $p -}}
+{{- if and $c (kindIs "invalid" $c.num_speculative_tokens) -}}
+{{- fail (printf "%s.num_speculative_tokens must be set: the chart checks the P/D rule with it (%s)" $name $rule) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $d (lt (int $d.num_speculative_tokens) 1) -}}
+{{- fail (printf "P/D rule: speculativeConfig.num_speculative_tokens is %v on the decode nodes; they need k >= 1 (or speculativeConfig: null) — %s" $d.num_speculative_tokens $rule) -}}
+{{- end -}}
+{{- if include "baton.hasPrefill" . -}}
+{{- $pair := printf "[prefill nodes: %s; decode nodes: %s; serving %s]" (include "baton.describeSpec" $p) (include "baton.describeSpec" $d) $model -}}
+{{- if and $p (not $d) -}}
+{{- fail (printf "P/D rule: the prefill nodes speculate (method %v) but the decode nodes do not %s — %s" $p.method $pair $rule) -}}
+{{- end -}}
+{{- if and $d (not $p) -}}
+{{- if not (has $d.method (list "ngram" "suffix")) -}}
+{{- fail (printf "P/D rule: the decode nodes' method %v needs draft-side state from prefill, but the prefill nodes run no speculation %s — %s" $d.method $pair $rule) -}}
+{{- end -}}
+{{- if .Values.model.hybridRecurrent -}}
+{{- fail (printf "P/D rule: this model has recurrent layers, so prefill and decode must use the same num_speculative_tokens %s — %s" $pair $rule) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $p $d -}}
+{{- if ne (toString $p.method) (toString $d.method) -}}
+{{- fail (printf "P/D rule: prefill uses method %v but decode uses %v; paired nodes must speculate with the same method %s — %s" $p.method $d.method $pair $rule) -}}
+{{- end -}}
+{{- if .Values.model.hybridRecurrent -}}
+{{- if ne (int $p.num_speculative_tokens) (int $d.num_speculative_tokens) -}}
+{{- fail (printf "P/D rule: this model has recurrent layers, so prefill and decode must use the same num_speculative_tokens %s — %s" $pair $rule) -}}
+{{- end -}}
+{{- else if ne (int $p.num_speculative_tokens) 1 -}}
+{{- fail (printf "P/D rule: prefill.speculativeConfig.num_speculative_tokens is %v, but prefill nodes must use 1 %s — %s" $p.num_speculative_tokens $pair $rule) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.proposer.enabled -}}
+{{- if not (and $d (has $d.method (list "ngram" "suffix"))) -}}
+{{- fail (printf "proposer.enabled needs speculativeConfig.method ngram or suffix (the proposer sidecar has no model); it is %s" (include "baton.describeSpec" $d)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq .Values.discovery.mode "register") (gt (int .Values.router.replicas) 1) -}}
+{{- fail (printf "discovery.mode register needs router.replicas 1 (it is %v): a node registers with one router pod only; use discovery.mode dns for more routers" .Values.router.replicas) -}}
+{{- end -}}
+{{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled -}}
+{{- fail "metrics.podMonitor and metrics.serviceMonitor are both enabled: every series would be scraped twice; choose one" -}}
+{{- end -}}
+{{- if and (or .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled) (not .Values.metrics.enabled) -}}
+{{- fail "metrics.podMonitor/serviceMonitor need metrics.enabled" -}}
+{{- end -}}
+{{- if and .Values.prefill.autoscaling.enabled (lt (int .Values.prefill.autoscaling.minReplicas) 1) -}}
+{{- fail "prefill.autoscaling.minReplicas must be >= 1" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment every Baton container gets: its pod IP (the address it advertises). */}}
+{{- define "baton.podEnv" -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
+{{/* Prometheus' scrape annotations for a pod. */}}
+{{- define "baton.scrapeAnnotations" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.scrapeAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | int | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end -}}
+
+{{/* gRPC health probes (grpc.health.v1, Kubernetes' native gRPC probe) of a serving container. */}}
+{{- define "baton.grpcProbes" -}}
+startupProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 5
+  # Loading a large model takes minutes: up to 20 here before liveness takes over.
+  failureThreshold: 240
+readinessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 5
+  failureThreshold: 1
+livenessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 6
+{{- end -}}

@@ -1,0 +1,191 @@
+{{/*
+The Deployment of a node pool (prefill or decode): the same pod shape for both, with the role's
+binary, flags and speculative config; decode pods may carry the proposer sidecar.
+Takes (dict "root" $ "component" "prefill|decode").
+*/}}
+{{- define "baton.nodeDeployment" -}}
+{{- $ := .root -}}
+{{- $component := .component -}}
+{{- $n := index $.Values $component -}}
+{{- $isDecode := eq $component "decode" -}}
+{{- $spec := ternary (include "baton.decodeSpec" $) (include "baton.prefillSpec" $) $isDecode -}}
+{{- $sidecar := and $isDecode $.Values.proposer.enabled (eq $.Values.proposer.mode "sidecar") -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "baton.componentName" . }}
+  labels:
+    {{- include "baton.labels" . | nindent 4 }}
+spec:
+  {{- if not $n.autoscaling.enabled }}
+  replicas: {{ $n.replicas }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "baton.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "baton.labels" . | nindent 8 }}
+        {{- with $n.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- $annotations := merge (dict) $n.podAnnotations (fromYaml (include "baton.scrapeAnnotations" $)) }}
+      {{- with $annotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      # A terminating node takes no new requests and lets running ones finish for
+      # drainTimeoutSeconds; a few seconds more before SIGKILL.
+      terminationGracePeriodSeconds: {{ add $n.drainTimeoutSeconds 5 }}
+      {{- with $.Values.image.pullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $.Values.podSecurityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with include "baton.modelInitContainers" . | trim }}
+      initContainers:
+        {{- . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: {{ $component }}
+          image: {{ include "baton.image" $ }}
+          imagePullPolicy: {{ $.Values.image.pullPolicy }}
+          command: [{{ ternary "baton-decode" "baton-prefill" $isDecode | quote }}]
+          args:
+            - --model
+            - {{ include "baton.modelPath" $ | quote }}
+            - --host
+            - 0.0.0.0
+            - --port
+            - {{ $n.port | int | quote }}
+            # The address the router and the metrics' node label know this pod by.
+            - --advertise-host
+            - $(POD_IP)
+            - --transport
+            - {{ $n.transport | quote }}
+            {{- if $isDecode }}
+            - --role
+            - {{ ternary "decode" "both" (include "baton.hasPrefill" $ | eq "true") }}
+            {{- else }}
+            - --kv-transfer-timeout-ms
+            - {{ mul $n.kvTransferTimeoutSeconds 1000 | int | quote }}
+            {{- end }}
+            {{- with $spec }}
+            - --speculative-config
+            - {{ . | quote }}
+            {{- end }}
+            {{- with include "baton.engineArgs" . | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            - --drain-timeout-ms
+            - {{ mul $n.drainTimeoutSeconds 1000 | int | quote }}
+            {{- if eq $.Values.discovery.mode "register" }}
+            - --register-with
+            - {{ printf "%s.%s.svc.%s:%d" (include "baton.componentName" (dict "root" $ "component" "router")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.grpcPort) }}
+            {{- end }}
+            {{- if $.Values.metrics.enabled }}
+            - --metrics-port
+            - {{ $.Values.metrics.port | int | quote }}
+            {{- end }}
+            {{- with $n.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          env:
+            {{- include "baton.podEnv" $ | nindent 12 }}
+            {{- with $n.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          ports:
+            - name: grpc
+              containerPort: {{ $n.port }}
+            {{- if $.Values.metrics.enabled }}
+            - name: metrics
+              containerPort: {{ $.Values.metrics.port }}
+            {{- end }}
+          {{- include "baton.grpcProbes" (dict "port" $n.port) | nindent 10 }}
+          {{- with $n.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $.Values.securityContext }}
+          securityContext:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with include "baton.modelMounts" $ | trim }}
+          volumeMounts:
+            {{- . | nindent 12 }}
+          {{- end }}
+        {{- if $sidecar }}
+        {{- include "baton.proposerContainer" $ | trim | nindent 8 }}
+        {{- end }}
+      {{- with include "baton.modelVolumes" $ | trim }}
+      volumes:
+        {{- . | nindent 8 }}
+      {{- end }}
+      {{- with $n.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $n.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $n.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end -}}
+
+{{/* The baton-proposer container (a sidecar in decode pods, or the proposer Deployment's). */}}
+{{- define "baton.proposerContainer" -}}
+{{- $p := .Values.proposer -}}
+- name: proposer
+  image: {{ include "baton.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["baton-proposer"]
+  args:
+    - --host
+    - 0.0.0.0
+    - --port
+    - {{ $p.port | int | quote }}
+    - --max-cached-requests
+    - {{ $p.maxCachedRequests | int | quote }}
+    - --cache-scope
+    - {{ $p.cacheScope | quote }}
+    {{- if .Values.metrics.enabled }}
+    - --metrics-port
+    - {{ add .Values.metrics.port 1 | int | quote }}
+    {{- end }}
+    {{- with $p.extraArgs }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  ports:
+    - name: proposer
+      containerPort: {{ $p.port }}
+    {{- if .Values.metrics.enabled }}
+    - name: proposer-metrics
+      containerPort: {{ add .Values.metrics.port 1 }}
+    {{- end }}
+  readinessProbe:
+    grpc:
+      port: {{ $p.port }}
+    periodSeconds: 5
+  livenessProbe:
+    grpc:
+      port: {{ $p.port }}
+    periodSeconds: 10
+    failureThreshold: 6
+  {{- with $p.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
