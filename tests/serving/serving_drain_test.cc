@@ -193,6 +193,39 @@ TEST(ServingDrain, ADrainTimeoutThatRunsOutEndsTheRequestWithAClearError) {
   EXPECT_LT(out[0].ids.size(), 1800u);
 }
 
+// A prefill node whose drain timeout runs out while it holds a request (its KV transfer never
+// finishes: --testing-hold-kv-transfer): the Prefill call ends with UNAVAILABLE before any token
+// reached the client, so the router serves the request with a local prefill on D, with the
+// reference's tokens; P exits on time.
+TEST(ServingDrain, APrefillNodeThatCancelsOnItsDrainTimeoutLeavesTheRequestToTheRetry) {
+  cli::ClusterOptions o = cluster_options(std::nullopt, "ucx", "drain-prefill");
+  o.threads_per_node = 1;
+  o.prefill_args = {"--testing-hold-kv-transfer", "--drain-timeout-ms", "300"};
+  auto cluster = cli::LocalCluster::start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ClusterProcess* p = (*cluster)->nodes("prefill")[0];
+  ClusterProcess* d = (*cluster)->nodes("decode")[0];
+  auto stub = router_stub((*cluster)->router_address());
+  const SamplingParams params = long_greedy(24);
+  const std::vector<LocalResult> expected = run_local(std::nullopt, {code_prompts()[1]}, {params});
+
+  StreamingRequests running(*stub, requests_for({code_prompts()[1]}, params));
+  ASSERT_TRUE(p->process->wait_for_line("holding the KV transfer of", std::chrono::seconds(60)).ok());
+  ASSERT_EQ(::kill(p->process->pid(), SIGTERM), 0);
+  const auto signalled = Clock::now();
+  const std::optional<int> code = p->process->wait(std::chrono::seconds(10));
+  ASSERT_TRUE(code.has_value()) << "the prefill node did not exit within its drain timeout + 10 s";
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(Clock::now() - signalled, std::chrono::milliseconds(300 + 5000));
+  EXPECT_TRUE(p->process->wait_for_line("ran out with 1 request(s) running", std::chrono::seconds(1)).ok());
+
+  const std::vector<Completion>& out = running.join();
+  ASSERT_TRUE(out[0].status.ok()) << out[0].status.error_message();
+  EXPECT_EQ(out[0].ids, expected[0].ids);
+  EXPECT_TRUE(out[0].usage.local_prefill());
+  EXPECT_EQ(out[0].usage.decode_node(), d->address);
+}
+
 // The router on SIGTERM: NOT_SERVING, a new request refused, the running one finished, exit 0.
 TEST(ServingDrain, TheRouterDrainsItsRunningRequests) {
   cli::ClusterOptions o = cluster_options(std::nullopt, "ucx", "drain-router");
