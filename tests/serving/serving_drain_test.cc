@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "httplib.h"
 #include "tests/serving/serving_support.h"
 
 namespace baton::testing {
@@ -226,12 +227,14 @@ TEST(ServingDrain, APrefillNodeThatCancelsOnItsDrainTimeoutLeavesTheRequestToThe
   EXPECT_EQ(out[0].usage.decode_node(), d->address);
 }
 
-// The router on SIGTERM: NOT_SERVING, a new request refused, the running one finished, exit 0.
+// The router on SIGTERM: NOT_SERVING (and HTTP /health 503), a new request refused on gRPC and
+// HTTP, the running one finished, exit 0.
 TEST(ServingDrain, TheRouterDrainsItsRunningRequests) {
   cli::ClusterOptions o = cluster_options(std::nullopt, "ucx", "drain-router");
   o.num_prefill = 0;
   o.threads_per_node = 1;
   o.router_args = {"--drain-timeout-ms", "120000"};
+  o.http_port = 0;
   auto cluster = cli::LocalCluster::start(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ClusterProcess& router = (*cluster)->router();
@@ -244,12 +247,21 @@ TEST(ServingDrain, TheRouterDrainsItsRunningRequests) {
   ASSERT_EQ(::kill(router.process->pid(), SIGTERM), 0);
   ASSERT_TRUE(router.process->wait_for_line("router: draining: NOT_SERVING, new requests refused, 1 running",
                                             std::chrono::seconds(30)).ok());
+  // While the request runs (800 tokens) the router is still up: refusals, not closed ports.
   const Completion refused = generate(*stub, text_request(code_prompts()[0], long_greedy(4)), std::chrono::seconds(30));
-  if (refused.status.error_code() != grpc::StatusCode::UNAVAILABLE || refused.status.error_message().find("draining") == std::string::npos) {
-    // The only other outcome: the router had finished draining and closed its port already.
-    EXPECT_TRUE(router.process->wait_for_line("router: drained", std::chrono::seconds(1)).ok())
-        << refused.status.error_message();
-  }
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("draining"));
+  const std::string base = (*cluster)->router_http_url();  // http://HOST:PORT/v1
+  httplib::Client http(base.substr(0, base.size() - 3));
+  http.set_read_timeout(std::chrono::seconds(30));
+  const auto health = http.Get("/health");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 503);
+  EXPECT_THAT(health->body, HasSubstr("draining"));
+  const auto completion = http.Post("/v1/completions", R"({"model":"target","prompt":"def f(","max_tokens":4})", "application/json");
+  ASSERT_TRUE(completion) << httplib::to_string(completion.error());
+  EXPECT_EQ(completion->status, 503);
+  EXPECT_THAT(completion->body, HasSubstr("draining"));
   const std::vector<Completion>& out = running.join();
   ASSERT_TRUE(out[0].status.ok()) << out[0].status.error_message();
   EXPECT_EQ(out[0].ids, expected[0].ids);
