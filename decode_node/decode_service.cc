@@ -1,5 +1,6 @@
 #include "decode_node/decode_service.h"
 
+#include "common/draining.h"
 #include "common/status.h"
 #include "node_common/convert.h"
 #include "node_common/status_convert.h"
@@ -33,6 +34,11 @@ node::v1::DecodeResponse to_message(const RequestOutput& o, bool logprobs, bool 
   return m;
 }
 
+grpc::Status draining_refusal() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      str_cat("this decode ", kNodeDrainingPhrase, " (shutting down): place the request on another node"));
+}
+
 node::v1::DecodeResponse error_message(const std::string& error) {
   node::v1::DecodeResponse m;
   m.set_finish_reason(v1::FINISH_REASON_ERROR);
@@ -64,6 +70,30 @@ void DecodeService::set_address(const std::string& address) {
 
 void DecodeService::stop() {
   if (loop_) loop_->stop();
+}
+
+void DecodeService::start_draining() { draining_ = true; }
+
+std::size_t DecodeService::running_requests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+void DecodeService::cancel_running(const std::string& reason) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, entry] : entries_) {
+      if (entry.stream != nullptr) entry.stream->fail(grpc::Status(grpc::StatusCode::UNAVAILABLE, reason));
+      ids.push_back(id);
+    }
+    entries_.clear();
+  }
+  // An abort frees a reservation too; the final outputs find no entry and are dropped.
+  for (const std::string& id : ids) {
+    spdlog::warn("request '{}': cancelled: {}", id, reason);
+    loop_->post([id](Engine& e) { e.abort(id); });
+  }
 }
 
 void DecodeService::add_receiver(std::unique_ptr<kv::KvReceiver> receiver) {
@@ -108,6 +138,10 @@ absl::Status DecodeService::check_write(const std::string& id, std::int32_t pool
 grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ctx, const node::v1::ReserveRequest* request,
                                                  node::v1::KvDestination* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (draining_) {
+    reactor->Finish(draining_refusal());
+    return reactor;
+  }
   const kv::KvReceiver* recv = receiver(request->transport());
   if (recv == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -215,6 +249,10 @@ grpc::ServerWriteReactor<node::v1::DecodeResponse>* DecodeService::Decode(grpc::
       });
   std::lock_guard<std::mutex> lock(mu_);
   if (request->has_local()) {
+    if (draining_) {
+      stream->fail(draining_refusal());
+      return stream;
+    }
     if (id.empty() || entries_.contains(id)) {
       stream->fail(grpc::Status(id.empty() ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::ALREADY_EXISTS,
                                 id.empty() ? std::string("request_id is empty") : str_cat("request '", id, "' is already here")));

@@ -10,6 +10,10 @@
 // Threads: the engine runs on its EngineLoop thread; gRPC callbacks post to it and return; the
 // gRPC KV transport (PushKv, synchronous) writes into reserved blocks only (check_write).
 //
+// Draining (SIGTERM, node_main.h): Reserve and a local Decode (what starts a request) are refused
+// with UNAVAILABLE; a Decode stream, Commit or KV push for a request reserved before goes on. A
+// request runs while its entry exists; cancel_running() fails every stream and aborts its request.
+//
 // Must not: let a request decode before its commit, or leave blocks held on any path (finish,
 // abort, release, failed commit, lease expiry, cancelled stream).
 #pragma once
@@ -31,6 +35,7 @@
 #include "engine/engine_loop.h"
 #include "kv_transfer/transport.h"
 #include "node_common/node_info.h"
+#include "node_common/node_main.h"
 
 namespace baton {
 
@@ -43,7 +48,7 @@ using DecodeServiceBase = node::v1::DecodeNode::WithCallbackMethod_Reserve<node:
     node::v1::DecodeNode::WithCallbackMethod_Decode<node::v1::DecodeNode::WithCallbackMethod_Release<
         node::v1::DecodeNode::WithCallbackMethod_Abort<node::v1::DecodeNode::WithCallbackMethod_Info<node::v1::DecodeNode::Service>>>>>>;
 
-class DecodeService final : public DecodeServiceBase {
+class DecodeService final : public DecodeServiceBase, public DrainableService {
  public:
   using PushHandler = std::function<grpc::Status(grpc::ServerContext*, grpc::ServerReader<node::v1::KvChunk>*,
                                                  node::v1::PushKvResponse*)>;
@@ -82,6 +87,9 @@ class DecodeService final : public DecodeServiceBase {
   std::optional<node::v1::NodeInfo> info_snapshot(std::chrono::milliseconds timeout);
 
   void stop();
+  void start_draining() override;
+  std::size_t running_requests() override;
+  void cancel_running(const std::string& reason) override;
   // The address this node serves on (known once the server has bound its port; set it before
   // reporting SERVING).
   void set_address(const std::string& address);
@@ -113,6 +121,7 @@ class DecodeService final : public DecodeServiceBase {
   std::vector<std::unique_ptr<kv::KvReceiver>> receivers_;
   PushHandler push_handler_;
   std::atomic<std::int64_t> local_prefills_{0};
+  std::atomic<bool> draining_{false};
 
   std::mutex mu_;
   std::map<std::string, Entry> entries_;

@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   DecodeService service(std::move(*engine), identity, node_options);
   if (absl::Status s = add_kv_receivers(*kinds, *setup, service); !s.ok()) return command.fail(s);
   return command.serve(
-      service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); },
+      service, service, role, details, [&](const std::string& address) { service.set_address(address); }, [&] { service.stop(); },
       [&](metrics::MetricsServer& m, const std::string&) {
         m.add(std::make_shared<metrics::NodeCollector>(
             [&service] { return service.info_snapshot(std::chrono::milliseconds(500)); }));

@@ -20,6 +20,8 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
       {"register-with", "HOST:PORT", "announce this node to the router at HOST:PORT once serving (instead of listing "
                                      "it in the router's flags)"},
       {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
+      {"drain-timeout-ms", "MS", "on SIGTERM: report NOT_SERVING, refuse new requests and give running ones this "
+                                 "long to finish before cancelling them (default 30000)"},
       {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
       {"help", "", "show this help"},
   });
@@ -53,13 +55,15 @@ int NodeCommand::fail(const absl::Status& status) const {
   return 1;
 }
 
-int NodeCommand::serve(grpc::Service& service, const std::string& role, const std::string& details,
+int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, const std::string& role, const std::string& details,
                        const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop,
                        const AddMetrics& add_metrics) const {
   auto port = flags_.get_int("port");
   if (!port.ok()) return fail(port.status());
   auto metrics_port = flags_.get_int("metrics-port");
   if (!metrics_port.ok()) return fail(metrics_port.status());
+  auto drain_timeout = positive_ms("drain-timeout-ms");
+  if (!drain_timeout.ok()) return fail(drain_timeout.status());
   const std::string host = flags_.get("host").value_or("127.0.0.1");
   auto server = start_grpc_server(host, static_cast<int>(port->value_or(0)), {&service});
   if (!server.ok()) return fail(server.status());
@@ -83,7 +87,7 @@ int NodeCommand::serve(grpc::Service& service, const std::string& role, const st
     }
   }
   announce_ready(binary_, server->address, details);
-  serve_until_signal(*server->server, stop);
+  serve_until_signal(*server->server, &drainable, drain_timeout->value_or(std::chrono::milliseconds(30000)), stop);
   return 0;
 }
 

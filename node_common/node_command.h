@@ -1,8 +1,9 @@
 // The command line and serving life of a node binary (baton-prefill, baton-decode), which differ
 // only in their service and role flags: the engine's flags plus the node flags (--host, --port,
-// --transport, --handoff-lease-ms, --register-with, --metrics-port, --log-level, --help), usage and errors
-// prefixed with the binary's name, and serve(): listen, report SERVING, register with a router if
-// asked, print the "ready on" line, and stop on SIGINT/SIGTERM.
+// --transport, --handoff-lease-ms, --register-with, --metrics-port, --drain-timeout-ms, --log-level,
+// --help), usage and errors prefixed with the binary's name, and serve(): listen, report SERVING,
+// register with a router if asked, print the "ready on" line, and drain on SIGINT/SIGTERM
+// (node_main.h).
 //
 // Must not: know what a prefill or decode node does.
 #pragma once
@@ -18,6 +19,7 @@
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "metrics/metrics_server.h"
+#include "node_common/node_main.h"
 
 namespace baton {
 
@@ -37,13 +39,14 @@ class NodeCommand {
   // Prints "<binary>: <message>" on stderr; returns 1.
   int fail(const absl::Status& status) const;
 
-  // Serves `service` until SIGINT/SIGTERM. `set_address` learns the bound address before the node
+  // Serves `service` until SIGINT/SIGTERM, then drains `drainable` (the same object) for up to
+  // --drain-timeout-ms. `set_address` learns the bound address before the node
   // reports SERVING; `stop` stops the service after the server drained. With --metrics-port,
   // /metrics is served from then on: `add_metrics` registers the node's instruments and
   // collectors (it gets the node's address for the node label), and "<binary> metrics on URL" is
   // printed before the ready line. Returns the exit code.
   using AddMetrics = std::function<void(metrics::MetricsServer&, const std::string& address)>;
-  int serve(grpc::Service& service, const std::string& role, const std::string& details,
+  int serve(grpc::Service& service, DrainableService& drainable, const std::string& role, const std::string& details,
             const std::function<void(const std::string&)>& set_address, const std::function<void()>& stop,
             const AddMetrics& add_metrics = nullptr) const;
 

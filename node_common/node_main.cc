@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include "baton/v1/node.grpc.pb.h"
 #include "common/status.h"
@@ -30,13 +31,40 @@ void announce_ready(const std::string& binary, const std::string& address, const
   std::fflush(stdout);
 }
 
-void serve_until_signal(grpc::Server& server, const std::function<void()>& stop_service, std::chrono::milliseconds drain) {
+void serve_until_signal(grpc::Server& server, DrainableService* service, std::chrono::milliseconds drain_timeout,
+                        const std::function<void()>& stop_service) {
   const sigset_t set = termination_signals();
   int sig = 0;
   sigwait(&set, &sig);
-  spdlog::info("signal {}: stopping", sig);
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + drain_timeout;
   set_serving(server, false);
-  server.Shutdown(std::chrono::system_clock::now() + drain);
+  if (service == nullptr) {
+    spdlog::info("{}: NOT_SERVING, stopping (calls in flight get {} ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                 drain_timeout.count());
+    server.Shutdown(std::chrono::system_clock::now() + drain_timeout);
+    stop_service();
+    return;
+  }
+  service->start_draining();
+  spdlog::info("{}: draining: NOT_SERVING, new requests refused, {} request(s) running (--drain-timeout-ms {})",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", service->running_requests(), drain_timeout.count());
+  // Requests end on engine and gRPC threads; a 10 ms poll keeps this free of their locks.
+  std::size_t running = service->running_requests();
+  while (running > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    running = service->running_requests();
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  if (running == 0) {
+    spdlog::info("drained in {} ms: no request is running", took.count());
+  } else {
+    spdlog::warn("--drain-timeout-ms ({} ms) ran out with {} request(s) running: cancelling them", drain_timeout.count(),
+                 running);
+    service->cancel_running(str_cat("the node is shutting down: its --drain-timeout-ms (", drain_timeout.count(),
+                                    " ms) ran out before the request finished"));
+  }
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   stop_service();
 }
 

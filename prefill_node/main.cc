@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   PrefillService service(std::move(*engine), tokenizer->get(), std::move(*senders), identity, options);
   std::unique_ptr<metrics::KvTransferMetrics> transfer_metrics;
   return command.serve(
-      service, "prefill", details, [&](const std::string& address) { service.set_address(address); },
+      service, service, "prefill", details, [&](const std::string& address) { service.set_address(address); },
       [&] { service.stop(); },
       [&](metrics::MetricsServer& m, const std::string&) {
         m.add(std::make_shared<metrics::NodeCollector>(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/draining.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "node_common/convert.h"
@@ -79,6 +80,24 @@ void PrefillService::stop() {
   if (loop_) loop_->stop();
 }
 
+std::size_t PrefillService::running_requests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
+}
+
+void PrefillService::cancel_running(const std::string& reason) {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, job] : jobs_) jobs.push_back(job);
+  }
+  for (const std::shared_ptr<Job>& job : jobs) {
+    job->aborted = true;  // no more KV is sent; a transfer that completes does not commit
+    if (!job->parked) loop_->post([id = job->id](Engine& e) { e.abort(id); });
+    respond(job, grpc::Status(grpc::StatusCode::UNAVAILABLE, reason));
+  }
+}
+
 std::shared_ptr<PrefillService::Job> PrefillService::find(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
@@ -94,6 +113,10 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
     reactor->Finish(grpc::Status(code, message));
     return reactor;
   };
+  if (draining_) {
+    return reject(grpc::StatusCode::UNAVAILABLE,
+                  str_cat("this prefill ", kNodeDrainingPhrase, " (shutting down): place the request on another node"));
+  }
   if (id.empty()) return reject(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
   const node::v1::KvDestination& dest = request->destination();
   // The fingerprint first: no byte may move into a decode node whose layout differs.

@@ -10,6 +10,9 @@
 // transports report on their own threads; the commit is an asynchronous call. Nothing blocks the
 // loop, and every wait has a deadline (the transfer's, the commit's, the engine's lease).
 //
+// Draining (SIGTERM, node_main.h): new Prefill calls are refused with UNAVAILABLE; the calls in
+// flight go on to their commit. cancel_running() answers them with an error and aborts them.
+//
 // Must not: decode past the first token, or accept a destination whose fingerprint differs.
 #pragma once
 
@@ -26,6 +29,7 @@
 #include "engine/engine_loop.h"
 #include "kv_transfer/transport.h"
 #include "node_common/node_info.h"
+#include "node_common/node_main.h"
 #include "prefill_node/kv_push_plan.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,7 +52,7 @@ struct TransferObserver {
   std::function<void(const char* stage)> failed;
 };
 
-class PrefillService final : public node::v1::PrefillNode::CallbackService {
+class PrefillService final : public node::v1::PrefillNode::CallbackService, public DrainableService {
  public:
   // `engine` has the prefill role; `senders` by kind ("ucx", "grpc") send from its pools;
   // `tokenizer` may be null (token-id mode) and must outlive the service.
@@ -72,6 +76,9 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
 
   // Stops the engine loop (after the server stopped taking calls).
   void stop();
+  void start_draining() override { draining_ = true; }
+  std::size_t running_requests() override;
+  void cancel_running(const std::string& reason) override;
   // The address this node serves on (known once the server has bound its port; set it before
   // reporting SERVING).
   void set_address(const std::string& address);
@@ -100,6 +107,7 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService {
   std::int32_t block_size_ = 0;
   std::atomic<std::int64_t> queued_prefill_tokens_{0};
   std::atomic<std::int64_t> kv_bytes_sent_{0};
+  std::atomic<bool> draining_{false};
   TransferObserver observer_;
 
   std::mutex mu_;

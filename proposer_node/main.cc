@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   set_serving(*server->server, true);
   announce_ready("baton-proposer", server->address,
                  str_cat(scope, " suffix cache of ", options.pool.max_cached_requests, " responses"));
-  serve_until_signal(*server->server, [] {});
+  // Nothing to drain: decode nodes hold their Propose streams open for as long as they run, and
+  // draft locally when the sidecar is gone (lossless either way), so a short grace is enough.
+  serve_until_signal(*server->server, nullptr, std::chrono::milliseconds(2000), [] {});
   return 0;
 }

@@ -1,5 +1,6 @@
 // baton-router: parses flags, starts RouterService, prints the bound address, and serves until
-// SIGINT or SIGTERM. Logic lives in the baton_router library.
+// SIGINT or SIGTERM, then drains: NOT_SERVING, new requests refused, running ones given up to
+// --drain-timeout-ms to finish. Logic lives in the baton_router library.
 #include <signal.h>
 #include <cstdio>
 #include <memory>
@@ -24,6 +25,15 @@ const std::vector<FlagSpec> kFlags = {
     {"model", "DIR", "model directory, for its tokenizer files only (without them: token-id mode)"},
     {"prefill", "HOST:PORT", "a prefill node (repeat the flag or separate with commas)"},
     {"decode", "HOST:PORT", "a decode node (repeat the flag or separate with commas)"},
+    {"prefill-dns", "NAME:PORT", "discover prefill nodes by DNS: every address NAME resolves to (e.g. a Kubernetes "
+                                 "headless Service) is a prefill node on PORT (repeatable, or comma-separated)"},
+    {"decode-dns", "NAME:PORT", "discover decode nodes by DNS, as --prefill-dns"},
+    {"dns-refresh-ms", "MS", "how often --prefill-dns / --decode-dns names are looked up again (default 5000)"},
+    {"dns-family", "FAMILY", "which addresses DNS discovery uses: any (default), ipv4 or ipv6"},
+    {"forget-unreachable-ms", "MS", "a registered or DNS-discovered node unreachable this long leaves the pool "
+                                    "(default 60000; 0: never); --prefill/--decode nodes are never forgotten"},
+    {"drain-timeout-ms", "MS", "on SIGTERM, how long running requests may take to finish before they are "
+                               "cancelled (default 30000); new requests are refused at once"},
     {"local-prefill-max-tokens", "N", "prompts of at most N tokens prefill on the decode node (default 0: always "
                                       "disaggregate when a prefill node pairs)"},
     {"no-local-fallback", "", "never prefill on a decode node because no prefill node is usable: fail with "
@@ -45,7 +55,8 @@ const std::vector<FlagSpec> kFlags = {
     {"help", "", "show this help"},
 };
 
-constexpr const char* kSynopsis = "--decode HOST:PORT [--prefill HOST:PORT] [--model DIR] [flags]";
+constexpr const char* kSynopsis =
+    "--decode HOST:PORT | --decode-dns NAME:PORT [--prefill HOST:PORT | --prefill-dns NAME:PORT] [--model DIR] [flags]";
 
 std::vector<std::string> addresses(const baton::ParsedFlags& f, const std::string& name) {
   std::vector<std::string> out;
@@ -80,6 +91,22 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   }
   o.prefill_addresses = addresses(f, "prefill");
   o.decode_addresses = addresses(f, "decode");
+  for (const auto& [flag, kind] : {std::pair{"prefill-dns", baton::router::NodeKind::kPrefill},
+                                   std::pair{"decode-dns", baton::router::NodeKind::kDecode}}) {
+    for (const std::string& text : addresses(f, flag)) {
+      BATON_ASSIGN_OR_RETURN(auto target, baton::router::parse_dns_target(kind, text, flag));
+      o.dns_targets.push_back(std::move(target));
+    }
+  }
+  if (auto family = f.get("dns-family")) {
+    BATON_ASSIGN_OR_RETURN(o.dns_family, baton::router::parse_address_family(*family));
+  }
+  BATON_RETURN_IF_ERROR(read_ms(f, "dns-refresh-ms", &o.dns_refresh));
+  BATON_ASSIGN_OR_RETURN(auto forget, f.get_int("forget-unreachable-ms"));
+  if (forget) {
+    if (*forget < 0) return absl::InvalidArgumentError("--forget-unreachable-ms must be >= 0 (0: never)");
+    o.forget_unreachable = std::chrono::milliseconds(*forget);
+  }
   BATON_ASSIGN_OR_RETURN(auto local_max, f.get_int("local-prefill-max-tokens"));
   if (local_max) {
     if (*local_max < 0) return absl::InvalidArgumentError("--local-prefill-max-tokens must be >= 0");
@@ -143,6 +170,8 @@ int main(int argc, char** argv) {
   if (!options.ok()) return fail(options.status());
   auto http_options = http_from_flags(*flags);
   if (!http_options.ok()) return fail(http_options.status());
+  std::chrono::milliseconds drain_timeout{30000};
+  if (auto s = read_ms(*flags, "drain-timeout-ms", &drain_timeout); !s.ok()) return fail(s);
   // A client that hangs up mid-write must be an error of that write, not the end of the process.
   signal(SIGPIPE, SIG_IGN);
 
@@ -172,8 +201,11 @@ int main(int argc, char** argv) {
 
   int signal = 0;
   sigwait(&signals, &signal);
-  spdlog::info("router: {} received, shutting down", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  spdlog::info("router: {} received: draining (up to --drain-timeout-ms {} ms)", signal == SIGINT ? "SIGINT" : "SIGTERM",
+               drain_timeout.count());
+  (void)router.drain(baton::router::Clock::now() + drain_timeout);
   if (http) http->stop();
-  router.shutdown();
+  router.shutdown(std::chrono::seconds(1));
+  spdlog::info("router: stopped");
   return 0;
 }

@@ -46,6 +46,15 @@ std::string grpc_code_name(grpc::StatusCode code) {
   return str_cat("code ", i);
 }
 
+const char* node_source_name(NodeSource source) {
+  switch (source) {
+    case NodeSource::kFlag: return "flag";
+    case NodeSource::kRegistration: return "registration";
+    case NodeSource::kDns: return "dns";
+  }
+  return "?";
+}
+
 // ---- Node -------------------------------------------------------------------------------------
 
 Node::Node(NodeKind kind, std::string address) : kind_(kind), address_(std::move(address)) {
@@ -143,6 +152,7 @@ void NodePool::run() {
     if (stopping_) break;
     lock.unlock();
     poll_once();
+    (void)forget_unreachable();
     lock.lock();
   }
 }
@@ -155,13 +165,48 @@ void NodePool::poll_soon() {
   cv_.notify_all();
 }
 
-absl::Status NodePool::add(NodeKind kind, const std::string& address) {
+absl::Status NodePool::add(NodeKind kind, const std::string& address, NodeSource source) {
   if (address.empty()) return absl::InvalidArgumentError("node address is empty (expected HOST:PORT)");
   std::lock_guard lock(mu_);
-  if (find_locked(kind, address)) return absl::OkStatus();
+  if (auto n = find_locked(kind, address)) {
+    n->sources_.insert(source);
+    return absl::OkStatus();
+  }
   nodes_.push_back(std::make_shared<Node>(kind, address));
-  spdlog::info("router: added {}", nodes_.back()->label());
+  nodes_.back()->sources_.insert(source);
+  spdlog::info("router: added {} (from {})", nodes_.back()->label(), node_source_name(source));
   return absl::OkStatus();
+}
+
+bool NodePool::remove(NodeKind kind, const std::string& address, NodeSource source) {
+  std::lock_guard lock(mu_);
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    Node& n = **it;
+    if (n.kind() != kind || n.address() != address) continue;
+    n.sources_.erase(source);
+    if (!n.sources_.empty()) return false;
+    spdlog::info("router: removed {} ({} no longer lists it); requests running there finish", n.label(),
+                 node_source_name(source));
+    nodes_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string> NodePool::forget_unreachable(Clock::time_point now) {
+  std::vector<std::string> forgotten;
+  if (options_.forget_unreachable_after.count() <= 0) return forgotten;
+  std::lock_guard lock(mu_);
+  std::erase_if(nodes_, [&](const std::shared_ptr<Node>& n) {
+    if (n->sources_.contains(NodeSource::kFlag) || !n->unreachable_since_) return false;
+    if (now - *n->unreachable_since_ < options_.forget_unreachable_after) return false;
+    spdlog::warn("router: forgot {}: unreachable for {} ms (--forget-unreachable-ms {}; last problem: {})", n->label(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(now - *n->unreachable_since_).count(),
+                 options_.forget_unreachable_after.count(), n->problem_);
+    forgotten.push_back(n->label());
+    return true;
+  });
+  return forgotten;
 }
 
 std::shared_ptr<Node> NodePool::find_locked(NodeKind kind, const std::string& address) const {
@@ -202,16 +247,16 @@ void NodePool::poll_async(const std::shared_ptr<Node>& node, const std::shared_p
                       s.ok() ? str_cat("health check says ",
                                        HealthCheckResponse::ServingStatus_Name(call->health_response.status()))
                              : str_cat("health check failed: ", describe(s)),
-                      nullptr);
+                      nullptr, /*reachable=*/s.ok());
           call->round->done();
           return;
         }
         call->info_context.set_deadline(deadline_in(options_.node_timeout));
         auto on_info = [this, call](grpc::Status info_status) {
           if (info_status.ok()) {
-            record_poll(*call->node, call->started, "", &call->info);
+            record_poll(*call->node, call->started, "", &call->info, true);
           } else {
-            record_poll(*call->node, call->started, str_cat("Info failed: ", describe(info_status)), nullptr);
+            record_poll(*call->node, call->started, str_cat("Info failed: ", describe(info_status)), nullptr, true);
           }
           call->round->done();
         };
@@ -224,13 +269,15 @@ void NodePool::poll_async(const std::shared_ptr<Node>& node, const std::shared_p
 }
 
 void NodePool::record_poll(Node& node, Clock::time_point started, const std::string& poll_problem,
-                           const NodeInfo* info) {
+                           const NodeInfo* info, bool reachable) {
   std::string problem = poll_problem;
   if (problem.empty() && info != nullptr) {
     if (absl::Status s = check_node(node.kind(), node.address(), *info); !s.ok()) problem = std::string(s.message());
   }
   if (info != nullptr && options_.on_info) options_.on_info(node, *info);
   std::lock_guard lock(mu_);
+  if (reachable) node.unreachable_since_.reset();
+  else if (!node.unreachable_since_) node.unreachable_since_ = started;
   if (info != nullptr) {
     if (node.info_ && node.info_->instance_id() != info->instance_id()) {
       spdlog::info("router: {} restarted (instance_id {} -> {})", node.label(), node.info_->instance_id(),
@@ -366,7 +413,9 @@ absl::StatusOr<ChosenNodes> NodePool::choose(const PlacementRequest& request, co
 std::vector<NodeStatus> NodePool::status() const {
   std::lock_guard lock(mu_);
   std::vector<NodeStatus> out;
-  for (const auto& n : nodes_) out.push_back({n->kind(), n->address(), n->usable_, n->usable_ ? "" : n->problem_, n->info_});
+  for (const auto& n : nodes_) {
+    out.push_back({n->kind(), n->address(), n->usable_, n->usable_ ? "" : n->problem_, n->sources_, n->info_});
+  }
   return out;
 }
 

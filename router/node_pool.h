@@ -1,4 +1,10 @@
-// The nodes the router knows: those given on the command line and those that registered. For each,
+// The nodes the router knows: those given on the command line (static), those that registered,
+// and those DNS discovery found (dns_discovery.h). A node may come from several sources at once
+// (the same address is one node); it leaves the pool when its last source removes it, and a node
+// with no static source is forgotten after it was unreachable (its Check failing) for
+// `forget_unreachable_after`, so that pods that are gone for good are not polled forever. A node
+// that leaves is only taken out of placement: requests already running on it keep their shared
+// reference to it and finish there. For each,
 // one gRPC channel and its stubs (reused by every request), and what the router last learned:
 // grpc.health.v1 Check + Info, polled on a background thread with deadlines. A node is usable when
 // Check says SERVING, Info answers and pairing.h's check_node() accepts it. A request-path call
@@ -8,7 +14,8 @@
 // choose() places one request (placement.h) and returns claims that make later choices see the
 // blocks and prompt tokens sent to a node until that node's next Info shows them.
 //
-// Every change of a node's usability and every refused (P, D) pair is logged once per change.
+// Every change of a node's usability, every node added, removed or forgotten and every refused
+// (P, D) pair is logged once per change.
 // Thread-safety: all methods may be called from any thread. Must not: make request-path calls or
 // decide anything about a request beyond where it runs.
 #pragma once
@@ -40,6 +47,10 @@ using Clock = std::chrono::steady_clock;
 std::string grpc_code_name(grpc::StatusCode code);
 
 class NodePool;
+
+// Where a node came from. Only kFlag nodes are never forgotten.
+enum class NodeSource { kFlag, kRegistration, kDns };
+const char* node_source_name(NodeSource source);
 
 // One node: its address, what the router talks to it as, and a channel with stubs. The state
 // below the stubs belongs to the pool (guarded by its mutex).
@@ -75,6 +86,8 @@ class Node {
   Clock::time_point info_asked_at_{};     // when the Info in info_ was asked for
   Clock::time_point failed_at_{};         // the last request-path failure
   std::map<std::uint64_t, Claim> claims_;
+  std::set<NodeSource> sources_;
+  std::optional<Clock::time_point> unreachable_since_;  // the first failed Check of the current run
 };
 
 // A request's share of a node's load, counted by choose() until the node's next Info; released on
@@ -109,6 +122,8 @@ struct NodePoolOptions {
   std::vector<std::string> decode_addresses;
   std::chrono::milliseconds poll_interval{500};
   std::chrono::milliseconds node_timeout{5000};  // deadline of each Check / Info
+  // A registered or discovered node whose Check fails for this long leaves the pool; 0: never.
+  std::chrono::milliseconds forget_unreachable_after{60000};
   // Called with every Info a node answers (on a gRPC thread, without the pool's lock held); may be
   // empty. The router's dashboard history (spec_history.h) listens here.
   std::function<void(const Node& node, const baton::node::v1::NodeInfo& info)> on_info;
@@ -119,6 +134,7 @@ struct NodeStatus {
   std::string address;
   bool usable;
   std::string problem;  // "" when usable
+  std::set<NodeSource> sources;
   std::optional<baton::node::v1::NodeInfo> info;
 };
 
@@ -132,8 +148,15 @@ class NodePool {
   // Polls every node once (bounded by the node timeout), then keeps polling on a thread.
   void start();
   void stop();
-  // Adds a node (idempotent). INVALID_ARGUMENT for an empty address.
-  absl::Status add(NodeKind kind, const std::string& address);
+  // Adds a node, or `source` to the node with that kind and address (idempotent). INVALID_ARGUMENT
+  // for an empty address.
+  absl::Status add(NodeKind kind, const std::string& address, NodeSource source = NodeSource::kFlag);
+  // Takes `source` from the node; the node leaves the pool when no source is left (new requests
+  // are no longer placed on it; running ones finish). Returns whether it left.
+  bool remove(NodeKind kind, const std::string& address, NodeSource source);
+  // Removes the nodes without a kFlag source whose Check has failed for forget_unreachable_after
+  // (the polling thread calls it after every round). Returns their labels.
+  std::vector<std::string> forget_unreachable(Clock::time_point now = Clock::now());
   // Wakes the polling thread for a round now (after a registration).
   void poll_soon();
   // One round over every node, blocking until each answered or timed out.
@@ -154,8 +177,9 @@ class NodePool {
 
   std::shared_ptr<Node> find_locked(NodeKind kind, const std::string& address) const;
   void poll_async(const std::shared_ptr<Node>& node, const std::shared_ptr<Round>& round);
+  // reachable: the node answered Check (whatever it said).
   void record_poll(Node& node, Clock::time_point started, const std::string& problem,
-                   const baton::node::v1::NodeInfo* info);
+                   const baton::node::v1::NodeInfo* info, bool reachable);
   void log_pair_changes();
   NodeClaim claim_locked(const std::shared_ptr<Node>& node, std::int64_t blocks, std::int64_t tokens);
   void release_claim(Node& node, std::uint64_t id);

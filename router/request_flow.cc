@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "common/draining.h"
 #include "common/status.h"
 #include "router/node_calls.h"
 #include "router/prompt.h"
@@ -33,6 +34,15 @@ grpc::Status to_grpc(const absl::Status& s) {
 bool node_fault(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+// A draining node refuses new work before anything ran; with every node of a kind restarting in
+// turn (a rolling update) a request may meet more than one, so these refusals have a budget of
+// their own.
+constexpr int kMaxDrainingRetries = 4;
+
+bool refused_by_draining_node(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE && says_node_draining(s.error_message());
 }
 
 struct Outcome {
@@ -114,6 +124,8 @@ class RequestRun {
 grpc::Status RequestRun::run() {
   std::set<std::string> excluded;
   grpc::Status previous;
+  int retries_left = 1;
+  int draining_retries_left = kMaxDrainingRetries;
   for (int attempt = 1;; ++attempt) {
     PlacementRequest placement;
     placement.prompt_len = static_cast<std::int64_t>(prompt_.size());
@@ -136,13 +148,18 @@ grpc::Status RequestRun::run() {
     const std::string id = str_cat(rid_, ".", attempt);
     note_site(*chosen, id);
     Outcome outcome = chosen->prefill ? run_disaggregated(*chosen, id) : run_local(*chosen, id);
-    if (outcome.retry && attempt == 1 && !calls_.stopped()) {
-      stats_.retries.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("router: request {} failed before its first token ({}); trying once more without {}", rid_,
-                   outcome.status.error_message(), outcome.exclude);
-      excluded.insert(outcome.exclude);
-      previous = outcome.status;
-      continue;
+    if (outcome.retry && !calls_.stopped()) {
+      const bool draining = refused_by_draining_node(outcome.status);
+      int& budget = draining ? draining_retries_left : retries_left;
+      if (budget > 0) {
+        --budget;
+        stats_.retries.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("router: request {} failed before its first token ({}); trying {} without {}", rid_,
+                     outcome.status.error_message(), draining ? "another node" : "once more", outcome.exclude);
+        excluded.insert(outcome.exclude);
+        if (!draining || previous.ok()) previous = outcome.status;
+        continue;
+      }
     }
     return outcome.status;
   }

@@ -6,7 +6,8 @@
 //   local:         D.Decode with the prompt (conditional disaggregation, forced, or no usable P).
 // Node-call ids are "<request_id>.<attempt>", so a retried attempt never collides with a late
 // message of a failed one. A failure before the first token reached the client is retried once
-// (another P, or locally on D when none; another D when D failed); INVALID_ARGUMENT and
+// (another P, or locally on D when none; another D when D failed); a draining node's refusal
+// (UNAVAILABLE, common/draining.h) is retried elsewhere up to four times besides; INVALID_ARGUMENT and
 // FAILED_PRECONDITION from P go to the client as they are. After the first token, errors reach the
 // client with the node named. The Abort RPC ends the stream with FINISH_REASON_ABORT; a client
 // that goes away, or the request deadline, cancels the node calls in flight and aborts the request

@@ -98,7 +98,7 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           str_cat("role is \"", role, "\"; expected \"prefill\", \"decode\" or \"both\""));
     }
-    if (absl::Status s = pool_.add(kind, request->address()); !s.ok()) return to_grpc(s);
+    if (absl::Status s = pool_.add(kind, request->address(), NodeSource::kRegistration); !s.ok()) return to_grpc(s);
     spdlog::info("router: {} registered", node_label(kind, request->address()));
     pool_.poll_soon();
     return grpc::Status::OK;
@@ -130,6 +130,7 @@ absl::StatusOr<int> RouterService::start() {
   pool_options.decode_addresses = options_.decode_addresses;
   pool_options.poll_interval = options_.poll_interval;
   pool_options.node_timeout = options_.flow.node_timeout;
+  pool_options.forget_unreachable_after = options_.forget_unreachable;
   pool_options.on_info = [this](const Node& node, const baton::node::v1::NodeInfo& info) {
     if (node.kind() == NodeKind::kDecode) spec_history_.record(node.address(), info, WallClock::now());
   };
@@ -138,6 +139,15 @@ absl::StatusOr<int> RouterService::start() {
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
   baton_ = std::make_unique<BatonImpl>(*this, *encoder_);
   registry_ = std::make_unique<RegistryImpl>(*pool_);
+  if (!options_.dns_targets.empty()) {
+    DnsDiscoveryOptions dns;
+    dns.targets = options_.dns_targets;
+    dns.refresh_interval = options_.dns_refresh;
+    dns.family = options_.dns_family;
+    if (options_.dns_resolver) dns.resolver = options_.dns_resolver;
+    dns_ = std::make_unique<DnsDiscovery>(*pool_, std::move(dns));
+    dns_->start(options_.flow.node_timeout);  // the first lookup, so that the first poll finds its nodes
+  }
   pool_->start();  // one round first, so that the first requests find the nodes
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -153,6 +163,7 @@ absl::StatusOr<int> RouterService::start() {
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     server_.reset();
+    if (dns_) dns_->stop();
     pool_->stop();
     return absl::UnavailableError(str_cat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
   }
@@ -161,6 +172,7 @@ absl::StatusOr<int> RouterService::start() {
     if (!m.ok()) {
       server_->Shutdown();
       server_.reset();
+      if (dns_) dns_->stop();
       pool_->stop();
       return m.status();
     }
@@ -178,6 +190,26 @@ absl::StatusOr<int> RouterService::start() {
 
 std::string RouterService::metrics_url() const { return metrics_server_ ? metrics_server_->url() : ""; }
 
+void RouterService::begin_drain() {
+  if (draining_.exchange(true)) return;
+  running_.refuse_new("the router is draining (shutting down): send the request to another router");
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  spdlog::info("router: draining: NOT_SERVING, new requests refused, {} running", running_.size());
+}
+
+bool RouterService::drain(Clock::time_point deadline) {
+  begin_drain();
+  if (running_.wait_until_empty(deadline)) {
+    spdlog::info("router: drained: no request is running");
+    return true;
+  }
+  const std::size_t left = running_.cancel_all("the router is shutting down: its --drain-timeout-ms ran out");
+  spdlog::warn("router: --drain-timeout-ms ran out with {} request(s) running; cancelled them", left);
+  // Cancelled requests end within the abort timeout (their node calls are woken at once).
+  (void)running_.wait_until_empty(Clock::now() + options_.flow.abort_timeout + std::chrono::seconds(1));
+  return false;
+}
+
 void RouterService::shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
@@ -186,6 +218,7 @@ void RouterService::shutdown(std::chrono::milliseconds grace) {
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
   }
+  if (dns_) dns_->stop();
   if (pool_) pool_->stop();
 }
 

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "baton/v1/api.pb.h"
+#include "router/dns_discovery.h"
 #include "router/node_pool.h"
 #include "router/prompt.h"
 #include "router/request_flow.h"
@@ -52,6 +53,11 @@ struct RouterOptions {
   std::size_t max_running_requests = 0;          // more at once are RESOURCE_EXHAUSTED; 0: no limit
   std::vector<std::string> prefill_addresses;    // HOST:PORT
   std::vector<std::string> decode_addresses;
+  std::vector<DnsTarget> dns_targets;            // --prefill-dns / --decode-dns (dns_discovery.h)
+  std::chrono::milliseconds dns_refresh{5000};
+  AddressFamily dns_family = AddressFamily::kAny;
+  Resolver dns_resolver;                         // empty: getaddrinfo
+  std::chrono::milliseconds forget_unreachable{60000};  // registered / DNS nodes; 0: never
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
   FlowOptions flow;                              // node_timeout is also the polling calls' deadline
   std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
@@ -91,6 +97,14 @@ class RouterService {
 
   // Loads the tokenizer, polls the nodes once, then serves. Returns the bound port.
   absl::StatusOr<int> start();
+  // Graceful stop, step one (SIGTERM): grpc.health.v1 says NOT_SERVING (the readiness probe and
+  // load balancers take the router out) and new requests are refused with UNAVAILABLE, on gRPC and
+  // HTTP alike; running ones go on. Then wait_idle() until they ended, then shutdown().
+  void begin_drain();
+  bool draining() const { return draining_.load(); }
+  // False when requests still run at the deadline; those are then cancelled with a message that
+  // says the router is stopping (they end within the abort timeout).
+  bool drain(Clock::time_point deadline);
   // Stops accepting calls; calls still running after `grace` are cancelled (and their node calls
   // with them). Idempotent.
   void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
@@ -138,6 +152,7 @@ class RouterService {
   std::unique_ptr<PromptEncoder> encoder_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<NodePool> pool_;
+  std::unique_ptr<DnsDiscovery> dns_;
   std::unique_ptr<RequestFlow> flow_;
   std::unique_ptr<BatonImpl> baton_;
   std::unique_ptr<RegistryImpl> registry_;
@@ -147,6 +162,7 @@ class RouterService {
   std::atomic<RouterMetrics*> live_metrics_{nullptr};  // set once metrics_ exists; read by request threads
   int port_ = 0;
   bool shut_down_ = false;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace baton::router

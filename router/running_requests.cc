@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <random>
+#include <vector>
 
 #include "common/status.h"
 
@@ -56,6 +57,7 @@ absl::StatusOr<std::shared_ptr<RequestControl>> RunningRequests::add(std::string
         str_cat("request_id has ", request_id.size(), " characters; at most ", kMaxRequestIdLength));
   }
   std::lock_guard lock(mu_);
+  if (!refusal_.empty()) return absl::UnavailableError(refusal_);
   if (max_running_ > 0 && running_.size() >= max_running_) {
     return absl::ResourceExhaustedError(str_cat("the router is running ", running_.size(),
                                                 " requests, its --max-running-requests; try again later"));
@@ -76,6 +78,27 @@ absl::StatusOr<std::shared_ptr<RequestControl>> RunningRequests::add(std::string
 void RunningRequests::remove(const std::string& request_id) {
   std::lock_guard lock(mu_);
   running_.erase(request_id);
+  if (running_.empty()) emptied_.notify_all();
+}
+
+void RunningRequests::refuse_new(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  refusal_ = reason;
+}
+
+bool RunningRequests::wait_until_empty(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mu_);
+  return emptied_.wait_until(lock, deadline, [this] { return running_.empty(); });
+}
+
+std::size_t RunningRequests::cancel_all(const std::string& reason) {
+  std::vector<std::shared_ptr<RequestControl>> controls;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, c] : running_) controls.push_back(c);
+  }
+  for (const auto& c : controls) c->cancel(reason);
+  return controls.size();
 }
 
 bool RunningRequests::cancel(const std::string& request_id, const std::string& reason) {

@@ -1,12 +1,15 @@
 // The requests this router is running, by request id: unique ids for requests that come without
 // one, the Abort RPC's way to a running request, and each request's cancellation (RequestControl),
-// which wakes the node calls it has in flight.
+// which wakes the node calls it has in flight. While the router drains (SIGTERM) it refuses new
+// requests and lets main() wait, with a deadline, for the running ones to end.
 //
 // Thread-safety: every method may be called from any thread. Must not: call nodes (the request's
 // own thread sends node aborts, once per node).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -59,10 +62,19 @@ class RunningRequests {
   bool cancel(const std::string& request_id, const std::string& reason);
   std::size_t size() const;
 
+  // From now on add() is UNAVAILABLE with `reason` (the router is draining).
+  void refuse_new(const std::string& reason);
+  // Waits until no request runs; false at the deadline.
+  bool wait_until_empty(std::chrono::steady_clock::time_point deadline) const;
+  // Cancels every running request with `reason`; returns how many.
+  std::size_t cancel_all(const std::string& reason);
+
  private:
   std::string new_id();
 
   mutable std::mutex mu_;
+  mutable std::condition_variable emptied_;
+  std::string refusal_;  // non-empty: refuse new requests with it
   std::map<std::string, std::shared_ptr<RequestControl>> running_;
   const std::size_t max_running_;
   std::string prefix_;  // random per process, so ids do not repeat across router restarts

@@ -200,6 +200,11 @@ void HttpServer::models(httplib::Response& res) {
 }
 
 void HttpServer::health(httplib::Response& res) {
+  if (router_.draining()) {
+    send_error(res, ApiError{503, "the router is draining (shutting down)", "service_unavailable", "",
+                             "service_unavailable"});
+    return;
+  }
   if (router_.has_usable_decode_node()) {
     res.set_content(R"({"status":"ok"})", kJson);
     return;

@@ -1,6 +1,6 @@
 // The OpenAI-compatible HTTP API of baton-router (cpp-httplib): GET /v1/models,
 // POST /v1/completions, POST /v1/chat/completions (non-streamed, or server-sent events), GET /health
-// (200 while a decode node is usable, else 503) and GET /live (200 while the process runs).
+// (200 while a decode node is usable and the router is not draining, else 503) and GET /live (200 while the process runs).
 // Requests take the router's own path (RouterService::admit / run), so they count against
 // --max-running-requests and are abortable like gRPC ones; a client that closes its connection
 // cancels its request on every node (connection_watch.h). With API keys configured, every /v1

@@ -116,6 +116,15 @@ TEST(RouterBinary, BadFlagsExitTwoAndHelpExitsZero) {
   Process help = spawn({"--help"});
   EXPECT_THAT(first_line(help), HasSubstr("usage: baton-router"));
   EXPECT_EQ(wait_exit(help), 0);
+  // The Kubernetes flags' values are checked before anything starts.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--decode-dns", "baton-decode"},
+                                             {"--prefill-dns", "baton-prefill:0"},
+                                             {"--decode-dns", "localhost:7001", "--dns-family", "ipv5"},
+                                             {"--forget-unreachable-ms", "-1"},
+                                             {"--drain-timeout-ms", "0"}}) {
+    EXPECT_EQ(wait_exit(spawn(args)), 1) << args[0];
+  }
 }
 
 }  // namespace
