@@ -10,9 +10,15 @@
 // It only checks structure: what the objects should contain is for the chart's own tests.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { parseAllDocuments } from "yaml";
 
 const require = createRequire(import.meta.url);
+let parseAllDocuments;
+try {
+  ({ parseAllDocuments } = await import("yaml"));
+} catch {
+  console.error("validate.mjs: its npm packages are missing: run npm ci --prefix tests/helm/validate");
+  process.exit(2);
+}
 
 // APIs removed before Kubernetes 1.28, which the schemas still describe.
 const REMOVED = {
