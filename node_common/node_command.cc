@@ -16,6 +16,9 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
   specs_.insert(specs_.end(), {
       {"host", "HOST", "address to listen on (default 127.0.0.1)"},
       {"port", "PORT", "port to listen on (default 0: any free port, printed when ready)"},
+      {"advertise-host", "HOST", "the host the router and other nodes reach this node at, when it differs from "
+                                 "--host (e.g. the pod IP with --host 0.0.0.0); it names the node in Info, "
+                                 "registration, metrics and the ready line (default: --host)"},
       {"handoff-lease-ms", "MS", "how long KV held for a hand-off waits for its transfer or commit (default 60000)"},
       {"register-with", "HOST:PORT", "announce this node to the router at HOST:PORT once serving (instead of listing "
                                      "it in the router's flags)"},
@@ -67,7 +70,19 @@ int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, cons
   const std::string host = flags_.get("host").value_or("127.0.0.1");
   auto server = start_grpc_server(host, static_cast<int>(port->value_or(0)), {&service});
   if (!server.ok()) return fail(server.status());
-  set_address(server->address);
+  // The address others know this node by: the bound port on --advertise-host when given (a
+  // wildcard listen address such as 0.0.0.0 cannot be dialled from another machine).
+  std::string address = server->address;
+  if (auto advertise = flags_.get("advertise-host")) {
+    if (advertise->empty()) {
+      stop();
+      return fail(absl::InvalidArgumentError("--advertise-host is empty"));
+    }
+    const std::string port_part = address.substr(address.rfind(':') + 1);
+    const bool ipv6 = advertise->find(':') != std::string::npos && advertise->front() != '[';
+    address = ipv6 ? str_cat("[", *advertise, "]:", port_part) : str_cat(*advertise, ":", port_part);
+  }
+  set_address(address);
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (*metrics_port) {
     auto m = metrics::MetricsServer::start(host, static_cast<int>(**metrics_port));
@@ -76,17 +91,17 @@ int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, cons
       return fail(m.status());
     }
     metrics_server = std::move(*m);
-    if (add_metrics) add_metrics(*metrics_server, server->address);
+    if (add_metrics) add_metrics(*metrics_server, address);
     metrics::announce_metrics(binary_, *metrics_server);
   }
   set_serving(*server->server, true);
   if (auto router = flags_.get("register-with")) {
-    if (absl::Status s = register_with_router(*router, server->address, role, std::chrono::seconds(30)); !s.ok()) {
+    if (absl::Status s = register_with_router(*router, address, role, std::chrono::seconds(30)); !s.ok()) {
       stop();
       return fail(s);
     }
   }
-  announce_ready(binary_, server->address, details);
+  announce_ready(binary_, address, details);
   serve_until_signal(*server->server, &drainable, drain_timeout->value_or(std::chrono::milliseconds(30000)), stop);
   return 0;
 }

