@@ -8,21 +8,6 @@
 namespace baton::testing {
 namespace {
 
-std::unique_ptr<Subprocess> start_process(std::vector<std::string> argv) {
-  Subprocess::Options o;
-  o.argv = std::move(argv);
-  auto p = Subprocess::start(std::move(o));
-  BATON_CHECK(p.ok(), p.status().ToString());
-  return std::move(*p);
-}
-
-std::string ready_address(Subprocess& p) {
-  auto line = p.wait_for_line(" ready on ", std::chrono::seconds(120));
-  BATON_CHECK(line.ok(), line.status().ToString());
-  const std::string rest = line->substr(line->find(" ready on ") + 10);
-  return rest.substr(0, rest.find(' '));
-}
-
 void expect_serving(const std::string& binary_name, const std::string& address) {
   SCOPED_TRACE(binary_name + " at " + address);
   auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));

@@ -8,21 +8,6 @@
 namespace baton::testing {
 namespace {
 
-std::unique_ptr<Subprocess> start_process(std::vector<std::string> argv) {
-  Subprocess::Options o;
-  o.argv = std::move(argv);
-  auto p = Subprocess::start(std::move(o));
-  BATON_CHECK(p.ok(), p.status().ToString());
-  return std::move(*p);
-}
-
-std::string ready_address(Subprocess& p) {
-  auto line = p.wait_for_line(" ready on ", std::chrono::seconds(120));
-  BATON_CHECK(line.ok(), line.status().ToString());
-  const std::string rest = line->substr(line->find(" ready on ") + 10);
-  return rest.substr(0, rest.find(' '));
-}
-
 TEST(ServingRegistration, NodesThatRegisterServeRequests) {
   auto router = start_process({binary("baton-router"), "--model", family_path("target"), "--port", "0"});
   const std::string router_address = ready_address(*router);

@@ -190,6 +190,23 @@ inline std::pair<int, std::string> run_to_exit(std::vector<std::string> argv) {
   return {*code, (*p)->log_tail(1000)};
 }
 
+// Starts a binary (its output captured, see Subprocess); dies with the reason if it cannot.
+inline std::unique_ptr<Subprocess> start_process(std::vector<std::string> argv) {
+  Subprocess::Options o;
+  o.argv = std::move(argv);
+  auto p = Subprocess::start(std::move(o));
+  BATON_CHECK(p.ok(), p.status().ToString());
+  return std::move(*p);
+}
+
+// The HOST:PORT of a binary's "<name> ready on HOST:PORT ..." line (deadline: 120 s).
+inline std::string ready_address(Subprocess& p) {
+  auto line = p.wait_for_line(" ready on ", std::chrono::seconds(120));
+  BATON_CHECK(line.ok(), line.status().ToString());
+  const std::string rest = line->substr(line->find(" ready on ") + 10);
+  return rest.substr(0, rest.find(' '));
+}
+
 inline std::string binary(const std::string& name) {
   auto path = cli::LocalCluster::find_binary(name, BATON_BINARY_DIR);
   BATON_CHECK(path.ok(), path.status().ToString());
