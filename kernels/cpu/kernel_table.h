@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/dtype.h"
 
 namespace baton::cpu {
@@ -18,6 +19,22 @@ struct GemmArgs {
   const void* w = nullptr;   // [n, k] in w_dtype (F32, BF16 or F16), row stride ldw
   DType w_dtype = DType::kF32;
   std::int64_t ldw = 0;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [rows, n], row stride ldy
+  std::int64_t ldy = 0;
+  std::int64_t rows = 0;
+  std::int64_t k = 0;
+};
+
+// y = x W^T (+ bias) for all rows and the output columns of panels [panel_begin, panel_end), W in
+// the packed layout of packed_weights.h. Each output element is one fused multiply-add chain over
+// k = 0, 1, ..., k - 1 in order (then + bias): the same for every row count and on every tier.
+struct PackedGemmArgs {
+  const float* x = nullptr;  // [rows, k], row stride ldx
+  std::int64_t ldx = 0;
+  const void* w = nullptr;   // packed panels (packed_weights.h), F32 or BF16
+  DType w_dtype = DType::kBF16;
+  std::int64_t n = 0;
   const float* bias = nullptr;  // [n] or null
   float* y = nullptr;           // [rows, n], row stride ldy
   std::int64_t ldy = 0;
@@ -60,6 +77,8 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, std::int64_t n);
   // x[i] = exp(x[i]) with the kernels' own exp (about 1 ulp, identical on every tier).
   void (*exp_inplace)(float* x, std::int64_t n);
+  // The register-blocked GEMM over packed weights (see PackedGemmArgs).
+  void (*gemm_packed)(const PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end);
 };
 
 // Floats of scratch one attention call needs for the given shape and longest context.

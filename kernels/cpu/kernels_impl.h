@@ -15,6 +15,7 @@
 // on how many rows share a call or on the thread count.
 
 #include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm_packed_kernels.h"
 #include "kernels/cpu/activation_kernels.h"
 #include "kernels/cpu/rms_norm_kernels.h"
 #include "kernels/cpu/paged_attention_kernels.h"
@@ -22,7 +23,7 @@
 // The table this tier exports.
 inline const baton::cpu::KernelTable& make_table(const char* name) {
   static const baton::cpu::KernelTable table{name, &gemm, &rms_norm_row, &silu_mul_row,
-                                             &attention, &dot, &exp_inplace};
+                                             &attention, &dot, &exp_inplace, &gemm_packed};
   return table;
 }
 
@@ -30,5 +31,6 @@ inline const baton::cpu::KernelTable& make_table(const char* name) {
 inline baton::cpu::KernelTable make_table_with_gemm(const char* name,
                                                     void (*gemm_fn)(const baton::cpu::GemmArgs&, std::int64_t,
                                                                     std::int64_t)) {
-  return baton::cpu::KernelTable{name, gemm_fn, &rms_norm_row, &silu_mul_row, &attention, &dot, &exp_inplace};
+  return baton::cpu::KernelTable{name, gemm_fn, &rms_norm_row, &silu_mul_row, &attention, &dot, &exp_inplace,
+                                 &gemm_packed};
 }
