@@ -290,7 +290,9 @@ int main(int argc, char** argv) {
 
   // Prefill: one prompt of prefill_tokens, computed in one step; median over a few prompts.
   std::vector<double> prefill_s;
+  ProfileSum prefill_prof;
   for (int r = 0; r < 3; ++r) {
+    StepProfile::reset();
     SamplingParams p;
     p.temperature = 0;
     p.max_tokens = 1;
@@ -300,6 +302,7 @@ int main(int argc, char** argv) {
       if (!engine->step().ok()) return 1;
     }
     prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    prefill_prof.add(StepProfile::totals(), prefill_s.back());
   }
   const double med = median(prefill_s);
   const double flops = 2.0 * static_cast<double>(engine->model_config().num_parameters() -
@@ -311,6 +314,7 @@ int main(int argc, char** argv) {
   pj["step_seconds_median"] = med;
   pj["tokens_per_s"] = args.prefill_tokens / med;
   pj["gflop_per_s"] = flops / med / 1e9;
+  if (args.profile) pj["profile"] = prefill_prof.to_json();
   const double blas = openblas_layer_gflops(engine->model_config(), args.prefill_tokens, args.threads);
   pj["openblas_sgemm_gflop_per_s"] = blas;
   pj["gflop_per_s_over_openblas"] = flops / med / 1e9 / blas;

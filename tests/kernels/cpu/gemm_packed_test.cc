@@ -77,11 +77,13 @@ std::vector<float> reference(const Weight& w, std::int64_t m, const float* x, co
 }
 
 const std::vector<Shape>& sweep() {
-  // Ragged n (not a multiple of 16 or of a panel group) and k (odd, below and above a pair), and
-  // every row count up to past two register tiles.
+  // Ragged n (not a multiple of 16 or of a panel group) and k (odd, below and above a pair), row
+  // counts up to past two register tiles, and k long enough to be split into blocks.
   static const std::vector<Shape> shapes = {{1, 1, 1},   {1, 16, 2},  {2, 17, 3},  {3, 33, 31}, {5, 48, 64},
                                             {7, 50, 77}, {8, 64, 96}, {9, 95, 33}, {13, 130, 129}, {17, 49, 200},
-                                            {33, 80, 48}, {64, 40, 17}};
+                                            {33, 80, 48}, {64, 40, 17},
+                                            // several row tiles and k blocks (partial sums resumed from y)
+                                            {20, 35, 600}, {40, 97, 1031}};
   return shapes;
 }
 
