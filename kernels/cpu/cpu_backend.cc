@@ -229,10 +229,13 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   const std::int64_t scratch_floats =
       attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
   const KernelTable& k = *kernels_;
-  // An item costs about context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
-  const std::int64_t item_cost = std::max<std::int64_t>(1, batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
+  a.num_tokens = batch.num_tokens;
+  // An item costs about tokens x context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
+  const std::int64_t item_tokens = std::min<std::int64_t>(kAttentionTokenBlock, batch.num_tokens);
+  const std::int64_t item_cost =
+      std::max<std::int64_t>(1, item_tokens * batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
   const std::int64_t min_items = std::max<std::int64_t>(1, (1 << 15) / item_cost);
-  pool_.parallel_for(batch.num_tokens * num_kv_heads, min_items, 1, [&](std::int64_t b, std::int64_t e) {
+  pool_.parallel_for(attention_items(batch.num_tokens, num_kv_heads), min_items, 1, [&](std::int64_t b, std::int64_t e) {
     // Per-thread scratch that only grows: no allocation once the longest context has been seen.
     thread_local std::vector<float> scratch;
     if (static_cast<std::int64_t>(scratch.size()) < scratch_floats) scratch.resize(static_cast<std::size_t>(scratch_floats));

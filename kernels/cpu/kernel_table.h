@@ -43,8 +43,9 @@ struct PackedGemmArgs {
 };
 
 // Causal attention of each new token over its sequence's paged KV (keys at positions
-// [max(0, pos - window + 1), pos]). One work item = (token, kv head): it computes the
-// num_heads / num_kv_heads query heads that share that kv head.
+// [max(0, pos - window + 1), pos]). One work item = (block of kAttentionTokenBlock consecutive
+// tokens, kv head): it computes the num_heads / num_kv_heads query heads that share that kv head,
+// for every token of the block (attention_items() counts the items).
 struct AttentionArgs {
   const float* q = nullptr;  // [tokens, num_heads, head_dim], token stride q_stride, head stride head_dim
   std::int64_t q_stride = 0;
@@ -61,7 +62,14 @@ struct AttentionArgs {
   std::int32_t block_size = 0;
   std::int32_t sliding_window = 0;  // 0: full causal attention
   float scale = 1.0f;
+  std::int64_t num_tokens = 0;
 };
+
+// Tokens per attention work item: consecutive tokens of one sequence share key and value loads.
+inline constexpr std::int64_t kAttentionTokenBlock = 8;
+inline std::int64_t attention_items(std::int64_t num_tokens, std::int32_t num_kv_heads) {
+  return (num_tokens + kAttentionTokenBlock - 1) / kAttentionTokenBlock * num_kv_heads;
+}
 
 struct KernelTable {
   const char* name;
@@ -70,7 +78,7 @@ struct KernelTable {
   void (*rms_norm_row)(const float* x, const float* w, float eps, float* out, std::int64_t dim);
   // out[i] = silu(gate[i]) * up[i].
   void (*silu_mul_row)(const float* gate, const float* up, float* out, std::int64_t n);
-  // items [begin, end) of token * num_kv_heads + kv_head. scratch: attention_scratch_floats().
+  // items [begin, end) of token_block * num_kv_heads + kv_head. scratch: attention_scratch_floats().
   void (*attention)(const AttentionArgs& a, std::int64_t item_begin, std::int64_t item_end,
                     float* scratch);
   // Canonical dot product (the GEMM's per-element order); exposed for tests and the sampler.
@@ -85,7 +93,7 @@ struct KernelTable {
 inline std::int64_t attention_scratch_floats(std::int32_t num_heads, std::int32_t num_kv_heads,
                                              std::int32_t head_dim, std::int64_t max_context) {
   const std::int64_t group = num_heads / num_kv_heads;
-  return group * (max_context + 16) + group * head_dim;
+  return kAttentionTokenBlock * group * (max_context + 16) + kAttentionTokenBlock * group * head_dim;
 }
 
 const KernelTable& portable_kernel_table();
