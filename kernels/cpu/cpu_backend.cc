@@ -120,10 +120,8 @@ void CpuBackend::linear(const TensorView& x, const TensorView& weight, const Ten
   const std::int64_t n = weight.dim(0);
   if (x.dim(0) == 0 || n == 0) return;
   // Threads split output columns, so each thread streams its own slice of the weights once. A
-  // thread's share must be worth a wake-up (tiny GEMMs run on the calling thread alone): 2^18
-  // multiply-adds is a few microseconds, about what waking the other thread costs on a busy machine
-  // (2^16 made the bundled 8-layer, hidden-256 model's decode step ~1.8x slower).
-  constexpr std::int64_t kMinMacsPerThread = 1 << 18;
+  // thread's share must be worth a wake-up (tiny GEMMs run on the calling thread alone).
+  constexpr std::int64_t kMinMacsPerThread = 1 << 16;
   const std::int64_t kMinColsPerThread =
       std::max<std::int64_t>(16, kMinMacsPerThread / std::max<std::int64_t>(1, x.dim(0) * x.dim(1)));
   const KernelTable& k = *kernels_;
