@@ -4,9 +4,17 @@
 // weight bytes / read bandwidth; both are measured here, in the same run, with the same threads.
 // Prints one JSON object per configuration on stdout.
 //
+// With --profile 1 (the default) each decode line also splits the step into GEMM, attention,
+// norm/rope/activation, sampling/verification, proposer and overhead (kernels/step_profile.h).
+// --verify-k K (default 4, 0: skip) adds a "verify" line: batch-1 steps that verify K drafts from
+// the model itself as draft model (greedy, so every draft is accepted and every step verifies K + 1
+// tokens); its forward time over the batch-1 decode forward is the verification/decode cost ratio.
+// The prefill line also times OpenBLAS sgemm (F32) on the same GEMM shapes in the same run.
+//
 // usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--prefill-tokens 512] [--threads N]
-//                     [--cpu-isa auto|avx2|avx512|avx512bf16]
+//                     [--cpu-isa auto|avx2|avx512|avx512bf16] [--profile 0|1] [--verify-k K]
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,6 +25,8 @@
 #include "bench/memory_bandwidth.h"
 #include "common/logging.h"
 #include "engine/engine.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/step_profile.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::bench {
@@ -29,6 +39,8 @@ struct Args {
   int prefill_tokens = 512;
   int threads = 0;
   std::string cpu_isa = "auto";
+  bool profile = true;
+  int verify_k = 4;
 };
 
 Args parse(int argc, char** argv) {
@@ -40,6 +52,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--prefill-tokens") a.prefill_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
     else if (k == "--cpu-isa") a.cpu_isa = v;
+    else if (k == "--profile") a.profile = v != "0";
+    else if (k == "--verify-k") a.verify_k = std::stoi(v);
     else if (k == "--batches") {
       a.batches.clear();
       std::size_t pos = 0;
@@ -65,7 +79,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs) {
+std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs, int draft_k = 0) {
   EngineConfig c;
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
@@ -74,6 +88,13 @@ std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs) {
   c.max_model_len = 2048;
   c.scheduler.max_num_batched_tokens = std::max(2048, a.prefill_tokens);
   c.scheduler.max_num_seqs = max_seqs;
+  if (draft_k > 0) {
+    SpeculativeConfig spec;
+    spec.method = SpecMethod::kDraftModel;
+    spec.model = a.model;
+    spec.num_speculative_tokens = draft_k;
+    c.speculative = spec;
+  }
   auto e = Engine::create(c);
   if (!e.ok()) {
     std::fprintf(stderr, "decode_bench: %s\n", std::string(e.status().message()).c_str());
@@ -89,6 +110,76 @@ std::vector<std::int32_t> random_prompt(int n, std::int32_t vocab, std::uint32_t
   return p;
 }
 
+// Per-step time in each profile class, summed over the timed steps.
+struct ProfileSum {
+  std::array<double, static_cast<int>(ProfileClass::kCount)> seconds{};
+  double step_seconds = 0;
+  int steps = 0;
+  void add(const std::array<double, static_cast<int>(ProfileClass::kCount)>& t, double step_s) {
+    for (std::size_t i = 0; i < seconds.size(); ++i) seconds[i] += t[i];
+    step_seconds += step_s;
+    ++steps;
+  }
+  nlohmann::json to_json() const {
+    nlohmann::json j;
+    if (steps == 0 || step_seconds <= 0) return j;
+    double accounted = 0;
+    for (int i = 0; i < static_cast<int>(ProfileClass::kCount); ++i) {
+      const std::string name(profile_class_name(static_cast<ProfileClass>(i)));
+      j[name + "_s"] = seconds[static_cast<std::size_t>(i)] / steps;
+      j[name + "_share"] = seconds[static_cast<std::size_t>(i)] / step_seconds;
+      accounted += seconds[static_cast<std::size_t>(i)];
+    }
+    j["overhead_s"] = (step_seconds - accounted) / steps;
+    j["overhead_share"] = (step_seconds - accounted) / step_seconds;
+    j["step_s_mean"] = step_seconds / steps;
+    return j;
+  }
+};
+
+// OpenBLAS sgemm (F32, split over the pool's threads by output columns like the backend's own
+// non-invariant path) on one layer's GEMM shapes with `rows` rows: GFLOP/s over the whole layer.
+double openblas_layer_gflops(const ModelConfig& c, int rows, int threads) {
+  const std::int64_t h = c.hidden_size;
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {  // (n, k)
+      {c.q_size() + 2LL * c.kv_size(), h}, {h, c.q_size()}, {2LL * c.intermediate_size, h}, {h, c.intermediate_size}};
+  cpu::ThreadPool pool(threads);
+  cpu::blas_init_single_threaded();
+  std::vector<std::vector<float>> ws, ys;
+  std::int64_t max_k = 0;
+  for (const auto& [n, k] : shapes) {
+    std::vector<float> w(static_cast<std::size_t>(n * k));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> d(0.0f, 0.02f);
+    for (float& v : w) v = d(rng);
+    ws.push_back(std::move(w));
+    ys.emplace_back(static_cast<std::size_t>(rows * n));
+    max_k = std::max(max_k, k);
+  }
+  std::vector<float> x(static_cast<std::size_t>(rows * max_k), 0.5f);
+  double flops = 0;
+  for (const auto& [n, k] : shapes) flops += 2.0 * static_cast<double>(rows) * static_cast<double>(n * k);
+  std::vector<double> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      cpu::GemmArgs a;
+      a.x = x.data();
+      a.ldx = shapes[i].second;
+      a.w = ws[i].data();
+      a.w_dtype = DType::kF32;
+      a.ldw = shapes[i].second;
+      a.y = ys[i].data();
+      a.ldy = shapes[i].first;
+      a.rows = rows;
+      a.k = shapes[i].second;
+      pool.parallel_for(shapes[i].first, 16, 16, [&](std::int64_t b, std::int64_t e) { cpu::blas_gemm_f32(a, b, e); });
+    }
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return flops / median(times) / 1e9;
+}
+
 }  // namespace
 }  // namespace baton::bench
 
@@ -98,6 +189,7 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   (void)init_logging("warn");
   const Args args = parse(argc, argv);
+  StepProfile::enable(args.profile);
   const int max_batch = *std::max_element(args.batches.begin(), args.batches.end());
   auto engine = make_engine(args, max_batch);
   const std::int64_t weight_bytes = engine->model().weights().bytes_per_decode_step();
@@ -119,15 +211,22 @@ int main(int argc, char** argv) {
       (void)engine->add_request("d" + std::to_string(batch) + "-" + std::to_string(i),
                                 random_prompt(16, vocab, static_cast<std::uint32_t>(i)), p);
     }
-    std::vector<double> step_s;
+    std::vector<double> step_s, forward_s;
+    ProfileSum prof;
     int step = 0;
     while (engine->has_unfinished()) {
+      StepProfile::reset();
+      const double fwd0 = engine->stats().forward_seconds;
       const auto t0 = Clock::now();
       auto outs = engine->step();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!outs.ok()) return 1;
       // Step 0 prefills, steps 1-2 warm up; the rest are pure decode steps of `batch` tokens.
-      if (step >= 3 && static_cast<int>(outs->size()) == batch) step_s.push_back(s);
+      if (step >= 3 && static_cast<int>(outs->size()) == batch) {
+        step_s.push_back(s);
+        forward_s.push_back(engine->stats().forward_seconds - fwd0);
+        prof.add(StepProfile::totals(), s);
+      }
       ++step;
     }
     const double med = median(step_s);
@@ -137,12 +236,63 @@ int main(int argc, char** argv) {
     j["steps_timed"] = step_s.size();
     j["step_seconds_median"] = med;
     j["tokens_per_s"] = batch / med;
+    j["forward_seconds_median"] = median(forward_s);
+    if (args.profile) j["profile"] = prof.to_json();
+    results.push_back(j);
+  }
+
+  // Verification: batch 1, the model drafting for itself, K + 1 tokens verified per step.
+  if (args.verify_k > 0) {
+    auto spec_engine = make_engine(args, 1, args.verify_k);
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = (args.steps + 3) * (args.verify_k + 1);
+    (void)spec_engine->add_request("v", random_prompt(16, vocab, 0u), p);
+    std::vector<double> step_s, forward_s;
+    ProfileSum prof;
+    std::int64_t tokens = 0;
+    int step = 0;
+    while (spec_engine->has_unfinished()) {
+      StepProfile::reset();
+      const double fwd0 = spec_engine->stats().forward_seconds;
+      const auto t0 = Clock::now();
+      auto outs = spec_engine->step();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (!outs.ok()) return 1;
+      std::int64_t n = 0;
+      for (const RequestOutput& o : *outs) n += static_cast<std::int64_t>(o.new_tokens.size());
+      if (step >= 3 && n == args.verify_k + 1) {
+        step_s.push_back(s);
+        forward_s.push_back(spec_engine->stats().forward_seconds - fwd0);
+        prof.add(StepProfile::totals(), s);
+        tokens += n;
+      }
+      ++step;
+    }
+    nlohmann::json j;
+    j["phase"] = "verify";
+    j["batch"] = 1;
+    j["verified_tokens_per_step"] = args.verify_k + 1;
+    j["steps_timed"] = step_s.size();
+    j["step_seconds_median"] = step_s.empty() ? 0.0 : median(step_s);
+    j["forward_seconds_median"] = forward_s.empty() ? 0.0 : median(forward_s);
+    if (!forward_s.empty()) {
+      for (const nlohmann::json& d : results) {
+        if (d["phase"] == "decode" && d["batch"] == 1) {
+          j["forward_over_decode_forward"] = median(forward_s) / d["forward_seconds_median"].get<double>();
+        }
+      }
+    }
+    if (args.profile) j["profile"] = prof.to_json();
     results.push_back(j);
   }
 
   // Prefill: one prompt of prefill_tokens, computed in one step; median over a few prompts.
   std::vector<double> prefill_s;
+  ProfileSum prefill_prof;
   for (int r = 0; r < 3; ++r) {
+    StepProfile::reset();
     SamplingParams p;
     p.temperature = 0;
     p.max_tokens = 1;
@@ -152,6 +302,7 @@ int main(int argc, char** argv) {
       if (!engine->step().ok()) return 1;
     }
     prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    prefill_prof.add(StepProfile::totals(), prefill_s.back());
   }
   const double med = median(prefill_s);
   const double flops = 2.0 * static_cast<double>(engine->model_config().num_parameters() -
@@ -163,6 +314,10 @@ int main(int argc, char** argv) {
   pj["step_seconds_median"] = med;
   pj["tokens_per_s"] = args.prefill_tokens / med;
   pj["gflop_per_s"] = flops / med / 1e9;
+  if (args.profile) pj["profile"] = prefill_prof.to_json();
+  const double blas = openblas_layer_gflops(engine->model_config(), args.prefill_tokens, args.threads);
+  pj["openblas_sgemm_gflop_per_s"] = blas;
+  pj["gflop_per_s_over_openblas"] = flops / med / 1e9 / blas;
   results.push_back(pj);
 
   const BandwidthResult after = measure_read_bandwidth(probe_pool, static_cast<std::size_t>(weight_bytes), 9);

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "engine/spec/proposer_factory.h"
+#include "kernels/step_profile.h"
 #include "spdlog/spdlog.h"
 
 namespace baton {
@@ -305,6 +306,7 @@ void Engine::propose_pending(std::vector<RequestOutput>& outs) {
   }
   if (want.empty()) return;
   for (Request* r : want) r->needs_drafts = false;
+  const ProfileScope profile(ProfileClass::kProposer);
   for (const ProposalFailure& f : speculator_->propose(want, max_model_len_)) fail(f.first, f.second, outs);
 }
 
@@ -341,6 +343,12 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
   return true;
 }
 
+absl::Status Engine::observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
+                             std::int32_t num_valid) {
+  const ProfileScope profile(ProfileClass::kProposer);  // proposers that read target states work here
+  return speculator_->observe(r, start, rows, num_tokens, num_valid);
+}
+
 void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs) {
   Request* r = c.request;
   if (r->finished()) return;
@@ -348,7 +356,7 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   if (!c.samples) {
     r->num_computed = c.start + c.num_tokens;
     if (speculator_) {
-      if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+      if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
         fail(r, s, outs);
         return;
       }
@@ -367,11 +375,14 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   }
   RequestOutput& o = output_for(r, outs);
   if (c.num_drafts > 0) {
-    const VerifiedTokens verified = speculator_->verify(*r, logits);
+    const VerifiedTokens verified = [&] {
+      const ProfileScope profile(ProfileClass::kSampling);
+      return speculator_->verify(*r, logits);
+    }();
     // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
     r->num_computed = c.start + 1 + verified.num_accepted;
     r->blocks.shrink_to(*pool_, r->num_computed);
-    if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted); !s.ok()) {
+    if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted); !s.ok()) {
       fail(r, s, outs);
       return;
     }
@@ -379,13 +390,14 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   } else {
     r->num_computed = c.start + c.num_tokens;
     if (speculator_) {
-      if (absl::Status s = speculator_->observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+      if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
         fail(r, s, outs);
         return;
       }
     }
     // The draw that decides token num_tokens() (random.h): the same wherever this step runs.
     RandomStream rng = token_stream(r->seed, r->num_tokens());
+    const ProfileScope profile(ProfileClass::kSampling);
     const SampleResult s = sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
                                            model_->config().eos_token_ids, rng);
     append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);

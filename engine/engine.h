@@ -222,6 +222,9 @@ class Engine {
   void propose_pending(std::vector<RequestOutput>& outs);
   absl::StatusOr<bool> run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs);
   void process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs);
+  // speculator_->observe, timed as proposer work when the step profile is on.
+  absl::Status observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
+                       std::int32_t num_valid);
   void park_prefilled(std::vector<RequestOutput>& outs);
   absl::StatusOr<HandoffRecord> make_handoff(Request* r);
   void release_held(Request* r);

@@ -80,6 +80,17 @@ class Backend {
   virtual bool reads_host_memory() const = 0;
   virtual void synchronize() = 0;
 
+  // A copy of a linear() weight [n, k] in the layout this backend's linear() reads fastest, made
+  // once at model load. Returns an empty buffer when the backend has no such layout for this
+  // weight (then keep using `weight`). Otherwise *packed is a view of the returned buffer with
+  // the weight's dtype and shape; it may only be passed to linear() as its weight (its bytes are
+  // not row-major) and is valid while the buffer lives.
+  virtual absl::StatusOr<DeviceBuffer> pack_linear_weight(const TensorView& weight, TensorView* packed) {
+    (void)weight;
+    (void)packed;
+    return DeviceBuffer();
+  }
+
   // ---- ops -----------------------------------------------------------------------------------
   // out[t, :] = table[token_ids[t], :] widened to act. table: [vocab, hidden] F32/BF16/F16;
   // token_ids: [tokens] I32; out: [tokens, hidden] act.

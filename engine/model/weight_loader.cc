@@ -80,6 +80,15 @@ absl::StatusOr<TensorView> WeightLoader::fused(const std::vector<std::pair<std::
   return upload(infos, options_.dtype.value_or(infos.front()->dtype), rows, cols);
 }
 
+absl::StatusOr<TensorView> WeightLoader::for_linear(const TensorView& w) {
+  TensorView packed;
+  BATON_ASSIGN_OR_RETURN(DeviceBuffer buf, backend_.pack_linear_weight(w, &packed));
+  if (buf.data() == nullptr) return w;
+  if (!owned_->empty() && owned_->back().data() == w.data) owned_->pop_back();
+  owned_->push_back(std::move(buf));
+  return packed;
+}
+
 absl::StatusOr<TensorView> WeightLoader::vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
                                                     const char* meaning) {
   std::vector<const TensorInfo*> infos;
@@ -122,6 +131,7 @@ absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std
                                        {p + "self_attn.k_proj.weight", kv},
                                        {p + "self_attn.v_proj.weight", kv}},
                                       in, "[heads * head_dim, input width] (k, v: kv_heads * head_dim)"));
+  BATON_ASSIGN_OR_RETURN(l.qkv, for_linear(l.qkv));
   if (c.qkv_bias) {
     BATON_ASSIGN_OR_RETURN(l.qkv_bias, vector_f32({{p + "self_attn.q_proj.bias", q},
                                                    {p + "self_attn.k_proj.bias", kv},
@@ -133,12 +143,15 @@ absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std
     BATON_ASSIGN_OR_RETURN(l.k_norm, vector_f32({{p + "self_attn.k_norm.weight", c.head_dim}}, "[head_dim]"));
   }
   BATON_ASSIGN_OR_RETURN(l.o_proj, matrix(p + "self_attn.o_proj.weight", h, q, "[hidden_size, heads * head_dim]"));
+  BATON_ASSIGN_OR_RETURN(l.o_proj, for_linear(l.o_proj));
   if (c.o_bias) {
     BATON_ASSIGN_OR_RETURN(l.o_bias, vector_f32({{p + "self_attn.o_proj.bias", h}}, "[hidden_size]"));
   }
   BATON_ASSIGN_OR_RETURN(l.gate_up, fused({{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h,
                                           "[intermediate_size, hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(l.gate_up, for_linear(l.gate_up));
   BATON_ASSIGN_OR_RETURN(l.down, matrix(p + "mlp.down_proj.weight", h, inter, "[hidden_size, intermediate_size]"));
+  BATON_ASSIGN_OR_RETURN(l.down, for_linear(l.down));
   return l;
 }
 

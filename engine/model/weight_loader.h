@@ -36,6 +36,11 @@ class WeightLoader {
   // Row-wise concatenation of [r_i, cols] matrices into one [sum r_i, cols] buffer.
   absl::StatusOr<TensorView> fused(const std::vector<std::pair<std::string, std::int64_t>>& parts, std::int64_t cols,
                                    const char* meaning);
+  // A matrix used only as a linear() weight, in the backend's packed layout when it has one
+  // (Backend::pack_linear_weight); `w` itself when not. When `w` is the buffer this loader made
+  // last (a fused or converted staging copy), that copy is freed once packed. The result may only
+  // be passed to linear().
+  absl::StatusOr<TensorView> for_linear(const TensorView& w);
   // Vectors (norm weights, biases) as one F32 vector, concatenated in order.
   absl::StatusOr<TensorView> vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
                                         const char* meaning);

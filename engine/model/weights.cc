@@ -28,6 +28,8 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
   } else {
     BATON_ASSIGN_OR_RETURN(w.lm_head, load.matrix("lm_head.weight", c.vocab_size, h, "[vocab_size, hidden_size]"));
   }
+  // Packed for linear() (a copy of its own when tied: the embedding lookup reads rows).
+  BATON_ASSIGN_OR_RETURN(w.lm_head, load.for_linear(w.lm_head));
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     BATON_ASSIGN_OR_RETURN(LayerWeights l, load.layer(c, str_cat("model.layers.", i, "."), {}));
     w.layers.push_back(l);

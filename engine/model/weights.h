@@ -5,6 +5,9 @@
 //  - q/k/v projections are fused into one [q + 2 kv, hidden] matrix (and biases into one vector),
 //    gate/up into one [2 * intermediate, hidden] matrix, so each is one GEMM per layer;
 //  - norm weights and biases are F32;
+//  - the matrices linear() reads (layers' qkv, o_proj, gate_up, down, and lm_head) are in the
+//    backend's packed layout when it has one (Backend::pack_linear_weight): pass them only to
+//    linear(); a tied lm_head is then a packed copy of the embedding;
 //  - other matrices keep their stored dtype (F32/BF16/F16) unless a dtype override is given, and
 //    are read in place from the memory-mapped file when the backend can read host memory.
 // A tensor that is missing, misshaped or of a non-float dtype is an error naming the file, the
@@ -46,7 +49,7 @@ class ModelWeights {
 
   TensorView embed;       // [vocab, hidden]
   TensorView final_norm;  // [hidden] F32
-  TensorView lm_head;     // [vocab, hidden] (the embedding itself when tied)
+  TensorView lm_head;     // [vocab, hidden] for linear() only (the embedding, or a packed copy of it, when tied)
   std::vector<LayerWeights> layers;
 
   // Bytes a decode step reads from weight matrices (every layer's matrices and the lm_head; the

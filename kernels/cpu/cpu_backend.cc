@@ -5,14 +5,13 @@
 #include <vector>
 
 #include "kernels/cpu/rows.h"
+#include "kernels/step_profile.h"
 
 namespace baton::cpu {
 namespace {
 
 constexpr std::size_t kAlignment = 64;
 
-// Rows per thread below which a row-wise op runs on the calling thread alone.
-constexpr std::int64_t kMinRowsPerThread = 4;
 
 void check_f32(const TensorView& v, const char* what) {
   BATON_CHECK(v.dtype == DType::kF32, what, " must be F32: ", v.describe());
@@ -59,7 +58,37 @@ absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
   return DeviceBuffer(this, p, bytes);
 }
 
-void CpuBackend::free(void* data, std::size_t /*bytes*/) { std::free(data); }
+void CpuBackend::free(void* data, std::size_t /*bytes*/) {
+  {
+    const std::lock_guard<std::mutex> lock(packed_mu_);
+    packed_.erase(data);
+  }
+  std::free(data);
+}
+
+absl::StatusOr<DeviceBuffer> CpuBackend::pack_linear_weight(const TensorView& weight, TensorView* packed) {
+  // The opt-in BF16-dot tier computes BF16 GEMMs its own way, and the non-invariant opt-in hands
+  // F32 GEMMs with many rows to OpenBLAS: both read row-major weights.
+  const bool wanted = weight.ndim == 2 && weight.stride(1) == 1 && packable_weight_dtype(weight.dtype) &&
+                      isa_ != CpuIsa::kAvx512Bf16 && (options_.batch_invariant || weight.dtype != DType::kF32);
+  if (!wanted || weight.dim(0) == 0 || weight.dim(1) == 0) return DeviceBuffer();
+  const std::int64_t n = weight.dim(0), k = weight.dim(1);
+  BATON_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate(static_cast<std::size_t>(packed_weight_bytes(weight.dtype, n, k))));
+  pack_weight(weight.data, weight.dtype, n, k, weight.stride(0), buf.data());
+  {
+    const std::lock_guard<std::mutex> lock(packed_mu_);
+    packed_[buf.data()] = PackedWeight{weight.dtype, n, k};
+  }
+  *packed = TensorView::contiguous(buf.data(), weight.dtype, {n, k}, device());
+  return buf;
+}
+
+std::optional<CpuBackend::PackedWeight> CpuBackend::find_packed(const void* data) const {
+  const std::lock_guard<std::mutex> lock(packed_mu_);
+  const auto it = packed_.find(data);
+  if (it == packed_.end()) return std::nullopt;
+  return it->second;
+}
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes > 0) std::memcpy(dst, host_src, bytes);
@@ -73,6 +102,7 @@ void CpuBackend::copy_on_device(void* dst, const void* src, std::size_t bytes) {
 
 void CpuBackend::linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
                         const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kGemm);
   check_f32(x, "linear input");
   check_f32(out, "linear output");
   BATON_CHECK(x.ndim == 2 && weight.ndim == 2 && out.ndim == 2, "linear expects 2-D views: x ",
@@ -87,6 +117,32 @@ void CpuBackend::linear(const TensorView& x, const TensorView& weight, const Ten
     check_f32(bias, "linear bias");
     BATON_CHECK(bias.numel() == weight.dim(0), "bias ", bias.describe(), " for weight ", weight.describe());
   }
+  const std::int64_t n = weight.dim(0);
+  if (x.dim(0) == 0 || n == 0) return;
+  // Threads split output columns, so each thread streams its own slice of the weights once. A
+  // thread's share must be worth a wake-up (tiny GEMMs run on the calling thread alone).
+  constexpr std::int64_t kMinMacsPerThread = 1 << 16;
+  const std::int64_t kMinColsPerThread =
+      std::max<std::int64_t>(16, kMinMacsPerThread / std::max<std::int64_t>(1, x.dim(0) * x.dim(1)));
+  const KernelTable& k = *kernels_;
+  if (const std::optional<PackedWeight> p = find_packed(weight.data)) {
+    BATON_CHECK(p->dtype == weight.dtype && p->n == n && p->k == weight.dim(1),
+                "packed weight view ", weight.describe(), " does not match what was packed there");
+    PackedGemmArgs pa;
+    pa.x = x.ptr<const float>();
+    pa.ldx = x.stride(0);
+    pa.w = weight.data;
+    pa.w_dtype = weight.dtype;
+    pa.n = n;
+    pa.bias = bias.empty() ? nullptr : bias.ptr<const float>();
+    pa.y = out.ptr<float>();
+    pa.ldy = out.stride(0);
+    pa.rows = x.dim(0);
+    pa.k = x.dim(1);
+    pool_.parallel_for(num_panels(n), std::max<std::int64_t>(1, kMinColsPerThread / kPanelCols), 1,
+                       [&](std::int64_t b, std::int64_t e) { k.gemm_packed(pa, b, e); });
+    return;
+  }
   GemmArgs a;
   a.x = x.ptr<const float>();
   a.ldx = x.stride(0);
@@ -98,21 +154,15 @@ void CpuBackend::linear(const TensorView& x, const TensorView& weight, const Ten
   a.ldy = out.stride(0);
   a.rows = x.dim(0);
   a.k = x.dim(1);
-  const std::int64_t n = weight.dim(0);
-  if (a.rows == 0 || n == 0) return;
-  // Threads split output columns, so each thread streams its own slice of the weights once. A
-  // thread's share must be worth a wake-up (tiny GEMMs run on the calling thread alone).
-  constexpr std::int64_t kMinMacsPerThread = 1 << 16;
-  const std::int64_t kMinColsPerThread = std::max<std::int64_t>(16, kMinMacsPerThread / std::max<std::int64_t>(1, a.rows * a.k));
   if (!options_.batch_invariant && weight.dtype == DType::kF32 && a.rows >= 16) {
     pool_.parallel_for(n, kMinColsPerThread, 16, [&](std::int64_t b, std::int64_t e) { blas_gemm_f32(a, b, e); });
     return;
   }
-  const KernelTable& k = *kernels_;
   pool_.parallel_for(n, kMinColsPerThread, 16, [&](std::int64_t b, std::int64_t e) { k.gemm(a, b, e); });
 }
 
 void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(x, "rms_norm input");
   check_f32(out, "rms_norm output");
   check_f32(weight, "rms_norm weight");
@@ -122,12 +172,13 @@ void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float e
               "rms_norm shapes: x ", x.describe(), ", w ", weight.describe(), ", out ", out.describe());
   const float* w = weight.ptr<const float>();
   const KernelTable& k = *kernels_;
-  pool_.parallel_for(xr.count(), kMinRowsPerThread, 1, [&](std::int64_t b, std::int64_t e) {
+  pool_.parallel_for(xr.count(), min_rows_per_thread(xr.cols()), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) k.rms_norm_row(xr.row(r), w, eps, outr.row(r), xr.cols());
   });
 }
 
 void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(gate_up, "silu_mul input");
   check_f32(out, "silu_mul output");
   const Rows<const float> in(gate_up);
@@ -136,13 +187,14 @@ void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
               gate_up.describe(), " -> ", out.describe());
   const std::int64_t inter = o.cols();
   const KernelTable& k = *kernels_;
-  pool_.parallel_for(in.count(), 1, 1, [&](std::int64_t b, std::int64_t e) {
+  pool_.parallel_for(in.count(), min_rows_per_thread(in.cols()), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) k.silu_mul_row(in.row(r), in.row(r) + inter, o.row(r), inter);
   });
 }
 
 void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                                  float scale, int sliding_window, const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kAttention);
   check_f32(q, "attention q");
   check_f32(out, "attention output");
   BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
@@ -177,10 +229,13 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   const std::int64_t scratch_floats =
       attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
   const KernelTable& k = *kernels_;
-  // An item costs about context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
-  const std::int64_t item_cost = std::max<std::int64_t>(1, batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
+  a.num_tokens = batch.num_tokens;
+  // An item costs about tokens x context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
+  const std::int64_t item_tokens = std::min<std::int64_t>(kAttentionTokenBlock, batch.num_tokens);
+  const std::int64_t item_cost =
+      std::max<std::int64_t>(1, item_tokens * batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
   const std::int64_t min_items = std::max<std::int64_t>(1, (1 << 15) / item_cost);
-  pool_.parallel_for(batch.num_tokens * num_kv_heads, min_items, 1, [&](std::int64_t b, std::int64_t e) {
+  pool_.parallel_for(attention_items(batch.num_tokens, num_kv_heads), min_items, 1, [&](std::int64_t b, std::int64_t e) {
     // Per-thread scratch that only grows: no allocation once the longest context has been seen.
     thread_local std::vector<float> scratch;
     if (static_cast<std::int64_t>(scratch.size()) < scratch_floats) scratch.resize(static_cast<std::size_t>(scratch_floats));

@@ -1,6 +1,10 @@
 // CpuBackend: the Backend on the host CPU. f32 activations; weights in F32, BF16 or F16 read in
 // place; work split over the one ThreadPool; kernels from the best ISA tier the CPU supports.
 //
+// linear() weights packed at load (pack_linear_weight: F32 and BF16, see packed_weights.h) go
+// through the register-blocked GEMM; the backend remembers which buffers hold packed weights until
+// they are freed. Other weights use the dot-product GEMM in place.
+//
 // With batch_invariant (the default) every op uses the V16 kernels whose per-row reduction order is
 // fixed. batch_invariant = false lets F32 GEMMs with many rows go through OpenBLAS (faster
 // prefill, but a row's bits then depend on the batch: never use it with speculative decoding's
@@ -8,7 +12,10 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
@@ -30,6 +37,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
   bool reads_host_memory() const override { return true; }
+  absl::StatusOr<DeviceBuffer> pack_linear_weight(const TensorView& weight, TensorView* packed) override;
   void synchronize() override {}
 
   void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override;
@@ -57,11 +65,20 @@ class CpuBackend final : public Backend {
  private:
   CpuBackend(const BackendOptions& options, CpuIsa isa, const CpuFeatures& features);
 
+  struct PackedWeight {
+    DType dtype;
+    std::int64_t n, k;
+  };
+  // The packed weight starting at `data`, if linear() should read it as packed.
+  std::optional<PackedWeight> find_packed(const void* data) const;
+
   BackendOptions options_;
   CpuIsa isa_;
   CpuFeatures features_;
   const KernelTable* kernels_;
   ThreadPool pool_;
+  mutable std::mutex packed_mu_;
+  std::unordered_map<const void*, PackedWeight> packed_;  // buffer start -> what it holds
 };
 
 const KernelTable& kernel_table_for(CpuIsa isa);

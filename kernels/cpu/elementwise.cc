@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/rows.h"
+#include "kernels/step_profile.h"
 
 namespace baton::cpu {
 namespace {
@@ -46,6 +47,7 @@ void CpuBackend::embedding(const TensorView& table, const TensorView& token_ids,
 }
 
 void CpuBackend::rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
   BATON_CHECK(positions.dtype == DType::kI32 && inv_freq.dtype == DType::kF32 && cos_sin.dtype == DType::kF32,
               "rope_cos_sin dtypes");
   const std::int64_t half = inv_freq.numel();
@@ -66,12 +68,13 @@ void CpuBackend::rope_cos_sin(const TensorView& positions, const TensorView& inv
 }
 
 void CpuBackend::apply_rope(const TensorView& x, const TensorView& cos_sin) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
   BATON_CHECK(x.dtype == DType::kF32 && x.ndim == 3 && x.stride(2) == 1, "rope input: ", x.describe());
   const std::int64_t tokens = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const Rows<const float> cs(cos_sin);
   BATON_CHECK(hd % 2 == 0 && cs.count() == tokens && cs.cols() == hd, "rope shapes: x ", x.describe(),
               ", cos_sin ", cos_sin.describe());
-  pool_.parallel_for(tokens, 4, 1, [&](std::int64_t b, std::int64_t e) {
+  pool_.parallel_for(tokens, min_rows_per_thread(heads * hd), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
       const float* c = cs.row(t);
       const float* s = c + half;
@@ -88,13 +91,14 @@ void CpuBackend::apply_rope(const TensorView& x, const TensorView& cos_sin) {
 }
 
 void CpuBackend::add(const TensorView& a, const TensorView& b, const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
   const Rows<const float> ar(a), br(b);
   const Rows<float> o(out);
   BATON_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && out.dtype == DType::kF32 &&
                   ar.count() == o.count() && br.count() == o.count() && ar.cols() == o.cols() &&
                   br.cols() == o.cols(),
               "add shapes: ", a.describe(), " + ", b.describe(), " -> ", out.describe());
-  pool_.parallel_for(o.count(), 4, 1, [&](std::int64_t begin, std::int64_t end) {
+  pool_.parallel_for(o.count(), min_rows_per_thread(o.cols()), 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* x = ar.row(r);
       const float* y = br.row(r);
@@ -129,6 +133,7 @@ void CpuBackend::copy(const TensorView& src, const TensorView& out) {
 
 void CpuBackend::write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
                           const TensorView& kv_cache) {
+  const ProfileScope profile(ProfileClass::kAttention);
   BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
               "kv cache layer: ", kv_cache.describe());
   const std::int64_t num_blocks = kv_cache.dim(0), block_size = kv_cache.dim(2);

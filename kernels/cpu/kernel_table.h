@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/dtype.h"
 
 namespace baton::cpu {
@@ -25,9 +26,26 @@ struct GemmArgs {
   std::int64_t k = 0;
 };
 
+// y = x W^T (+ bias) for all rows and the output columns of panels [panel_begin, panel_end), W in
+// the packed layout of packed_weights.h. Each output element is one fused multiply-add chain over
+// k = 0, 1, ..., k - 1 in order (then + bias): the same for every row count and on every tier.
+struct PackedGemmArgs {
+  const float* x = nullptr;  // [rows, k], row stride ldx
+  std::int64_t ldx = 0;
+  const void* w = nullptr;   // packed panels (packed_weights.h), F32 or BF16
+  DType w_dtype = DType::kBF16;
+  std::int64_t n = 0;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [rows, n], row stride ldy
+  std::int64_t ldy = 0;
+  std::int64_t rows = 0;
+  std::int64_t k = 0;
+};
+
 // Causal attention of each new token over its sequence's paged KV (keys at positions
-// [max(0, pos - window + 1), pos]). One work item = (token, kv head): it computes the
-// num_heads / num_kv_heads query heads that share that kv head.
+// [max(0, pos - window + 1), pos]). One work item = (block of kAttentionTokenBlock consecutive
+// tokens, kv head): it computes the num_heads / num_kv_heads query heads that share that kv head,
+// for every token of the block (attention_items() counts the items).
 struct AttentionArgs {
   const float* q = nullptr;  // [tokens, num_heads, head_dim], token stride q_stride, head stride head_dim
   std::int64_t q_stride = 0;
@@ -44,7 +62,14 @@ struct AttentionArgs {
   std::int32_t block_size = 0;
   std::int32_t sliding_window = 0;  // 0: full causal attention
   float scale = 1.0f;
+  std::int64_t num_tokens = 0;
 };
+
+// Tokens per attention work item: consecutive tokens of one sequence share key and value loads.
+inline constexpr std::int64_t kAttentionTokenBlock = 8;
+inline std::int64_t attention_items(std::int64_t num_tokens, std::int32_t num_kv_heads) {
+  return (num_tokens + kAttentionTokenBlock - 1) / kAttentionTokenBlock * num_kv_heads;
+}
 
 struct KernelTable {
   const char* name;
@@ -53,20 +78,22 @@ struct KernelTable {
   void (*rms_norm_row)(const float* x, const float* w, float eps, float* out, std::int64_t dim);
   // out[i] = silu(gate[i]) * up[i].
   void (*silu_mul_row)(const float* gate, const float* up, float* out, std::int64_t n);
-  // items [begin, end) of token * num_kv_heads + kv_head. scratch: attention_scratch_floats().
+  // items [begin, end) of token_block * num_kv_heads + kv_head. scratch: attention_scratch_floats().
   void (*attention)(const AttentionArgs& a, std::int64_t item_begin, std::int64_t item_end,
                     float* scratch);
   // Canonical dot product (the GEMM's per-element order); exposed for tests and the sampler.
   float (*dot)(const float* a, const float* b, std::int64_t n);
   // x[i] = exp(x[i]) with the kernels' own exp (about 1 ulp, identical on every tier).
   void (*exp_inplace)(float* x, std::int64_t n);
+  // The register-blocked GEMM over packed weights (see PackedGemmArgs).
+  void (*gemm_packed)(const PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end);
 };
 
 // Floats of scratch one attention call needs for the given shape and longest context.
 inline std::int64_t attention_scratch_floats(std::int32_t num_heads, std::int32_t num_kv_heads,
                                              std::int32_t head_dim, std::int64_t max_context) {
   const std::int64_t group = num_heads / num_kv_heads;
-  return group * (max_context + 16) + group * head_dim;
+  return kAttentionTokenBlock * group * (max_context + 16) + kAttentionTokenBlock * group * head_dim;
 }
 
 const KernelTable& portable_kernel_table();

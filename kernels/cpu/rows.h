@@ -2,12 +2,21 @@
 // count() rows of cols() elements (leading dimensions flattened in row-major order).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/status.h"
 #include "kernels/tensor.h"
 
 namespace baton::cpu {
+
+// Rows per thread for a row-wise op over rows of `cols` floats: a thread's share must be worth
+// waking it (a few tens of microseconds of work), or the op runs on the calling thread alone.
+// Waking a worker costs as much as streaming ~32K floats, far more on a loaded machine.
+inline std::int64_t min_rows_per_thread(std::int64_t cols) {
+  constexpr std::int64_t kMinFloatsPerThread = 1 << 15;
+  return std::max<std::int64_t>(1, kMinFloatsPerThread / std::max<std::int64_t>(1, cols));
+}
 
 template <class T>
 class Rows {

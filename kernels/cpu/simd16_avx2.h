@@ -14,6 +14,8 @@ struct V16 {
 
 constexpr int kGemmMaxRows = 2;
 constexpr int kGemmMaxCols = 2;
+constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
+constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
 
 inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline V16 vset1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }

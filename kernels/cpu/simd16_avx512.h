@@ -12,6 +12,8 @@ struct V16 {
 
 constexpr int kGemmMaxRows = 4;  // MR: rows of x per GEMM tile
 constexpr int kGemmMaxCols = 4;  // NR: rows of W (output columns) per GEMM tile
+constexpr int kPackedRows = 8;    // packed GEMM: rows of x per register tile
+constexpr int kPackedPanels = 3;  // packed GEMM: 16-column weight panels per register tile
 
 inline __mmask16 tail_mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 

@@ -23,6 +23,8 @@ struct V16 {
 
 constexpr int kGemmMaxRows = 1;
 constexpr int kGemmMaxCols = 4;
+constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
+constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
 
 inline V16 vzero() { return V16{}; }
 inline V16 vset1(float a) {

@@ -34,7 +34,7 @@ constexpr auto kSpinTime = std::chrono::microseconds(500);
 ThreadPool::ThreadPool(int num_threads) {
   size_ = num_threads > 0 ? num_threads : available_cores();
   threads_.reserve(static_cast<std::size_t>(size_ - 1));
-  for (int i = 1; i < size_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < size_; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -47,35 +47,55 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(FunctionRef<void(int)> fn) {
-  if (size_ == 1) {
-    fn(0);
+  run_tasks(size_, [&](std::int64_t t) { fn(static_cast<int>(t)); });
+}
+
+void ThreadPool::work(std::uint32_t generation) {
+  std::uint64_t w = ticket_.load(std::memory_order_acquire);
+  while (true) {
+    const std::uint64_t tasks = (w >> 16) & 0xffff, next = w & 0xffff;
+    if (static_cast<std::uint32_t>(w >> 32) != generation || next >= tasks) return;
+    if (!ticket_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // The region cannot end before this task is counted done, so task_fn_ is still its function.
+    (*task_fn_)(static_cast<std::int64_t>(next));
+    done_.fetch_add(1, std::memory_order_release);
+    w = ticket_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::run_tasks(std::int64_t tasks, FunctionRef<void(std::int64_t)> fn) {
+  if (size_ == 1 || tasks <= 1) {
+    for (std::int64_t t = 0; t < tasks; ++t) fn(t);
     return;
   }
   std::lock_guard<std::mutex> submit(submit_mu_);
-  job_ = &fn;
-  pending_.store(size_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes job_ and orders against the sleepers_ load
+  const std::uint32_t generation = ++generation_;
+  task_fn_ = &fn;
+  done_.store(0, std::memory_order_relaxed);
+  // seq_cst: publishes task_fn_ and done_, and orders against the sleepers_ load.
+  ticket_.store(static_cast<std::uint64_t>(generation) << 32 | static_cast<std::uint64_t>(tasks) << 16);
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(sleep_mu_);
     sleep_cv_.notify_all();
   }
-  fn(0);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  work(generation);
+  // Only tasks a worker has claimed (and so is running) remain.
+  for (int spins = 0; done_.load(std::memory_order_acquire) != tasks; ++spins) {
     if (spins < 2000) {
       cpu_relax();
     } else {
-      std::this_thread::yield();  // a worker was descheduled; let it run
+      std::this_thread::yield();  // the worker running a task was descheduled; let it run
     }
   }
-  job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int index) {
-  std::uint64_t seen = 0;
+void ThreadPool::worker_loop() {
+  std::uint32_t seen = 0;
+  auto generation = [this] { return static_cast<std::uint32_t>(ticket_.load(std::memory_order_acquire) >> 32); };
   while (true) {
     auto deadline = std::chrono::steady_clock::now() + kSpinTime;
     for (int spins = 0;; ++spins) {
-      if (generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed)) break;
+      if (generation() != seen || stop_.load(std::memory_order_relaxed)) break;
       if ((spins & 255) == 255) {
         // Give the core away now and then: when threads outnumber free cores, the thread we are
         // waiting for may be queued behind us.
@@ -84,16 +104,15 @@ void ThreadPool::worker_loop(int index) {
       if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline) {
         std::unique_lock<std::mutex> lock(sleep_mu_);
         sleepers_.fetch_add(1);
-        sleep_cv_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+        sleep_cv_.wait(lock, [&] { return generation() != seen || stop_.load(); });
         sleepers_.fetch_sub(1);
         deadline = std::chrono::steady_clock::now() + kSpinTime;
       }
       cpu_relax();
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    (*job_)(index);
-    pending_.fetch_sub(1, std::memory_order_release);
+    seen = generation();
+    work(seen);
   }
 }
 
@@ -110,10 +129,10 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t min_chunk, std::int64
   }
   // Even split rounded up to `align`; the last chunks may be empty.
   const std::int64_t per = ((n + chunks - 1) / chunks + align - 1) / align * align;
-  run([&](int worker) {
-    const std::int64_t begin = std::min<std::int64_t>(n, worker * per);
+  run_tasks(chunks, [&](std::int64_t chunk) {
+    const std::int64_t begin = std::min<std::int64_t>(n, chunk * per);
     const std::int64_t end = std::min<std::int64_t>(n, begin + per);
-    if (worker < chunks && begin < end) fn(begin, end);
+    if (begin < end) fn(begin, end);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/model/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/engine/fixtures.h"
 #include "tests/engine/model_harness.h"
@@ -50,7 +51,14 @@ TEST(HiddenStates, CapturesAreTheStatesTheModelUses) {
     const auto logits = to_host(*h.backend, out->logits);
     const std::int64_t hid = c.hidden_size;
     const TensorView& embed = h.model->weights().embed;
-    const TensorView& head = h.model->weights().lm_head;
+    // The lm_head as stored in the checkpoint (the model's own copy may be packed for linear()).
+    auto ckpt = Checkpoint::open(fixture_path(name));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const TensorInfo* stored = (*ckpt)->find("lm_head.weight");
+    if (stored == nullptr) stored = (*ckpt)->find("model.embed_tokens.weight");  // tied embeddings
+    ASSERT_NE(stored, nullptr);
+    const TensorView head = TensorView::contiguous(const_cast<std::uint8_t*>(stored->data), stored->dtype,
+                                                   {stored->shape[0], stored->shape[1]});
     for (std::size_t t = 0; t < ref.prompt.size(); ++t) {
       for (std::int64_t i = 0; i < hid; ++i) {
         ASSERT_EQ(layer0[t * static_cast<std::size_t>(hid) + static_cast<std::size_t>(i)], weight_at(embed, ref.prompt[t], i));

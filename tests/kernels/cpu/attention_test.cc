@@ -1,6 +1,6 @@
 // Paged attention: float64 reference over varlen batches (GQA, sliding window, block tables that
 // are not in order), bit-identical tiers, and batch invariance (each token computed alone gives the
-// same bits as inside the batch).
+// same bits as inside the batch, and however the work items are split).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -98,7 +98,8 @@ std::vector<double> reference(const Data& d) {
 }
 
 // Runs the kernel for tokens [t_begin, t_end) of the batch, as if they were the whole batch.
-std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int t_end) {
+// Items are run in two calls split at `split` (as two threads would) when split > 0.
+std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int t_end, std::int64_t split = 0) {
   const AttnCase& s = d.s;
   const int n = t_end - t_begin;
   std::vector<float> out(static_cast<std::size_t>(n * s.num_heads * s.head_dim), 0.0f);
@@ -120,7 +121,14 @@ std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const int max_ctx = *std::max_element(s.context_lens.begin(), s.context_lens.end());
   std::vector<float> scratch(static_cast<std::size_t>(attention_scratch_floats(s.num_heads, s.num_kv_heads, s.head_dim, max_ctx)));
-  table.attention(a, 0, static_cast<std::int64_t>(n) * s.num_kv_heads, scratch.data());
+  a.num_tokens = n;
+  const std::int64_t items = attention_items(n, s.num_kv_heads);
+  if (split > 0 && split < items) {
+    table.attention(a, split, items, scratch.data());
+    table.attention(a, 0, split, scratch.data());
+  } else {
+    table.attention(a, 0, items, scratch.data());
+  }
   return out;
 }
 
@@ -157,6 +165,16 @@ TEST(PagedAttention, TokenAloneIsBitIdenticalToTokenInBatch) {
                                        batched.begin() + static_cast<std::ptrdiff_t>((t + 1) * per_token));
         ASSERT_TRUE(same_bits(alone, slice)) << isa_name(isa) << " token " << t;
       }
+    }
+  }
+}
+
+TEST(PagedAttention, ItemSplitsDoNotChangeBits) {
+  for (const AttnCase& s : kSetups) {
+    const Data d = make_data(s, 10);
+    const auto whole = run(kernel_table_for(CpuIsa::kPortable), d, 0, d.tokens);
+    for (std::int64_t split = 1; split < attention_items(d.tokens, s.num_kv_heads); ++split) {
+      EXPECT_TRUE(same_bits(run(kernel_table_for(CpuIsa::kPortable), d, 0, d.tokens, split), whole)) << split;
     }
   }
 }

@@ -1,0 +1,137 @@
+// GEMM over packed weights (packed_weights.h): a register-blocked micro-kernel that keeps an
+// MR-row by NP-panel block of outputs (MR x 16 NP floats) in registers and streams the NP panels'
+// weights once for all MR rows, broadcasting one x element per row and k. A row tile never holds
+// more than kPackedRows rows; a step of M rows (a decode batch, k + 1 verification tokens, a
+// prefill chunk) reads each group of NP panels from memory once and re-reads it from cache for
+// further row tiles.
+//
+// Numerical contract (batch invariance, tier identity): output element (m, c) is acc = 0, then
+// acc = fma(x[m][kk], W[c][kk], acc) for kk = 0, 1, ..., k - 1 in order, then acc + bias[c]. Each
+// element lives in one lane of one accumulator from start to end, so nothing depends on MR, NP,
+// the row tile, the rows riding along, the thread split or the tier (V16 lanes are exact).
+// This is a different order from gemm_kernels.h's dot-product form: a weight is either packed
+// or not for its whole life, so every token sees the same order.
+// Part of the tier kernels: included only by kernels_impl.h, inside a tier's namespace after that
+// tier's simd16_*.h.
+
+// ---- GEMM over packed weight panels ------------------------------------------------------------
+
+template <baton::DType W>
+struct PanelLoad;
+template <>
+struct PanelLoad<baton::DType::kBF16> {
+  using T = std::uint16_t;
+  // One k-pair of a panel: 16 columns' W[c][2q] (even) and W[c][2q + 1] (odd).
+  static void pair(const T* p, V16& even, V16& odd) { vload_bf16_pairs(p, even, odd); }
+};
+template <>
+struct PanelLoad<baton::DType::kF32> {
+  using T = float;
+  static void pair(const T* p, V16& even, V16& odd) {
+    even = vload(p);
+    odd = vload(p + 16);
+  }
+};
+
+// Rows [0, MR) of x times panels [0, NP) (panel stride ps elements) over k in [0, k): x and w
+// already point at the block's first k. With `resume` the accumulators start from y (the partial
+// sums an earlier k block stored there: exact, so the chain is unchanged); with `finish` bias is
+// added. The last panel has last_cols (1..16) real columns.
+template <baton::DType W, int MR, int NP>
+void packed_tile(const float* x, std::int64_t ldx, const typename PanelLoad<W>::T* w, std::int64_t ps,
+                 std::int64_t k, const float* bias, float* y, std::int64_t ldy, int last_cols, bool resume,
+                 bool finish) {
+  V16 acc[MR][NP];
+  for (int j = 0; j < NP; ++j) {
+    const int cols = j == NP - 1 ? last_cols : 16;
+    for (int i = 0; i < MR; ++i) {
+      if (!resume) {
+        acc[i][j] = vzero();
+      } else {
+        acc[i][j] = cols == 16 ? vload(y + i * ldy + j * 16) : vload_n(y + i * ldy + j * 16, cols);
+      }
+    }
+  }
+  const std::int64_t pairs = k / 2;
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    V16 we[NP], wo[NP];
+    for (int j = 0; j < NP; ++j) PanelLoad<W>::pair(w + j * ps + q * 32, we[j], wo[j]);
+    for (int i = 0; i < MR; ++i) {
+      const V16 xe = vset1(x[i * ldx + 2 * q]);
+      const V16 xo = vset1(x[i * ldx + 2 * q + 1]);
+      for (int j = 0; j < NP; ++j) acc[i][j] = vfma(xo, wo[j], vfma(xe, we[j], acc[i][j]));
+    }
+  }
+  if (k % 2 != 0) {  // the last k alone (its pair partner is zero padding, skipped)
+    V16 we[NP], wo[NP];
+    for (int j = 0; j < NP; ++j) PanelLoad<W>::pair(w + j * ps + pairs * 32, we[j], wo[j]);
+    for (int i = 0; i < MR; ++i) {
+      const V16 xe = vset1(x[i * ldx + k - 1]);
+      for (int j = 0; j < NP; ++j) acc[i][j] = vfma(xe, we[j], acc[i][j]);
+    }
+  }
+  for (int j = 0; j < NP; ++j) {
+    const int cols = j == NP - 1 ? last_cols : 16;
+    V16 b = vzero();
+    if (finish && bias != nullptr) b = cols == 16 ? vload(bias + j * 16) : vload_n(bias + j * 16, cols);
+    for (int i = 0; i < MR; ++i) {
+      const V16 r = finish && bias != nullptr ? vadd(acc[i][j], b) : acc[i][j];
+      if (cols == 16) {
+        vstore(y + i * ldy + j * 16, r);
+      } else {
+        vstore_n(y + i * ldy + j * 16, r, cols);
+      }
+    }
+  }
+}
+
+template <baton::DType W, int MRMax, int NPMax>
+void packed_tile_dyn(const float* x, std::int64_t ldx, const typename PanelLoad<W>::T* w, std::int64_t ps,
+                     std::int64_t k, const float* bias, float* y, std::int64_t ldy, int last_cols, bool resume,
+                     bool finish, int mr, int np) {
+  if constexpr (MRMax > 0 && NPMax > 0) {
+    if (mr < MRMax) {
+      packed_tile_dyn<W, MRMax - 1, NPMax>(x, ldx, w, ps, k, bias, y, ldy, last_cols, resume, finish, mr, np);
+    } else if (np < NPMax) {
+      packed_tile_dyn<W, MRMax, NPMax - 1>(x, ldx, w, ps, k, bias, y, ldy, last_cols, resume, finish, mr, np);
+    } else {
+      packed_tile<W, MRMax, NPMax>(x, ldx, w, ps, k, bias, y, ldy, last_cols, resume, finish);
+    }
+  }
+}
+
+// Panel groups of kPackedPanels outside. With one row tile, its whole k at once: the weights
+// stream from memory once. With several, k in blocks whose panel slice stays in L1 while every
+// row tile passes over it (partial sums wait in y between blocks).
+template <baton::DType W>
+void gemm_packed_typed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
+  using T = typename PanelLoad<W>::T;
+  const T* w = static_cast<const T*>(a.w);
+  const std::int64_t ps = baton::cpu::panel_elements(a.k);
+  // About 24 KiB of panel slice per block (a k-pair of one panel is 32 elements), k kept even.
+  constexpr std::int64_t kBlockK = (24 * 1024 / (16 * kPackedPanels * static_cast<std::int64_t>(sizeof(T)))) / 2 * 2;
+  const std::int64_t kc = a.rows > kPackedRows ? kBlockK : a.k;
+  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
+    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
+    const std::int64_t col = p * 16;
+    const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
+    const float* bias = a.bias != nullptr ? a.bias + col : nullptr;
+    for (std::int64_t k0 = 0; k0 < a.k; k0 += kc) {
+      const std::int64_t kb = std::min(kc, a.k - k0);
+      for (std::int64_t m = 0; m < a.rows; m += kPackedRows) {
+        const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
+        packed_tile_dyn<W, kPackedRows, kPackedPanels>(a.x + m * a.ldx + k0, a.ldx, w + p * ps + k0 * 16, ps, kb,
+                                                       bias, a.y + m * a.ldy + col, a.ldy, last_cols,
+                                                       /*resume=*/k0 > 0, /*finish=*/k0 + kb == a.k, mr, np);
+      }
+    }
+  }
+}
+
+inline void gemm_packed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
+  switch (a.w_dtype) {
+    case baton::DType::kF32: gemm_packed_typed<baton::DType::kF32>(a, panel_begin, panel_end); break;
+    case baton::DType::kBF16: gemm_packed_typed<baton::DType::kBF16>(a, panel_begin, panel_end); break;
+    default: break;  // the backend packs only F32 and BF16
+  }
+}
