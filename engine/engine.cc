@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "engine/spec/proposer_factory.h"
+#include "kernels/backend_factory.h"
 #include "kernels/step_profile.h"
 #include "spdlog/spdlog.h"
 
@@ -17,7 +18,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
   e->hooks_ = std::move(hooks);
-  BATON_ASSIGN_OR_RETURN(e->backend_, make_cpu_backend(config.backend));
+  BATON_ASSIGN_OR_RETURN(e->backend_, make_backend(config.backend));
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
   WeightLoadOptions wo;

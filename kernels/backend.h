@@ -49,6 +49,7 @@ class DeviceBuffer {
 };
 
 struct BackendOptions {
+  Device device{};              // where the backend computes: cpu, or cuda:<index>
   int num_threads = 0;          // CPU: 0 = one per available core
   bool batch_invariant = true;  // false allows faster kernels whose rows depend on the batch
   std::string cpu_isa = "auto";  // CPU: auto, portable, avx2, avx512 (for tests and comparisons)
@@ -145,7 +146,8 @@ class Backend {
   virtual void free(void* data, std::size_t bytes) = 0;
 };
 
-// The CPU backend with these options (kernels/cpu/cpu_backend.h has the class).
+// The CPU backend with these options (kernels/cpu/cpu_backend.h has the class). Most callers want
+// make_backend() (kernels/backend_factory.h), which picks the backend by options.device.
 absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options);
 
 }  // namespace baton

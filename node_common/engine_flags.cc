@@ -1,6 +1,7 @@
 #include "node_common/engine_flags.h"
 
 #include "common/status.h"
+#include "kernels/backend_factory.h"
 #include "tokenizer/tokenizer_text_decoder.h"
 
 namespace baton {
@@ -10,6 +11,7 @@ const std::vector<FlagSpec>& engine_flags() {
       {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
       {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
       {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
+      {"device", "DEV", "where the model runs: cpu (default), cuda or cuda:N"},
       {"threads", "N", "CPU threads (default: all cores)"},
       {"cpu-isa", "ISA", "auto, portable, avx2, avx512, or avx512bf16 (opt-in BF16 dot products; changes results)"},
       {"no-batch-invariant", "", "allow faster kernels whose results depend on the batch"},
@@ -31,6 +33,11 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
     else if (*d == "bfloat16") c.dtype = DType::kBF16;
     else if (*d == "float16") c.dtype = DType::kF16;
     else return absl::InvalidArgumentError(str_cat("--dtype must be auto, float32, bfloat16 or float16, got '", *d, "'"));
+  }
+  if (auto dev = f.get("device")) {
+    auto device = parse_device(*dev);
+    if (!device.ok()) return absl::InvalidArgumentError(str_cat("--device: ", device.status().message()));
+    c.backend.device = *device;
   }
   BATON_ASSIGN_OR_RETURN(auto threads, f.get_int("threads"));
   if (threads) c.backend.num_threads = static_cast<int>(*threads);

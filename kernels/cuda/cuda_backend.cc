@@ -1,0 +1,312 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include "common/status.h"
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/pointwise.cuh"
+#include "kernels/cuda/rope.cuh"
+
+namespace baton {
+namespace {
+
+void check_cuda(cudaError_t err, const char* what) {
+  BATON_CHECK(err == cudaSuccess, "CUDA ", what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+}
+
+void check_f32(const TensorView& v, const char* what) {
+  BATON_CHECK(v.dtype == DType::kF32, what, " must be F32: ", v.describe());
+}
+
+cuda::WeightType weight_type(const TensorView& w, const char* what) {
+  switch (w.dtype) {
+    case DType::kF32: return cuda::WeightType::kF32;
+    case DType::kBF16: return cuda::WeightType::kBF16;
+    case DType::kF16: return cuda::WeightType::kF16;
+    default: break;
+  }
+  BATON_CHECK(false, what, " must be F32, BF16 or F16: ", w.describe());
+  return cuda::WeightType::kF32;
+}
+
+// The same row view as kernels/cpu/rows.h, as launcher arguments.
+cuda::RowsArg rows(const TensorView& v) {
+  BATON_CHECK(v.ndim >= 1 && v.ndim <= 3, "expected 1-3 dims: ", v.describe());
+  BATON_CHECK(v.dim(-1) <= 1 || v.stride(-1) == 1, "last dim must be contiguous: ", v.describe());
+  cuda::RowsArg a;
+  a.data = v.data;
+  a.cols = v.dim(-1);
+  a.inner = v.ndim == 3 ? v.dim(1) : 1;
+  a.count = v.ndim == 1 ? 1 : v.dim(0) * a.inner;
+  a.stride0 = v.ndim == 1 ? 0 : v.stride(0);
+  a.stride1 = v.ndim == 3 ? v.stride(1) : 0;
+  return a;
+}
+
+cuda::HeadsArg heads(const TensorView& v, const char* what) {
+  check_f32(v, what);
+  BATON_CHECK(v.ndim == 3 && v.stride(2) == 1, what, " must be [tokens, heads, head_dim] with contiguous head_dim: ",
+              v.describe());
+  cuda::HeadsArg a;
+  a.data = v.ptr<float>();
+  a.tokens = v.dim(0);
+  a.heads = static_cast<int>(v.dim(1));
+  a.head_dim = static_cast<int>(v.dim(2));
+  a.stride0 = v.stride(0);
+  a.stride1 = v.stride(1);
+  return a;
+}
+
+cuda::KvCacheArg kv_cache_arg(const TensorView& kv) {
+  BATON_CHECK(kv.dtype == DType::kF32 && kv.ndim == 5 && kv.is_contiguous() && kv.dim(1) == 2,
+              "KV cache layer must be contiguous F32 [num_blocks, 2, block_size, kv_heads, head_dim]: ", kv.describe());
+  cuda::KvCacheArg a;
+  a.data = kv.ptr<float>();
+  a.num_blocks = kv.dim(0);
+  a.block_size = static_cast<int>(kv.dim(2));
+  a.kv_heads = static_cast<int>(kv.dim(3));
+  a.head_dim = static_cast<int>(kv.dim(4));
+  return a;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> create(const BackendOptions& options) {
+    const int count = cuda_device_count();
+    if (options.device.index >= count) {
+      return absl::FailedPreconditionError(str_cat("device ", device_name(options.device), ": this machine has ", count,
+                                                   " CUDA device(s)"));
+    }
+    std::unique_ptr<CudaBackend> b(new CudaBackend(options));
+    cudaError_t err = cudaSetDevice(options.device.index);
+    if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+      return absl::InternalError(str_cat("device ", device_name(options.device), ": ", cudaGetErrorString(err)));
+    }
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, options.device.index) == cudaSuccess) {
+      b->name_ = str_cat(prop.name, ", sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB");
+    }
+    std::string error;
+    b->gemm_ = cuda::gemm_create(b->stream_, &error);
+    if (b->gemm_ == nullptr) return absl::InternalError(str_cat("device ", device_name(options.device), ": ", error));
+    return b;
+  }
+
+  ~CudaBackend() override {
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (gemm_ != nullptr) cuda::gemm_destroy(gemm_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return options_.device; }
+  std::string describe() const override {
+    return str_cat(device_name(options_.device), " (", name_, options_.batch_invariant ? ", batch-invariant" : "", ")");
+  }
+  DType activation_dtype() const override { return DType::kF32; }
+
+  absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override {
+    if (bytes == 0) bytes = 1;
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the (non-sticky) allocation error
+      return absl::ResourceExhaustedError(str_cat("device ", device_name(options_.device), ": cannot allocate ", bytes,
+                                                  " bytes: ", cudaGetErrorString(err)));
+    }
+    return DeviceBuffer(this, p, bytes);
+  }
+  // A pageable source is staged by the driver before cudaMemcpyAsync returns, so the caller may
+  // reuse `host_src` at once.
+  void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  }
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+    check_cuda(cudaStreamSynchronize(stream_), "copy to host");
+  }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+  }
+  bool reads_host_memory() const override { return false; }
+  void synchronize() override { check_cuda(cudaStreamSynchronize(stream_), "synchronize"); }
+
+  void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override {
+    check_f32(out, "embedding output");
+    BATON_CHECK(table.ndim == 2 && table.stride(1) == 1 && token_ids.dtype == DType::kI32 &&
+                    token_ids.numel() == out.dim(0) && out.ndim == 2 && out.dim(1) == table.dim(1),
+                "embedding shapes: table ", table.describe(), ", ids ", token_ids.describe(), ", out ", out.describe());
+    check_cuda(cuda::embedding(table.data, weight_type(table, "embedding table"), table.stride(0), table.dim(1),
+                               token_ids.ptr<std::int32_t>(), token_ids.numel(), rows(out), stream_),
+               "embedding");
+  }
+
+  void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) override {
+    check_f32(x, "rms_norm input");
+    check_f32(out, "rms_norm output");
+    check_f32(weight, "rms_norm weight");
+    const cuda::RowsArg xr = rows(x), outr = rows(out);
+    BATON_CHECK(xr.count == outr.count && xr.cols == outr.cols && weight.numel() == xr.cols, "rms_norm shapes: x ",
+                x.describe(), ", weight ", weight.describe(), ", out ", out.describe());
+    check_cuda(cuda::rms_norm(xr, weight.ptr<float>(), eps, outr, stream_), "rms_norm");
+  }
+
+  void linear(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& out) override {
+    check_f32(x, "linear input");
+    check_f32(out, "linear output");
+    BATON_CHECK(x.ndim == 2 && weight.ndim == 2 && out.ndim == 2, "linear expects 2-D views: x ", x.describe(),
+                ", weight ", weight.describe(), ", out ", out.describe());
+    BATON_CHECK(weight.dim(1) == x.dim(1) && out.dim(0) == x.dim(0) && out.dim(1) == weight.dim(0), "linear shapes: x ",
+                x.describe(), ", weight ", weight.describe(), ", out ", out.describe());
+    BATON_CHECK(x.stride(1) == 1 && weight.stride(1) == 1 && out.stride(1) == 1, "linear needs contiguous rows");
+    cuda::LinearArgs a;
+    a.x = x.ptr<float>();
+    a.ldx = x.stride(0);
+    a.w = weight.data;
+    a.w_type = weight_type(weight, "linear weight");
+    a.ldw = weight.stride(0);
+    if (!bias.empty()) {
+      check_f32(bias, "linear bias");
+      BATON_CHECK(bias.numel() == weight.dim(0), "bias ", bias.describe(), " for weight ", weight.describe());
+      a.bias = bias.ptr<float>();
+    }
+    a.y = out.ptr<float>();
+    a.ldy = out.stride(0);
+    a.m = x.dim(0);
+    a.n = weight.dim(0);
+    a.k = weight.dim(1);
+    if (a.m == 0 || a.n == 0) return;
+    check_cuda(cuda::linear(gemm_, a, options_.batch_invariant, stream_), "linear");
+  }
+
+  void rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) override {
+    check_f32(inv_freq, "rope inv_freq");
+    check_f32(cos_sin, "rope cos_sin");
+    const std::int64_t half = inv_freq.numel();
+    BATON_CHECK(positions.dtype == DType::kI32 && cos_sin.ndim == 2 && cos_sin.is_contiguous() &&
+                    cos_sin.dim(0) == positions.numel() && cos_sin.dim(1) == 2 * half,
+                "rope_cos_sin shapes: positions ", positions.describe(), ", inv_freq ", inv_freq.describe(), ", cos_sin ",
+                cos_sin.describe());
+    check_cuda(cuda::rope_cos_sin(positions.ptr<std::int32_t>(), positions.numel(), inv_freq.ptr<float>(),
+                                  static_cast<int>(half), cos_sin.ptr<float>(), stream_),
+               "rope_cos_sin");
+  }
+
+  void apply_rope(const TensorView& x, const TensorView& cos_sin) override {
+    const cuda::HeadsArg xa = heads(x, "rope input");
+    check_f32(cos_sin, "rope cos_sin");
+    BATON_CHECK(cos_sin.ndim == 2 && cos_sin.is_contiguous() && cos_sin.dim(0) == xa.tokens &&
+                    cos_sin.dim(1) == xa.head_dim && xa.head_dim % 2 == 0,
+                "apply_rope shapes: x ", x.describe(), ", cos_sin ", cos_sin.describe());
+    check_cuda(cuda::apply_rope(xa, cos_sin.ptr<float>(), stream_), "apply_rope");
+  }
+
+  void silu_mul(const TensorView& gate_up, const TensorView& out) override {
+    check_f32(gate_up, "silu_mul input");
+    check_f32(out, "silu_mul output");
+    const cuda::RowsArg in = rows(gate_up), o = rows(out);
+    BATON_CHECK(in.count == o.count && in.cols == 2 * o.cols, "silu_mul shapes: ", gate_up.describe(), " -> ",
+                out.describe());
+    check_cuda(cuda::silu_mul(in, o, stream_), "silu_mul");
+  }
+
+  void add(const TensorView& a, const TensorView& b, const TensorView& out) override {
+    check_f32(a, "add input");
+    check_f32(b, "add input");
+    check_f32(out, "add output");
+    const cuda::RowsArg ar = rows(a), br = rows(b), outr = rows(out);
+    BATON_CHECK(ar.count == br.count && ar.count == outr.count && ar.cols == br.cols && ar.cols == outr.cols,
+                "add shapes: ", a.describe(), " + ", b.describe(), " -> ", out.describe());
+    check_cuda(cuda::add(ar, br, outr, stream_), "add");
+  }
+
+  void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) override {
+    check_f32(src, "gather_rows input");
+    check_f32(out, "gather_rows output");
+    const cuda::RowsArg s = rows(src), o = rows(out);
+    BATON_CHECK(indices.dtype == DType::kI32 && indices.numel() == o.count && s.cols == o.cols, "gather_rows shapes: src ",
+                src.describe(), ", indices ", indices.describe(), ", out ", out.describe());
+    check_cuda(cuda::gather_rows(s, indices.ptr<std::int32_t>(), o, stream_), "gather_rows");
+  }
+
+  void copy(const TensorView& src, const TensorView& out) override {
+    BATON_CHECK(src.dtype == out.dtype && dtype_size(src.dtype) == 4, "copy needs two 4-byte views of one dtype: ",
+                src.describe(), " -> ", out.describe());
+    const cuda::RowsArg s = rows(src), o = rows(out);
+    BATON_CHECK(s.count == o.count && s.cols == o.cols, "copy shapes: ", src.describe(), " -> ", out.describe());
+    check_cuda(cuda::copy_rows(s, o, stream_), "copy");
+  }
+
+  void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
+                const TensorView& kv_cache) override {
+    const cuda::HeadsArg ka = heads(k, "write_kv keys"), va = heads(v, "write_kv values");
+    const cuda::KvCacheArg cache = kv_cache_arg(kv_cache);
+    BATON_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == ka.tokens && va.tokens == ka.tokens &&
+                    ka.heads == cache.kv_heads && va.heads == cache.kv_heads && ka.head_dim == cache.head_dim &&
+                    va.head_dim == cache.head_dim,
+                "write_kv shapes: k ", k.describe(), ", v ", v.describe(), ", slots ", slot_mapping.describe(),
+                ", cache ", kv_cache.describe());
+    check_cuda(cuda::write_kv(ka, va, slot_mapping.ptr<std::int32_t>(), cache, stream_), "write_kv");
+  }
+
+  void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch, float scale,
+                       int sliding_window, const TensorView& out) override {
+    cuda::AttentionArgs a;
+    a.q = heads(q, "attention q");
+    a.out = heads(out, "attention output");
+    a.cache = kv_cache_arg(kv_cache);
+    BATON_CHECK(a.q.tokens == batch.num_tokens && a.out.tokens == a.q.tokens && a.out.heads == a.q.heads &&
+                    a.out.head_dim == a.q.head_dim && a.q.head_dim == a.cache.head_dim &&
+                    a.q.heads % a.cache.kv_heads == 0,
+                "paged_attention shapes: q ", q.describe(), ", out ", out.describe(), ", cache ", kv_cache.describe(),
+                ", tokens ", batch.num_tokens);
+    BATON_CHECK(batch.positions.dtype == DType::kI32 && batch.token_seq.dtype == DType::kI32 &&
+                    batch.block_tables.dtype == DType::kI32 && batch.block_tables.ndim == 2,
+                "paged_attention batch must be I32 views");
+    a.positions = batch.positions.ptr<std::int32_t>();
+    a.token_seq = batch.token_seq.ptr<std::int32_t>();
+    a.block_tables = batch.block_tables.ptr<std::int32_t>();
+    a.max_blocks_per_seq = batch.block_tables.dim(1);
+    a.max_context_len = batch.max_context_len;
+    a.scale = scale;
+    a.sliding_window = sliding_window;
+    if (a.q.tokens == 0) return;
+    check_cuda(cuda::paged_attention(a, stream_), "paged_attention");
+  }
+
+ protected:
+  void free(void* data, std::size_t /*bytes*/) override {
+    // cudaFree waits for the device; a failure here means the context is already broken.
+    cudaFree(data);
+  }
+
+ private:
+  explicit CudaBackend(const BackendOptions& options) : options_(options) {}
+
+  BackendOptions options_;
+  std::string name_ = "unknown GPU";
+  cudaStream_t stream_ = nullptr;
+  cuda::GemmContext* gemm_ = nullptr;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(options));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace baton

@@ -1,0 +1,26 @@
+// CudaBackend: the Backend on one NVIDIA GPU. F32 activations (like the CPU backend, so that the
+// engine's activation buffers, the KV cache and the logits have the same meaning on both); weights
+// in F32, BF16 or F16, uploaded once at load and read in their stored dtype with F32 accumulation.
+//
+// Every op is enqueued on the backend's one stream in call order; copy_to_host() and synchronize()
+// wait for it. Kernels live in kernels/cuda/*.cu by op (pointwise, rope, attention, gemm); this
+// file only checks views and translates them to the launchers' plain arguments.
+//
+// Must not: fall back to the CPU for any op; allocate device memory inside an op other than the
+// GEMM's cuBLAS scratch (which grows once); read host memory in place (reads_host_memory() is
+// false, so the loader uploads weights).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace baton {
+
+absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options);
+
+// The number of CUDA devices this process sees (0 when there is no driver or no GPU).
+int cuda_device_count();
+
+}  // namespace baton

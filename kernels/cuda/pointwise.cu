@@ -1,0 +1,145 @@
+// Row-wise and element-wise ops (pointwise.cuh). One thread block per row where the row needs a
+// reduction (RMSNorm), a grid-stride loop over elements otherwise.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/pointwise.cuh"
+
+namespace baton::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::int64_t elements) {
+  const std::int64_t b = (elements + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+__device__ inline float widen(const void* base, WeightType type, std::int64_t i) {
+  switch (type) {
+    case WeightType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case WeightType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+// Element e of a rows view: row e / cols, column e % cols.
+template <class T>
+__device__ inline T* element(const RowsArg& a, std::int64_t e) {
+  return row_ptr<T>(a, e / a.cols) + e % a.cols;
+}
+
+__global__ void embedding_kernel(const void* table, WeightType type, std::int64_t table_stride, std::int64_t vocab,
+                                 const std::int32_t* ids, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = e / out.cols, c = e % out.cols;
+    const std::int32_t id = ids[t];
+    // Ids are validated on the host (BatchPlan); an out-of-range one reads nothing.
+    *element<float>(out, e) = id >= 0 && id < vocab ? widen(table, type, id * table_stride + c) : 0.0f;
+  }
+}
+
+// One block per row: sum of squares in a fixed order (each thread a fixed stride of columns, then
+// a fixed tree over the threads), so the row's result is the same in any batch.
+__global__ void rms_norm_kernel(RowsArg x, const float* __restrict__ weight, float eps, RowsArg out) {
+  __shared__ float partial[kThreads];
+  const std::int64_t r = blockIdx.x;
+  const float* xr = row_ptr<float>(x, r);
+  float* yr = row_ptr<float>(out, r);
+  float ss = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) ss = fmaf(xr[c], xr[c], ss);
+  partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = rsqrtf(partial[0] / static_cast<float>(x.cols) + eps);
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) yr[c] = xr[c] * inv * weight[c];
+}
+
+__global__ void silu_mul_kernel(RowsArg gate_up, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = e / out.cols, c = e % out.cols;
+    const float* in = row_ptr<const float>(gate_up, r);
+    const float g = in[c];
+    *element<float>(out, e) = g / (1.0f + expf(-g)) * in[out.cols + c];
+  }
+}
+
+__global__ void add_kernel(RowsArg a, RowsArg b, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    *element<float>(out, e) = *element<const float>(a, e) + *element<const float>(b, e);
+  }
+}
+
+__global__ void gather_rows_kernel(RowsArg src, const std::int32_t* indices, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = e / out.cols, c = e % out.cols;
+    const std::int32_t i = indices[r];
+    *element<float>(out, e) = i >= 0 && i < src.count ? row_ptr<const float>(src, i)[c] : 0.0f;
+  }
+}
+
+// 4-byte elements of any type, moved as bits.
+__global__ void copy_rows_kernel(RowsArg src, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    *element<std::uint32_t>(out, e) = *element<const std::uint32_t>(src, e);
+  }
+}
+
+}  // namespace
+
+cudaError_t embedding(const void* table, WeightType table_type, std::int64_t table_stride, std::int64_t hidden,
+                      const std::int32_t* ids, std::int64_t tokens, RowsArg out, cudaStream_t stream) {
+  (void)hidden;  // == out.cols
+  if (tokens == 0 || out.cols == 0) return cudaSuccess;
+  // The vocabulary size is not passed: rows are only read for ids the host checked; bound the
+  // read by the largest id an int32 can hold.
+  embedding_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(table, table_type, table_stride,
+                                                                               INT32_MAX, ids, out);
+  return cudaGetLastError();
+}
+
+cudaError_t rms_norm(RowsArg x, const float* weight, float eps, RowsArg out, cudaStream_t stream) {
+  if (x.count == 0) return cudaSuccess;
+  if (x.count > 0x7fffffff) return cudaErrorInvalidValue;
+  rms_norm_kernel<<<static_cast<unsigned>(x.count), kThreads, 0, stream>>>(x, weight, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t silu_mul(RowsArg gate_up, RowsArg out, cudaStream_t stream) {
+  if (out.count * out.cols == 0) return cudaSuccess;
+  silu_mul_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(gate_up, out);
+  return cudaGetLastError();
+}
+
+cudaError_t add(RowsArg a, RowsArg b, RowsArg out, cudaStream_t stream) {
+  if (out.count * out.cols == 0) return cudaSuccess;
+  add_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(a, b, out);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_rows(RowsArg src, const std::int32_t* indices, RowsArg out, cudaStream_t stream) {
+  if (out.count * out.cols == 0) return cudaSuccess;
+  gather_rows_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(src, indices, out);
+  return cudaGetLastError();
+}
+
+cudaError_t copy_rows(RowsArg src, RowsArg out, cudaStream_t stream) {
+  if (out.count * out.cols == 0) return cudaSuccess;
+  copy_rows_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(src, out);
+  return cudaGetLastError();
+}
+
+}  // namespace baton::cuda

@@ -1,0 +1,92 @@
+// Helpers for the CUDA kernel tests: each test runs an op on the CUDA backend and on its CPU twin
+// with the same inputs and compares. Host arrays go up with Twin::upload and come back with
+// Twin::download; a test calls SKIP_WITHOUT_GPU() first, so the suite passes (skipped) on machines
+// without a GPU and CI only compiles it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cuda/cuda_backend.h"
+
+namespace baton::cuda_testing {
+
+#define SKIP_WITHOUT_GPU() \
+  if (::baton::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// The CUDA backend, the CPU backend, and the device buffers a test made (freed with the twin).
+class Twin {
+ public:
+  explicit Twin(bool batch_invariant = true) {
+    BackendOptions o;
+    o.batch_invariant = batch_invariant;
+    o.device = Device{DeviceType::kCuda, 0};
+    auto g = make_backend(o);
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (g.ok()) gpu_ = std::move(*g);
+    o.device = Device{};
+    o.num_threads = 2;
+    auto c = make_backend(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) cpu_ = std::move(*c);
+  }
+  Backend& gpu() { return *gpu_; }
+  Backend& cpu() { return *cpu_; }
+
+  // A device copy of `host` viewed with `shape` (contiguous).
+  template <class T>
+  TensorView upload(const std::vector<T>& host, DType dtype, std::initializer_list<std::int64_t> shape) {
+    auto b = gpu_->allocate(host.size() * sizeof(T));
+    EXPECT_TRUE(b.ok()) << b.status();
+    gpu_->copy_to_device(b->data(), host.data(), host.size() * sizeof(T));
+    buffers_.push_back(std::move(*b));
+    return TensorView::contiguous(buffers_.back().data(), dtype, shape, gpu_->device());
+  }
+  // A device buffer of `bytes` bytes filled with `fill` bytes (NaN-looking for 0xff), viewed with shape.
+  TensorView empty(std::size_t bytes, DType dtype, std::initializer_list<std::int64_t> shape, unsigned char fill = 0xff) {
+    std::vector<unsigned char> host(bytes, fill);
+    return upload(host, dtype, shape);
+  }
+  template <class T>
+  std::vector<T> download(const TensorView& v, std::size_t count) {
+    std::vector<T> host(count);
+    gpu_->copy_to_host(host.data(), v.data, count * sizeof(T));
+    return host;
+  }
+
+ private:
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+// |a - b| <= atol + rtol * |b| for every element; reports the first few failures.
+inline void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, float atol, float rtol,
+                         const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  int reported = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const float tol = atol + rtol * std::fabs(cpu[i]);
+    if (!(std::fabs(gpu[i] - cpu[i]) <= tol)) {
+      ADD_FAILURE() << what << ": element " << i << " gpu " << gpu[i] << " cpu " << cpu[i] << " (tol " << tol << ")";
+      if (++reported == 5) return;
+    }
+  }
+}
+
+}  // namespace baton::cuda_testing
