@@ -32,7 +32,7 @@ TEST(CudaPointwise, EmbeddingWidensEveryTableDtype) {
     twin.cpu().embedding(TensorView::contiguous(const_cast<void*>(host_table), dt, {vocab, hidden}),
                          TensorView::contiguous(cids.data(), DType::kI32, {n}),
                          TensorView::contiguous(cpu.data(), DType::kF32, {n, hidden}));
-    expect_close(twin.download<float>(out, cpu.size()), cpu, 0, 0, dtype_name(dt));
+    expect_close(twin.download<float>(out, cpu.size()), cpu, 0, 0, std::string(dtype_name(dt)));
   }
 }
 
