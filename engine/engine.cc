@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     e->speculator_ = std::make_unique<Speculator>(resolved, std::move(proposer), model_config.vocab_size,
                                                   model_config.eos_token_ids, config.testing_broken_rejection_sampler);
     const TargetStateSpec states = e->speculator_->target_states();
+    BATON_RETURN_IF_ERROR(e->model_->reserve_captures(states.layer_inputs.size(), states.final_hidden));
     if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
       // A prefix-cache hit skips the target forward over those positions, but EAGLE/MTP heads need
       // the target's hidden state at every position. Until the heads' KV lives in the target's

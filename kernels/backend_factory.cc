@@ -40,4 +40,12 @@ absl::StatusOr<Device> parse_device(std::string_view text) {
 
 bool cuda_backend_built() { return BATON_HAVE_CUDA != 0; }
 
+int available_cuda_devices() {
+#if BATON_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace baton

@@ -21,4 +21,7 @@ absl::StatusOr<Device> parse_device(std::string_view text);
 // Whether this build includes the CUDA backend (it may still find no GPU at run time).
 bool cuda_backend_built();
 
+// The number of CUDA devices this process can use: 0 without the CUDA backend, a driver or a GPU.
+int available_cuda_devices();
+
 }  // namespace baton

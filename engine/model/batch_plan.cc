@@ -10,22 +10,24 @@ absl::Status BatchPlan::allocate(Backend& backend, const BatchLimits& limits) {
   backend_ = &backend;
   limits_ = limits;
   max_blocks_per_seq_ = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
-  const auto t = static_cast<std::size_t>(limits.max_num_tokens) * sizeof(std::int32_t);
-  for (DeviceBuffer* b : {&tokens_, &positions_, &token_seq_, &slots_}) {
-    BATON_ASSIGN_OR_RETURN(*b, backend.allocate(t));
-  }
-  BATON_ASSIGN_OR_RETURN(block_tables_, backend.allocate(static_cast<std::size_t>(limits.max_num_seqs) *
-                                                         static_cast<std::size_t>(max_blocks_per_seq_) * sizeof(std::int32_t)));
-  BATON_ASSIGN_OR_RETURN(logits_rows_, backend.allocate(static_cast<std::size_t>(std::max(1, limits.max_num_logits)) *
-                                                        sizeof(std::int32_t)));
+  const std::size_t elements = 4 * static_cast<std::size_t>(limits.max_num_tokens) +
+                               static_cast<std::size_t>(std::max(1, limits.max_num_logits)) +
+                               static_cast<std::size_t>(limits.max_num_seqs) * static_cast<std::size_t>(max_blocks_per_seq_);
+  BATON_ASSIGN_OR_RETURN(device_, backend.allocate(elements * sizeof(std::int32_t)));
+  packed_.reserve(elements);
   return absl::OkStatus();
+}
+
+TensorView BatchPlan::region(Region r, std::initializer_list<std::int64_t> shape) const {
+  return TensorView::contiguous(static_cast<std::int32_t*>(device_.data()) + offsets_[static_cast<int>(r)], DType::kI32,
+                                shape, backend_->device());
 }
 
 AttentionBatch BatchPlan::attention() const {
   AttentionBatch a;
   a.positions = positions();
-  a.token_seq = token_seq_.view(DType::kI32, {num_tokens()});
-  a.block_tables = block_tables_.view(DType::kI32, {num_seqs_, max_blocks_per_seq_});
+  a.token_seq = region(Region::kTokenSeq, {num_tokens()});
+  a.block_tables = region(Region::kBlockTables, {num_seqs_, max_blocks_per_seq_});
   a.num_tokens = num_tokens();
   a.max_context_len = max_context_len_;
   return a;
@@ -90,15 +92,14 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks)
     }
     max_context_len_ = std::max(max_context_len_, end);
   }
-  auto upload = [&](DeviceBuffer& dst, const std::vector<std::int32_t>& src) {
-    backend_->copy_to_device(dst.data(), src.data(), src.size() * sizeof(std::int32_t));
-  };
-  upload(tokens_, h_tokens_);
-  upload(positions_, h_positions_);
-  upload(token_seq_, h_token_seq_);
-  upload(slots_, h_slots_);
-  upload(block_tables_, h_block_tables_);
-  upload(logits_rows_, h_logits_rows_);
+  packed_.clear();
+  const std::vector<std::int32_t>* parts[] = {&h_tokens_, &h_positions_, &h_token_seq_, &h_slots_, &h_logits_rows_,
+                                              &h_block_tables_};
+  for (int r = 0; r < static_cast<int>(Region::kCount); ++r) {
+    offsets_[r] = static_cast<std::int64_t>(packed_.size());
+    packed_.insert(packed_.end(), parts[r]->begin(), parts[r]->end());
+  }
+  backend_->copy_to_device(device_.data(), packed_.data(), packed_.size() * sizeof(std::int32_t));
   return absl::OkStatus();
 }
 

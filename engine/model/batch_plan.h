@@ -1,6 +1,7 @@
 // BatchPlan: the per-forward metadata of a varlen batch — token ids, positions, each token's
 // sequence and KV slot, padded block tables, the rows that want logits — validated on the host and
-// uploaded to the device once per forward. Shared by the Transformer and the draft heads.
+// uploaded to the device once per forward, as one copy of one packed buffer (a copy to a GPU costs
+// microseconds whatever its size). Shared by the Transformer and the draft heads.
 //
 // It validates everything a batch claims (limits, block tables long enough, token ids in the
 // vocabulary, logits indices inside their chunk) so kernels never see an out-of-range index.
@@ -36,19 +37,25 @@ class BatchPlan {
   const std::vector<std::int32_t>& host_positions() const { return h_positions_; }
   const std::vector<std::int32_t>& host_logits_rows() const { return h_logits_rows_; }
 
-  TensorView tokens() const { return tokens_.view(DType::kI32, {num_tokens()}); }
-  TensorView positions() const { return positions_.view(DType::kI32, {num_tokens()}); }
-  TensorView slots() const { return slots_.view(DType::kI32, {num_tokens()}); }
-  TensorView logits_rows() const { return logits_rows_.view(DType::kI32, {num_logits()}); }
+  TensorView tokens() const { return region(Region::kTokens, {num_tokens()}); }
+  TensorView positions() const { return region(Region::kPositions, {num_tokens()}); }
+  TensorView slots() const { return region(Region::kSlots, {num_tokens()}); }
+  TensorView logits_rows() const { return region(Region::kLogitsRows, {num_logits()}); }
   AttentionBatch attention() const;
 
  private:
+  // The packed device buffer holds these arrays back to back, in this order.
+  enum class Region { kTokens, kPositions, kTokenSeq, kSlots, kLogitsRows, kBlockTables, kCount };
+  TensorView region(Region r, std::initializer_list<std::int64_t> shape) const;
+
   Backend* backend_ = nullptr;
   BatchLimits limits_;
   std::int32_t max_blocks_per_seq_ = 0;
   std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
   std::int64_t num_seqs_ = 0, max_context_len_ = 0;
-  DeviceBuffer tokens_, positions_, token_seq_, slots_, block_tables_, logits_rows_;
+  std::vector<std::int32_t> packed_;  // host copy of the device buffer's used prefix
+  std::int64_t offsets_[static_cast<int>(Region::kCount)] = {};  // in int32 elements
+  DeviceBuffer device_;
 };
 
 }  // namespace baton

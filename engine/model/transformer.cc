@@ -66,14 +66,17 @@ absl::Status Transformer::allocate_workspace() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorView> Transformer::capture_buffer(std::size_t index, std::int64_t tokens) {
+absl::Status Transformer::reserve_captures(std::size_t layer_inputs, bool final_hidden) {
   const std::size_t bytes = static_cast<std::size_t>(options_.max_num_tokens) *
                             static_cast<std::size_t>(config_.hidden_size) * sizeof(float);
-  while (captures_.size() <= index) {
+  while (captures_.size() < layer_inputs) {
     BATON_ASSIGN_OR_RETURN(DeviceBuffer b, backend_.allocate(bytes));
     captures_.push_back(std::move(b));
   }
-  return captures_[index].view(DType::kF32, {tokens, config_.hidden_size});
+  if (final_hidden && final_hidden_.data() == nullptr) {
+    BATON_ASSIGN_OR_RETURN(final_hidden_, backend_.allocate(bytes));
+  }
+  return absl::OkStatus();
 }
 
 void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache) {
@@ -99,14 +102,19 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   const std::int64_t t = plan_.num_tokens();
   const std::int64_t n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
+  if (batch.capture_layer_inputs.size() > captures_.size() || (batch.capture_final_hidden && final_hidden_.data() == nullptr)) {
+    return absl::FailedPreconditionError(str_cat("forward captures ", batch.capture_layer_inputs.size(), " layer inputs",
+                                                 batch.capture_final_hidden ? " and the final hidden state" : "",
+                                                 " but reserve_captures() reserved ", captures_.size(),
+                                                 final_hidden_.data() != nullptr ? " and the final hidden state" : ""));
+  }
   ForwardOutput out;
   for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
     const std::int32_t layer = batch.capture_layer_inputs[c];
     if (layer < 0 || layer >= config_.num_layers) {
       return absl::InvalidArgumentError(str_cat("capture of layer ", layer, " outside [0, ", config_.num_layers, ")"));
     }
-    BATON_ASSIGN_OR_RETURN(TensorView v, capture_buffer(c, t));
-    out.layer_inputs.push_back(v);
+    out.layer_inputs.push_back(captures_[c].view(DType::kF32, {t, h}));
   }
 
   const TensorView residual = residual_.view(DType::kF32, {t, h});
@@ -128,10 +136,6 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   const TensorView rows = plan_.logits_rows();
   const TensorView selected = selected_.view(DType::kF32, {n_logits, h});
   if (batch.capture_final_hidden) {
-    if (!final_hidden_.data()) {
-      BATON_ASSIGN_OR_RETURN(final_hidden_, backend_.allocate(static_cast<std::size_t>(options_.max_num_tokens) *
-                                                              static_cast<std::size_t>(h) * sizeof(float)));
-    }
     out.final_hidden = final_hidden_.view(DType::kF32, {t, h});
     backend_.rms_norm(residual, weights_.final_norm, config_.rms_norm_eps, out.final_hidden);
     if (n_logits > 0) backend_.gather_rows(out.final_hidden, rows, selected);

@@ -2,9 +2,10 @@
 // flags in ModelConfig) over a varlen batch and a paged KV cache, on any Backend.
 //
 // forward() writes the new tokens' keys/values into their KV slots, then returns logits for the
-// requested positions (and optionally hidden states). Buffers are allocated once, at create(), for
-// the largest batch the options allow; forward() itself allocates nothing on the device and never
-// reads activations on the host. Every op is batch-invariant, so a token's logits are
+// requested positions (and optionally hidden states). Buffers are allocated once, at create() and
+// reserve_captures(), for the largest batch the options allow; forward() itself allocates nothing
+// on the device (so a device backend can capture it in a graph) and never reads activations on the
+// host. Every op is batch-invariant, so a token's logits are
 // bit-identical however it is batched.
 #pragma once
 
@@ -39,6 +40,12 @@ class Transformer {
   // too short for its positions, a logits index outside its tokens, a token outside the vocabulary).
   absl::StatusOr<ForwardOutput> forward(const ForwardBatch& batch, KvCache& kv_cache);
 
+  // Buffers for hidden-state captures (ForwardBatch::capture_layer_inputs / capture_final_hidden),
+  // made before the first forward that asks for them: `layer_inputs` captured layers at most, and
+  // the final norm's output if `final_hidden`. A forward asking for more is refused. Calling it
+  // again only grows the reservation.
+  absl::Status reserve_captures(std::size_t layer_inputs, bool final_hidden);
+
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const TransformerOptions& options() const { return options_; }
@@ -49,7 +56,6 @@ class Transformer {
  private:
   Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);
   absl::Status allocate_workspace();
-  absl::StatusOr<TensorView> capture_buffer(std::size_t index, std::int64_t tokens);
   void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache);
 
   Backend& backend_;

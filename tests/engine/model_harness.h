@@ -2,6 +2,7 @@
 // directly (below the scheduler).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,7 +11,7 @@
 #include "engine/kv/block_table.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/transformer.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 
 namespace baton::testing {
 
@@ -21,12 +22,13 @@ struct ModelHarness {
   std::unique_ptr<KvBlockPool> pool;
 
   static ModelHarness load(const std::string& dir, const std::string& isa = "auto", int threads = 2,
-                           std::int32_t num_blocks = 64) {
+                           std::int32_t num_blocks = 64, Device device = {}) {
     ModelHarness h;
     BackendOptions bo;
+    bo.device = device;
     bo.num_threads = threads;
     bo.cpu_isa = isa;
-    auto backend = make_cpu_backend(bo);
+    auto backend = make_backend(bo);
     BATON_CHECK(backend.ok(), backend.status().ToString());
     h.backend = std::move(*backend);
     auto config = ModelConfig::load(dir);
@@ -42,6 +44,10 @@ struct ModelHarness {
     auto model = Transformer::create(*h.backend, *config, std::move(*weights), to);
     BATON_CHECK(model.ok(), model.status().ToString());
     h.model = std::move(*model);
+    // Tests capture any hidden states they like: every layer, or EAGLE-3's three (which may repeat
+    // a layer of a 2-layer fixture).
+    const auto reserved = h.model->reserve_captures(static_cast<std::size_t>(std::max(config->num_layers, 3)), true);
+    BATON_CHECK(reserved.ok(), reserved.ToString());
     auto cache = KvCache::create(*h.backend, h.model->kv_layout(), num_blocks);
     BATON_CHECK(cache.ok(), cache.status().ToString());
     h.cache = std::make_unique<KvCache>(std::move(*cache));

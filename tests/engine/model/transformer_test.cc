@@ -1,12 +1,14 @@
 // The forward pass on every fixture architecture against the independent float64 PyTorch
 // reference (tools/reference/transformer_ref.py), and the bit-identity properties speculative
 // decoding relies on: prefill + decode == one forward, chunking and batching change no bits,
-// and the ISA tiers agree.
+// and the ISA tiers agree. The fixture properties run on every backend this build has: the CPU,
+// and the CUDA backend where it is built (those instances skip on a machine without a GPU).
 #include <cmath>
 #include <cstring>
 
 #include "gtest/gtest.h"
 #include "tests/engine/fixtures.h"
+#include "kernels/cpu/cpu_features.h"
 #include "tests/engine/model_harness.h"
 
 namespace baton {
@@ -42,15 +44,24 @@ std::vector<std::int32_t> continue_greedily(ModelHarness& h, TestSequence& seq, 
   }
 }
 
-class FixtureTest : public ::testing::TestWithParam<std::string> {};
+// A fixture on a device: the properties below must hold on every backend.
+class FixtureTest : public ::testing::TestWithParam<std::tuple<std::string, Device>> {
+ protected:
+  void SetUp() override {
+    if (device().type == DeviceType::kCuda && available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  const std::string& name() const { return std::get<0>(GetParam()); }
+  Device device() const { return std::get<1>(GetParam()); }
+  ModelHarness load() const { return ModelHarness::load(fixture_path(name()), "auto", 2, 64, device()); }
+};
 
 // F32 compute over exactly-representable weights: the same 1e-4 bound holds for F32, BF16 and F16
 // checkpoints (BF16/F16 weights are widened exactly; activations stay F32).
 constexpr double kLogitTolerance = 1e-4;
 
 TEST_P(FixtureTest, PromptLogitsMatchReference) {
-  const auto ref = load_reference(GetParam());
-  auto h = ModelHarness::load(fixture_path(GetParam()));
+  const auto ref = load_reference(name());
+  auto h = load();
   TestSequence seq;
   seq.tokens = ref.prompt;
   ForwardBatch batch;
@@ -61,28 +72,28 @@ TEST_P(FixtureTest, PromptLogitsMatchReference) {
   for (std::size_t p = 0; p < logits.size(); ++p) {
     for (std::size_t v = 0; v < logits[p].size(); ++v) max_err = std::max(max_err, std::fabs(logits[p][v] - ref.logits[p][v]));
   }
-  EXPECT_LE(max_err, kLogitTolerance) << GetParam();
+  EXPECT_LE(max_err, kLogitTolerance) << name();
   RecordProperty("max_abs_logit_error", std::to_string(max_err));
 }
 
 TEST_P(FixtureTest, GreedyContinuationMatchesReference) {
-  const auto ref = load_reference(GetParam());
-  auto h = ModelHarness::load(fixture_path(GetParam()));
+  const auto ref = load_reference(name());
+  auto h = load();
   TestSequence seq;
   seq.tokens = ref.prompt;
   ForwardBatch batch;
   batch.sequences.push_back(seq.chunk(*h.pool, static_cast<std::int32_t>(ref.prompt.size())));
   auto logits = h.forward(batch);
-  EXPECT_EQ(continue_greedily(h, seq, std::move(logits), ref), ref.greedy) << GetParam();
+  EXPECT_EQ(continue_greedily(h, seq, std::move(logits), ref), ref.greedy) << name();
 }
 
 TEST_P(FixtureTest, PrefillThenDecodeIsBitIdenticalToOneForward) {
-  const auto ref = load_reference(GetParam());
+  const auto ref = load_reference(name());
   std::vector<std::int32_t> all = ref.prompt;
   all.insert(all.end(), ref.greedy.begin(), ref.greedy.end());
   const auto n = static_cast<std::int32_t>(all.size());
 
-  auto one = ModelHarness::load(fixture_path(GetParam()));
+  auto one = load();
   TestSequence whole;
   whole.tokens = all;
   ForwardBatch b1;
@@ -90,7 +101,7 @@ TEST_P(FixtureTest, PrefillThenDecodeIsBitIdenticalToOneForward) {
   const auto expected = one.forward(b1);
 
   // Prefill of the prompt, then one token at a time, then a 4-token "verification" chunk.
-  auto inc = ModelHarness::load(fixture_path(GetParam()));
+  auto inc = load();
   TestSequence seq;
   seq.tokens = all;
   std::vector<std::vector<float>> got;
@@ -104,11 +115,11 @@ TEST_P(FixtureTest, PrefillThenDecodeIsBitIdenticalToOneForward) {
     for (auto& row : inc.forward(b)) got.push_back(std::move(row));
   }
   ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t p = 0; p < got.size(); ++p) ASSERT_TRUE(same_bits(got[p], expected[p])) << GetParam() << " position " << p;
+  for (std::size_t p = 0; p < got.size(); ++p) ASSERT_TRUE(same_bits(got[p], expected[p])) << name() << " position " << p;
 }
 
 TEST_P(FixtureTest, MixedBatchIsBitIdenticalToEachSequenceAlone) {
-  const auto ref = load_reference(GetParam());
+  const auto ref = load_reference(name());
   // Three sequences sharing one forward: a 7-token chunk of a fresh prompt, one decode token of a
   // prefilled sequence, and a 5-token verification-sized chunk.
   std::vector<std::vector<std::int32_t>> texts = {
@@ -121,7 +132,7 @@ TEST_P(FixtureTest, MixedBatchIsBitIdenticalToEachSequenceAlone) {
   const std::vector<std::int32_t> chunk_len = {7, 1, 5};
 
   auto run = [&](const std::vector<int>& members) {
-    auto h = ModelHarness::load(fixture_path(GetParam()));
+    auto h = load();
     std::vector<TestSequence> seqs(members.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
       seqs[i].tokens = texts[static_cast<std::size_t>(members[i])];
@@ -141,12 +152,22 @@ TEST_P(FixtureTest, MixedBatchIsBitIdenticalToEachSequenceAlone) {
   std::size_t row = 0;
   for (int s = 0; s < 3; ++s) {
     const auto alone = run({s});
-    for (const auto& r : alone) ASSERT_TRUE(same_bits(r, mixed[row++])) << GetParam() << " sequence " << s;
+    for (const auto& r : alone) ASSERT_TRUE(same_bits(r, mixed[row++])) << name() << " sequence " << s;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, FixtureTest, ::testing::ValuesIn(fixture_names()),
-                         [](const auto& p) { return testing::test_name_for(p.param); });
+std::vector<Device> devices() {
+  std::vector<Device> d = {Device{DeviceType::kCpu, 0}};
+  if (cuda_backend_built()) d.push_back(Device{DeviceType::kCuda, 0});
+  return d;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, FixtureTest, ::testing::Combine(::testing::ValuesIn(fixture_names()),
+                                                                           ::testing::ValuesIn(devices())),
+                         [](const auto& p) {
+                           return testing::test_name_for(std::get<0>(p.param)) +
+                                  (std::get<1>(p.param).type == DeviceType::kCuda ? "_cuda" : "");
+                         });
 
 TEST(Transformer, Bf16DotTierStaysCloseAndKeepsTheGreedyContinuation) {
   if (!cpu::CpuFeatures::detect().supports(cpu::CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
