@@ -1,11 +1,19 @@
 // linear() on CUDA: y = x @ w^T (+ bias) with F32 activations and F32/BF16/F16 weights, F32
 // accumulation.
 //
-// Two paths. The batch-invariant kernel (the default) computes every output element with one
-// fixed reduction order whatever the number of rows, so a token's logits are bit-identical in a
-// decode step, a (k+1)-token verification or a prefill; it reads each weight once per call for all
-// rows (the k+1 verification tokens ride along in the weight read). The cuBLAS path (only when the
-// backend's batch_invariant is false) is faster for large row counts, and its bits depend on them.
+// Two paths. The batch-invariant kernel (gemm_invariant.cu; the default) computes every output
+// element with one fixed reduction order that depends on k alone (8-element chunks dealt round-robin
+// to 32 lanes, fmaf in index order, a fixed xor-butterfly over the lanes, then the bias), whatever
+// the number of rows, so a token's logits are bit-identical in a decode step, a (k+1)-token
+// verification or a prefill; for m <= 8 it reads each weight once per call for all rows (the k+1
+// verification tokens ride along in the weight read), larger m is tiled by 8 rows. The cuBLAS path
+// (gemm_cublas.cu; only when the backend's batch_invariant is false and m > 64) is faster for large
+// row counts, and its bits depend on them.
+//
+// linear() enqueues on `stream` and never synchronises the host. It returns the launch status
+// (cudaGetLastError) or a cuBLAS failure mapped to a cudaError_t (gemm_internal.cuh:
+// cuda_error_from_cublas). The only allocation is the cuBLAS path's conversion scratch, owned by
+// the context, stream-ordered, grown when a call needs more.
 #pragma once
 
 #include <string>
@@ -21,7 +29,7 @@ struct LinearArgs {
   WeightType w_type = WeightType::kF32;
   std::int64_t ldw = 0;
   const float* bias = nullptr;  // [n] or null
-  float* y = nullptr;        // [m, n], rows ldy apart
+  float* y = nullptr;        // [m, n], rows ldy apart; must not overlap x
   std::int64_t ldy = 0;
   std::int64_t m = 0, n = 0, k = 0;
 };
@@ -29,8 +37,11 @@ struct LinearArgs {
 // Handles and scratch the GEMM paths keep between calls (cuBLAS handle, conversion buffers).
 struct GemmContext;
 
-// Null with *error set when the context cannot be made (e.g. cuBLAS fails to initialise).
+// Null with *error set when the context cannot be made (e.g. cuBLAS fails to initialise). The
+// context's cuBLAS handle is bound to `stream`; linear() rebinds it if called with another stream,
+// but its scratch is only safe to share between calls on one stream (CudaBackend has one).
 GemmContext* gemm_create(cudaStream_t stream, std::string* error);
+// Frees the handle and the scratch (waits for `stream` when there is scratch to free).
 void gemm_destroy(GemmContext* context);
 
 cudaError_t linear(GemmContext* context, const LinearArgs& args, bool batch_invariant, cudaStream_t stream);

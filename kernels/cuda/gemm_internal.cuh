@@ -1,0 +1,48 @@
+// Internals shared by the linear() translation units (gemm.cu dispatches, gemm_invariant.cu holds
+// the batch-invariant kernel, gemm_cublas.cu the cuBLAS path). Not for use outside kernels/cuda/gemm*.
+//
+// Must not: be included by anything but gemm*.cu (it pulls in cuBLAS, which cuda_backend.cc and the
+// engine never see); hold state outside GemmContext.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cublas_v2.h>
+
+#include "kernels/cuda/gemm.cuh"
+
+namespace baton::cuda {
+
+// Rows above which the non-invariant backend hands linear() to cuBLAS. At or below it the
+// batch-invariant kernel is used anyway: it reads the weights once for all rows, which is what
+// matters for decode and verification batches, and there cuBLAS has no advantage to trade bits for.
+constexpr std::int64_t kCublasMinRows = 64;
+
+// One per CudaBackend (one stream). Everything here is touched only from the host thread that
+// enqueues on `stream`.
+struct GemmContext {
+  cublasHandle_t handle = nullptr;
+  cudaStream_t stream = nullptr;  // the stream `handle` is bound to
+  // x converted to the weight's 16-bit type for cublasGemmEx (gemm_cublas.cu). Stream-ordered
+  // (cudaMallocAsync on `stream`); grows, never shrinks, only when a call needs more than it has;
+  // freed by gemm_destroy.
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+};
+
+// The batch-invariant kernel (gemm_invariant.cu). Any m; needs no context.
+cudaError_t linear_invariant(const LinearArgs& args, cudaStream_t stream);
+
+// The cuBLAS path (gemm_cublas.cu). Needs k > 0 and every size and stride to fit in an int
+// (cuBLAS's argument type); linear() checks both before calling it. A cuBLAS failure comes back as
+// cuda_error_from_cublas(status).
+cudaError_t linear_cublas(GemmContext& context, const LinearArgs& args, cudaStream_t stream);
+
+// cuBLAS statuses as CUDA errors (CudaBackend reports linear() failures by cudaError_t):
+// ALLOC_FAILED -> cudaErrorMemoryAllocation, INVALID_VALUE -> cudaErrorInvalidValue,
+// NOT_SUPPORTED / ARCH_MISMATCH -> cudaErrorNotSupported, NOT_INITIALIZED -> cudaErrorInitializationError,
+// anything else (EXECUTION_FAILED, INTERNAL_ERROR, ...) -> cudaErrorUnknown.
+cudaError_t cuda_error_from_cublas(cublasStatus_t status);
+
+}  // namespace baton::cuda
