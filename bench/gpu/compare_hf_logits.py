@@ -144,6 +144,7 @@ def main(argv=None):
             if ref is not None:
                 entry["transformers_vs_reference"] = {"max_abs_diff": distance(theirs, ref["logits"])["max_abs_diff"]}
     report["ok"] = ok
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
 
