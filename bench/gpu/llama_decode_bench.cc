@@ -4,7 +4,11 @@
 // times the same shape in Hugging Face transformers.
 //
 //   llama_decode_bench [--device cuda:0] [--batches 1,16] [--context 512] [--warmup 5] [--steps 30]
-//                      [--copy-gib 2] [--layers 32] [--prefill 1]
+//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--small]
+//
+// --small swaps in a tiny model of the same family (hidden 256, 2 layers, vocab 1024) and
+// --device cpu runs on the CPU backend, its weights filled on the host by the same hash: together a
+// plumbing test of this program (run_device_checks.sh --cpu-only), never a measurement.
 //
 // The model: hidden 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, intermediate 14336,
 // vocab 128256, rope theta 500000 with Llama 3.1's llama3 rope scaling, untied lm_head. Weights
@@ -35,11 +39,13 @@
 //                     head_dim x 4), which matter at batch 16.
 // Prints one JSON object on stdout (progress on stderr).
 //
-// Must not: read weights from the host or the disk, run on the CPU backend, or report a run whose
-// logits are not finite as fine (finite_logits says).
+// Must not: read weights from the host or the disk on the GPU, pass a CPU run for a measurement
+// (its JSON says "plumbing_test": true), or report a run whose logits are not finite as fine
+// (finite_logits says).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -56,6 +62,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/transformer.h"
 #include "kernels/backend_factory.h"
+#include "kernels/dtype.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::bench {
@@ -73,6 +80,7 @@ struct Args {
   double copy_gib = 2.0;
   int layers = 32;
   bool prefill = true;
+  bool small = false;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -93,6 +101,10 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--small") {
+      a.small = true;
+      continue;
+    }
     if (i + 1 >= argc) die(str_cat("flag ", k, " needs a value"));
     const std::string v = argv[++i];
     if (k == "--device") {
@@ -124,18 +136,18 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Llama-3.1-8B's config.json, less what Baton ignores.
-json llama31_8b_config(int layers) {
+// Llama-3.1-8B's config.json, less what Baton ignores (--small: a tiny model of the same family).
+json llama31_8b_config(int layers, bool small) {
   return json{{"architectures", {"LlamaForCausalLM"}},
               {"model_type", "llama"},
               {"hidden_act", "silu"},
-              {"hidden_size", 4096},
-              {"intermediate_size", 14336},
-              {"num_hidden_layers", layers},
-              {"num_attention_heads", 32},
-              {"num_key_value_heads", 8},
-              {"head_dim", 128},
-              {"vocab_size", 128256},
+              {"hidden_size", small ? 256 : 4096},
+              {"intermediate_size", small ? 512 : 14336},
+              {"num_hidden_layers", small ? 2 : layers},
+              {"num_attention_heads", small ? 4 : 32},
+              {"num_key_value_heads", small ? 2 : 8},
+              {"head_dim", small ? 64 : 128},
+              {"vocab_size", small ? 1024 : 128256},
               {"max_position_embeddings", 131072},
               {"rms_norm_eps", 1e-5},
               {"rope_theta", 500000.0},
@@ -149,18 +161,52 @@ json llama31_8b_config(int layers) {
               {"mlp_bias", false},
               {"tie_word_embeddings", false},
               {"torch_dtype", "bfloat16"},
-              {"bos_token_id", 128000},
-              {"eos_token_id", 128001}};
+              {"bos_token_id", small ? 1 : 128000},
+              {"eos_token_id", small ? 2 : 128001}};
 }
+
+// The hash of device_fill.cu, on the host (the CPU plumbing run only).
+float host_uniform_pm1(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// Fills device memory: with device_fill.cu's kernels on the GPU, with host loops on the CPU backend
+// (whose memory is host memory).
+struct Filler {
+  bool gpu = true;
+
+  void bf16_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
+    if (gpu) return check(fill_bf16_uniform(dst, n, scale, seed), "fill weights");
+    auto* d = static_cast<std::uint16_t*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(scale * host_uniform_pm1(seed, i));
+  }
+  void f32_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
+    if (gpu) return check(fill_f32_uniform(static_cast<float*>(dst), n, scale, seed), "fill");
+    auto* d = static_cast<float*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = scale * host_uniform_pm1(seed, i);
+  }
+  void f32_constant(void* dst, std::size_t n, float value) const {
+    if (gpu) return check(fill_f32_constant(static_cast<float*>(dst), n, value), "fill");
+    std::fill_n(static_cast<float*>(dst), n, value);
+  }
+  // The fills above run on the legacy default stream; the backend's stream must not start first.
+  void sync(const char* what) const {
+    if (gpu) check(cudaDeviceSynchronize(), what);
+  }
+};
 
 // The model's parameters, made on the device.
 class RandomWeights {
  public:
-  explicit RandomWeights(Backend& backend) : backend_(backend) {}
+  RandomWeights(Backend& backend, const Filler& fill) : backend_(backend), fill_(fill) {}
 
   TensorView matrix(std::int64_t rows, std::int64_t cols, float scale) {
     DeviceBuffer buf = allocate(static_cast<std::size_t>(rows * cols) * 2);
-    check(fill_bf16_uniform(buf.data(), static_cast<std::size_t>(rows * cols), scale, next_seed()), "fill weights");
+    fill_.bf16_uniform(buf.data(), static_cast<std::size_t>(rows * cols), scale, next_seed());
     TensorView v = buf.view(DType::kBF16, {rows, cols});
     owned_.push_back(std::move(buf));
     return v;
@@ -179,7 +225,7 @@ class RandomWeights {
   }
   TensorView ones(std::int64_t n) {
     DeviceBuffer buf = allocate(static_cast<std::size_t>(n) * 4);
-    check(fill_f32_constant(static_cast<float*>(buf.data()), static_cast<std::size_t>(n), 1.0f), "fill norms");
+    fill_.f32_constant(buf.data(), static_cast<std::size_t>(n), 1.0f);
     TensorView v = buf.view(DType::kF32, {n});
     owned_.push_back(std::move(buf));
     return v;
@@ -194,6 +240,7 @@ class RandomWeights {
   std::uint64_t next_seed() { return 0x5eed0000ull + seed_++; }
 
   Backend& backend_;
+  const Filler& fill_;
   std::vector<DeviceBuffer> owned_;
   std::uint64_t seed_ = 0;
 };
@@ -231,8 +278,21 @@ Stats stats(std::vector<double> v) {
 }
 
 // Device-to-device copy bandwidth, read + written bytes per second (median of 10 after 3 warm-ups).
-json copy_bandwidth(double gib) {
+// On the CPU (plumbing run), std::memcpy of the same size timed on the host clock.
+json copy_bandwidth(double gib, bool gpu) {
   const auto bytes = static_cast<std::size_t>(gib * static_cast<double>(1ull << 30));
+  if (!gpu) {
+    std::vector<char> src(bytes, 1), dst(bytes);
+    std::vector<double> times;
+    for (int i = 0; i < 5; ++i) {
+      const auto start = Clock::now();
+      std::memcpy(dst.data(), src.data(), bytes);
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    const Stats s = stats(times);
+    return json{{"bytes", bytes}, {"median_s", s.median}, {"min_s", s.min},
+                {"read_write_bytes_per_s", 2.0 * static_cast<double>(bytes) / s.median}};
+  }
   void *src = nullptr, *dst = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc copy source");
   check(cudaMalloc(&dst, bytes), "cudaMalloc copy destination");
@@ -273,15 +333,16 @@ int run(int argc, char** argv) {
   BackendOptions bo;
   auto device = parse_device(args.device);
   check(device.status(), "--device");
-  if (device->type != DeviceType::kCuda) die("this bench runs on a CUDA device only (--device cuda[:N])");
+  const Filler fill{device->type == DeviceType::kCuda};
+  if (!fill.gpu && !args.small) die("--device cpu is a plumbing test: give --small too");
   bo.device = *device;
   auto backend_or = make_backend(bo);
   check(backend_or.status(), "make_backend");
   std::unique_ptr<Backend> backend = std::move(*backend_or);
-  check(cudaSetDevice(bo.device.index), "cudaSetDevice");
+  if (fill.gpu) check(cudaSetDevice(bo.device.index), "cudaSetDevice");
 
-  const json config_json = llama31_8b_config(args.layers);
-  auto config = ModelConfig::parse(config_json, nullptr, "llama_decode_bench (Llama-3.1-8B shape)");
+  const json config_json = llama31_8b_config(args.layers, args.small);
+  auto config = ModelConfig::parse(config_json, nullptr, "llama_decode_bench's model");
   check(config.status(), "ModelConfig::parse");
 
   const int max_batch = *std::max_element(args.batches.begin(), args.batches.end());
@@ -291,9 +352,9 @@ int run(int argc, char** argv) {
   const std::int32_t blocks_per_seq = BlockTable::blocks_for(seq_len, block_size);
 
   auto t0 = Clock::now();
-  RandomWeights rw(*backend);  // outlives the model, which only views its buffers
+  RandomWeights rw(*backend, fill);  // outlives the model, which only views its buffers
   ModelWeights weights = make_weights(*config, rw);
-  check(cudaDeviceSynchronize(), "weight fill");
+  fill.sync("weight fill");
   const double weights_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::int64_t weight_bytes = weights.bytes_per_decode_step();
   std::fprintf(stderr, "llama_decode_bench: %.2f GB of weights made on the device in %.2f s (%s)\n",
@@ -314,8 +375,8 @@ int run(int argc, char** argv) {
   check(cache_or.status(), "KvCache::create");
   KvCache cache = std::move(*cache_or);
   const KvRegion region = cache.region();
-  check(fill_f32_uniform(static_cast<float*>(region.base), region.bytes / 4, 1.0f, 7), "fill KV cache");
-  check(cudaDeviceSynchronize(), "KV fill");
+  fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
+  fill.sync("KV fill");
   const KvCacheLayout layout = model->kv_layout();
   // Bytes of K and V for one cached position, all layers.
   const double kv_bytes_per_position = 2.0 * layout.num_layers * layout.num_kv_heads * layout.head_dim *
@@ -323,7 +384,9 @@ int run(int argc, char** argv) {
 
   json out;
   out["bench"] = "llama_decode_bench";
-  out["model"] = "Llama-3.1-8B shape, random BF16 weights made on the device";
+  out["model"] = args.small ? "tiny Llama (--small), random BF16 weights"
+                             : "Llama-3.1-8B shape, random BF16 weights made on the device";
+  out["plumbing_test"] = !fill.gpu || args.small;
   out["config"] = config_json;
   out["backend"] = backend->describe();
   out["weight_bytes_per_step"] = weight_bytes;
@@ -332,7 +395,7 @@ int run(int argc, char** argv) {
   out["weights_made_s"] = weights_s;
 
   std::fprintf(stderr, "llama_decode_bench: device-to-device copy, %.1f GiB\n", args.copy_gib);
-  out["copy"] = copy_bandwidth(args.copy_gib);
+  out["copy"] = copy_bandwidth(args.copy_gib, fill.gpu);
   const double copy_bw = out["copy"]["read_write_bytes_per_s"].get<double>();
   out["bandwidth_definition"] =
       "copy: (read + written bytes) / time of a device-to-device cudaMemcpy; decode: weight bytes read per step / "
@@ -374,8 +437,8 @@ int run(int argc, char** argv) {
                       {"finite_logits", finite}};
     std::fprintf(stderr, "llama_decode_bench: prefill %d tokens: %.2f ms\n", args.context, s.median * 1e3);
     // Re-randomize the KV the prefill overwrote (not needed for timing; keeps the data uniform).
-    check(fill_f32_uniform(static_cast<float*>(region.base), region.bytes / 4, 1.0f, 7), "fill KV cache");
-    check(cudaDeviceSynchronize(), "KV fill");
+    fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
+    fill.sync("KV fill");
   }
 
   json decode = json::array();

@@ -157,7 +157,8 @@ def speed_figures(work):
         return {str(d["batch"]): {"tokens_per_s": round(d["tokens_per_s"], 1), "step_ms": round(d["step_ms_median"], 3),
                                   "fraction_of_copy_bandwidth": round(d["fraction_of_copy_bandwidth"], 3),
                                   "finite_logits": d.get("finite_logits")} for d in r["decode"]}
-    out = {"baton": per_batch(ours), "copy_bandwidth_bytes_per_s": (ours or {}).get("copy", {}).get("read_write_bytes_per_s")}
+    out = {"baton": per_batch(ours), "copy_bandwidth_bytes_per_s": (ours or {}).get("copy", {}).get("read_write_bytes_per_s"),
+           "plumbing_test": (ours or {}).get("plumbing_test")}
     if ours and "error" in ours:
         out["baton_error"] = ours["error"]
     if ours and "prefill" in ours:
@@ -198,7 +199,10 @@ def summarize(args):
     if speed.get("baton") and any(v.get("finite_logits") is False for v in speed["baton"].values()):
         if "speed_baton" in steps and steps["speed_baton"]["status"] == "pass":
             steps["speed_baton"] = {**steps["speed_baton"], "status": "fail", "note": "non-finite logits"}
-    required = ["env", "tests", "greedy", "logits"] + ([] if args.cpu_only else ["speed_baton", "speed_hf"])
+    required = ["env", "tests", "greedy", "logits", "speed_baton"] + ([] if args.cpu_only else ["speed_hf"])
+    # The gtest verdict stands on its own too (e.g. every test skipped on a GPU run).
+    if "tests" in summary and not summary["tests"]["ok"] and steps.get("tests", {}).get("status") == "pass":
+        steps["tests"] = {**steps["tests"], "status": "fail", "note": summary["tests"]["note"]}
     failed = [n for n, s in steps.items() if s["status"] == "fail"]
     unfinished = [n for n in required if n not in steps or (steps[n]["status"] == "skipped"
                                                                and steps[n]["note"] != "--skip")]
@@ -236,7 +240,7 @@ def print_summary(s):
         notes["logits"] = ", ".join(f"max |ours - {k[3:]}| {v[0]:.2e} ({v[1]})" for k, v in worst.items())
     sp = s.get("speed") or {}
     if sp.get("baton"):
-        notes["speed_baton"] = ", ".join(f"b{b}: {v['tokens_per_s']} tok/s, {v['step_ms']} ms/step, "
+        notes["speed_baton"] = ("(plumbing test, tiny model) " if sp.get("plumbing_test") else "") + ", ".join(f"b{b}: {v['tokens_per_s']} tok/s, {v['step_ms']} ms/step, "
                                          f"{v['fraction_of_copy_bandwidth']} of copy bw" for b, v in sp["baton"].items())
     elif sp.get("baton_error"):
         notes["speed_baton"] = sp["baton_error"][:200]
