@@ -90,7 +90,7 @@ def run(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     out = {"bench": "hf_decode_speed", "mode": args.mode, "transformers": transformers.__version__,
            "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
-    t0 = time.time()
+    t0 = time.perf_counter()
     config = llama31_8b_config(args.layers)
     prev = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
@@ -99,7 +99,7 @@ def run(args):
     torch.set_default_dtype(prev)
     model.eval()
     torch.cuda.synchronize()
-    out["model_build_s"] = time.time() - t0
+    out["model_build_s"] = time.perf_counter() - t0
     out["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
     params = sum(p.numel() for p in model.parameters())
     embed = model.model.embed_tokens.weight.numel()
@@ -137,19 +137,19 @@ def run(args):
         ids = torch.randint(0, config.vocab_size, (batch, args.context), device="cuda", generator=gen)
         with torch.no_grad():
             pos = torch.arange(args.context, device="cuda")
-            t = time.time()
+            t = time.perf_counter()
             logits = model(input_ids=ids, past_key_values=cache, **step_kwargs(pos, batch)).logits
             nxt = logits[:, -1:].argmax(-1)
             torch.cuda.synchronize()
-            prefill_s = time.time() - t
+            prefill_s = time.perf_counter() - t
             times = []
             for step in range(args.warmup + args.steps):
                 cp = torch.tensor([args.context + step], device="cuda")
-                t = time.time()
+                t = time.perf_counter()
                 logits = forward(input_ids=nxt, past_key_values=cache, **step_kwargs(cp, batch)).logits
                 nxt = logits[:, -1:].argmax(-1).clone()
                 torch.cuda.synchronize()
-                dt = time.time() - t
+                dt = time.perf_counter() - t
                 if step < args.warmup:
                     compile_s += dt if args.mode == "compile" else 0.0
                 else:
