@@ -58,6 +58,13 @@ unpacked=${BATON_BUNDLE_DIR:-/tmp/baton-gpu-bundle}
 mkdir -p "$result_dir"
 rm -rf "$work" && mkdir -p "$work/steps"
 exec > >(tee "$result_dir/check.log") 2>&1
+tee_pid=$!
+# Exit only once tee has written everything (the summary is the last thing printed).
+finish() {
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null
+  exit "$1"
+}
 # The Python with numpy and torch: python3 on the GPU machine; $PYTHON, else the first that has them.
 py=${PYTHON:-}
 if [ -z "$py" ]; then
@@ -139,9 +146,16 @@ unpack_bundle() {
 if ! unpack_bundle; then
   say "bundle: missing or unreadable — nothing can run"
   record bundle fail 0 "no bundle at $bundle"
-  exit 1
+  finish 1
 fi
 B=$unpacked
+# The bundled libstdc++ and libgcc_s come from Debian 12 and need glibc 2.36 / 2.35; on an older glibc
+# the machine's own (backward compatible) copies must serve instead.
+probe=$("$B/bin/dump_logits" 2>&1)  # (captured first: with pipefail its exit status 2 would fail a pipe)
+if grep -q "version .GLIBC_" <<<"$probe"; then
+  say "bundle: this glibc is older than the bundle's libstdc++ needs; using the machine's libstdc++/libgcc_s"
+  mkdir -p "$B/lib.unused" && mv "$B"/lib/libstdc++.so.* "$B"/lib/libgcc_s.so.* "$B/lib.unused/" 2>/dev/null
+fi
 fixtures=$B/fixtures
 if [ ! -f "$fixtures/manifest.json" ]; then
   # A bundle made with --no-fixtures: make them here (tools/fixtures needs only torch).
@@ -158,9 +172,10 @@ export BATON_FIXTURES_DIR=$fixtures
 # next to torch) added to LD_LIBRARY_PATH — never otherwise, because LD_LIBRARY_PATH would also
 # override the CUDA libraries torch itself loads.
 cuda_lib_dirs() {
-  local lib d
+  local lib d known
+  known=$(ldconfig -p 2>/dev/null)
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
-    ldconfig -p 2>/dev/null | grep -q "$lib" && continue
+    grep -qF "$lib" <<<"$known" && continue
     for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
       [ -e "$d/$lib" ] && continue 2
     done
@@ -290,3 +305,4 @@ publish
 say "done in $(( $(date +%s) - start ))s; results in $result_dir (summary.json, check.log, logs.tar.gz)"
 "$py" bench/gpu/summarize_checks.py --work "$work" --out "$result_dir/summary.json" --budget "$budget" \
   --elapsed $(( $(date +%s) - start )) $($cpu_only && echo --cpu-only)
+finish $?
