@@ -17,6 +17,9 @@ if(NOT _baton_cuda STREQUAL "OFF")
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know C++20 for nvcc
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # One CUDA runtime per process: the shared libcudart that CUDA::cudart (and cuBLAS) link, not
+    # CMake's default static copy in targets with .cu files next to it.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     find_package(CUDAToolkit REQUIRED)
     set(BATON_HAVE_CUDA ON)
   elseif(_baton_cuda STREQUAL "ON")

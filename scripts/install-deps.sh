@@ -54,6 +54,8 @@ packages=(
   golang-github-xeipuuv-gojsonschema-dev golang-github-burntsushi-toml-dev
   # tests/helm lints the rendered manifests
   yamllint
+  # scripts/bundle-gpu.sh points the bundled executables at their bundled libraries (RUNPATH)
+  patchelf
 )
 # Reference tokenizers and chat templates come from the npm registry. Node may come from another
 # repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.

@@ -1,0 +1,508 @@
+// llama_decode_bench: decode speed of the engine's Transformer::forward on the CUDA backend for a
+// Llama-3.1-8B-shaped model, against the GPU's own device-to-device copy bandwidth measured in the
+// same run. Part of bench/gpu/run_device_checks.sh (step "speed"); bench/gpu/hf_decode_speed.py
+// times the same shape in Hugging Face transformers.
+//
+//   llama_decode_bench [--device cuda:0] [--batches 1,16] [--context 512] [--warmup 5] [--steps 30]
+//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--small]
+//
+// --small swaps in a tiny model of the same family (hidden 256, 2 layers, vocab 1024) and
+// --device cpu runs on the CPU backend, its weights filled on the host by the same hash: together a
+// plumbing test of this program (run_device_checks.sh --cpu-only), never a measurement.
+//
+// The model: hidden 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, intermediate 14336,
+// vocab 128256, rope theta 500000 with Llama 3.1's llama3 rope scaling, untied lm_head. Weights
+// are RANDOM BF16 made on the GPU by a hash-based fill kernel (device_fill.cu; uniform with
+// variance 1/fan_in, norms 1): nothing comes from the host or the disk. ModelWeights is assembled
+// directly from those device buffers, each linear() weight put in the backend's packed layout
+// when it has one, as ModelWeights::load does.
+//
+// Context: the paged KV cache (F32, the backend's activation dtype) is pre-filled with random
+// values, and every sequence starts decoding at position --context over a block table covering
+// it: the attention reads `context` cached positions, exactly as after a prefill. With --prefill 1
+// one 'context'-token prefill of a single sequence is timed too (its own warm-up first).
+//
+// A step: one forward of `batch` sequences with one new token each (logits for each), then
+// Backend::synchronize(); timed on the host clock, so launch gaps count as they do in the engine.
+// After --warmup steps, --steps steps are timed; the median is reported (min and p90 too).
+//
+// Bandwidth definitions (one convention for both numbers: DRAM bytes moved, read + written, per
+// second):
+//   copy_bandwidth  = 2 * copy_bytes / median time of cudaMemcpy(device -> device, copy_bytes):
+//                     each byte is read once and written once (H200: about 4.3e12, KINDS.md).
+//   weight_bandwidth = weight_bytes_per_step / step_time: a decode step reads every weight matrix
+//                     (and norm) once whatever the batch (ModelWeights::bytes_per_decode_step();
+//                     the embedding row lookup is negligible); its writes are a few KiB.
+//   fraction        = weight_bandwidth / copy_bandwidth: 1.0 would be a step that does nothing but
+//                     stream its weights at copy speed. fraction_with_kv also counts the KV cache
+//                     bytes the attention reads (batch x context x layers x 2 x kv_heads x
+//                     head_dim x 4), which matter at batch 16.
+// Prints one JSON object on stdout (progress on stderr).
+//
+// Must not: read weights from the host or the disk on the GPU, pass a CPU run for a measurement
+// (its JSON says "plumbing_test": true), or report a run whose logits are not finite as fine
+// (finite_logits says).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "bench/gpu/device_fill.cuh"
+#include "common/logging.h"
+#include "common/status.h"
+#include "engine/kv/block_pool.h"
+#include "engine/kv/block_table.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/transformer.h"
+#include "kernels/backend_factory.h"
+#include "kernels/dtype.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::bench {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string device = "cuda";
+  std::vector<int> batches = {1, 16};
+  int context = 512;
+  int warmup = 5;
+  int steps = 30;
+  double copy_gib = 2.0;
+  int layers = 32;
+  bool prefill = true;
+  bool small = false;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "llama_decode_bench: %s\n", what.c_str());
+  std::cout << json{{"bench", "llama_decode_bench"}, {"error", what}}.dump() << std::endl;
+  std::exit(1);
+}
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) die(str_cat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+}
+
+void check(const absl::Status& s, const char* what) {
+  if (!s.ok()) die(str_cat(what, ": ", s.ToString()));
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--small") {
+      a.small = true;
+      continue;
+    }
+    if (i + 1 >= argc) die(str_cat("flag ", k, " needs a value"));
+    const std::string v = argv[++i];
+    if (k == "--device") {
+      a.device = v;
+    } else if (k == "--batches") {
+      a.batches.clear();
+      for (std::size_t pos = 0; pos <= v.size();) {
+        const std::size_t comma = std::min(v.find(',', pos), v.size());
+        a.batches.push_back(std::stoi(v.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else if (k == "--context") {
+      a.context = std::stoi(v);
+    } else if (k == "--warmup") {
+      a.warmup = std::stoi(v);
+    } else if (k == "--steps") {
+      a.steps = std::stoi(v);
+    } else if (k == "--copy-gib") {
+      a.copy_gib = std::stod(v);
+    } else if (k == "--layers") {
+      a.layers = std::stoi(v);
+    } else if (k == "--prefill") {
+      a.prefill = v != "0";
+    } else {
+      die(str_cat("unknown flag ", k));
+    }
+  }
+  if (a.batches.empty() || a.context < 1 || a.steps < 1 || a.warmup < 0 || a.layers < 1) die("bad arguments");
+  return a;
+}
+
+// Llama-3.1-8B's config.json, less what Baton ignores (--small: a tiny model of the same family).
+json llama31_8b_config(int layers, bool small) {
+  return json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"hidden_act", "silu"},
+              {"hidden_size", small ? 256 : 4096},
+              {"intermediate_size", small ? 512 : 14336},
+              {"num_hidden_layers", small ? 2 : layers},
+              {"num_attention_heads", small ? 4 : 32},
+              {"num_key_value_heads", small ? 2 : 8},
+              {"head_dim", small ? 64 : 128},
+              {"vocab_size", small ? 1024 : 128256},
+              {"max_position_embeddings", 131072},
+              {"rms_norm_eps", 1e-5},
+              {"rope_theta", 500000.0},
+              {"rope_scaling",
+               {{"factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0},
+                {"original_max_position_embeddings", 8192},
+                {"rope_type", "llama3"}}},
+              {"attention_bias", false},
+              {"mlp_bias", false},
+              {"tie_word_embeddings", false},
+              {"torch_dtype", "bfloat16"},
+              {"bos_token_id", small ? 1 : 128000},
+              {"eos_token_id", small ? 2 : 128001}};
+}
+
+// The hash of device_fill.cu, on the host (the CPU plumbing run only).
+float host_uniform_pm1(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// Fills device memory: with device_fill.cu's kernels on the GPU, with host loops on the CPU backend
+// (whose memory is host memory).
+struct Filler {
+  bool gpu = true;
+
+  void bf16_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
+    if (gpu) return check(fill_bf16_uniform(dst, n, scale, seed), "fill weights");
+    auto* d = static_cast<std::uint16_t*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(scale * host_uniform_pm1(seed, i));
+  }
+  void f32_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
+    if (gpu) return check(fill_f32_uniform(static_cast<float*>(dst), n, scale, seed), "fill");
+    auto* d = static_cast<float*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = scale * host_uniform_pm1(seed, i);
+  }
+  void f32_constant(void* dst, std::size_t n, float value) const {
+    if (gpu) return check(fill_f32_constant(static_cast<float*>(dst), n, value), "fill");
+    std::fill_n(static_cast<float*>(dst), n, value);
+  }
+  // The fills above run on the legacy default stream; the backend's stream must not start first.
+  void sync(const char* what) const {
+    if (gpu) check(cudaDeviceSynchronize(), what);
+  }
+};
+
+// The model's parameters, made on the device.
+class RandomWeights {
+ public:
+  RandomWeights(Backend& backend, const Filler& fill) : backend_(backend), fill_(fill) {}
+
+  TensorView matrix(std::int64_t rows, std::int64_t cols, float scale) {
+    DeviceBuffer buf = allocate(static_cast<std::size_t>(rows * cols) * 2);
+    fill_.bf16_uniform(buf.data(), static_cast<std::size_t>(rows * cols), scale, next_seed());
+    TensorView v = buf.view(DType::kBF16, {rows, cols});
+    owned_.push_back(std::move(buf));
+    return v;
+  }
+  // A linear() weight [n, k] with variance 1/k (uniform(-a, a), a = sqrt(3 / k)), packed like
+  // WeightLoader::for_linear does.
+  TensorView linear(std::int64_t n, std::int64_t k) {
+    TensorView w = matrix(n, k, std::sqrt(3.0f / static_cast<float>(k)));
+    TensorView packed;
+    auto buf = backend_.pack_linear_weight(w, &packed);
+    check(buf.status(), "pack_linear_weight");
+    if (buf->data() == nullptr) return w;
+    owned_.pop_back();  // the unpacked copy
+    owned_.push_back(std::move(*buf));
+    return packed;
+  }
+  TensorView ones(std::int64_t n) {
+    DeviceBuffer buf = allocate(static_cast<std::size_t>(n) * 4);
+    fill_.f32_constant(buf.data(), static_cast<std::size_t>(n), 1.0f);
+    TensorView v = buf.view(DType::kF32, {n});
+    owned_.push_back(std::move(buf));
+    return v;
+  }
+
+ private:
+  DeviceBuffer allocate(std::size_t bytes) {
+    auto buf = backend_.allocate(bytes);
+    check(buf.status(), "allocate weights");
+    return std::move(*buf);
+  }
+  std::uint64_t next_seed() { return 0x5eed0000ull + seed_++; }
+
+  Backend& backend_;
+  const Filler& fill_;
+  std::vector<DeviceBuffer> owned_;
+  std::uint64_t seed_ = 0;
+};
+
+ModelWeights make_weights(const ModelConfig& c, RandomWeights& rw) {
+  ModelWeights w;
+  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  w.embed = rw.matrix(c.vocab_size, h, 1.0f);
+  w.final_norm = rw.ones(h);
+  w.lm_head = rw.linear(c.vocab_size, h);
+  for (std::int32_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.input_norm = rw.ones(h);
+    l.qkv = rw.linear(q + 2 * kv, h);
+    l.o_proj = rw.linear(h, q);
+    l.post_norm = rw.ones(h);
+    l.gate_up = rw.linear(2 * inter, h);
+    l.down = rw.linear(h, inter);
+    w.layers.push_back(l);
+  }
+  return w;
+}
+
+struct Stats {
+  double median = 0, min = 0, p90 = 0;
+};
+
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Stats s;
+  s.min = v.front();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  s.p90 = v[std::min(v.size() - 1, static_cast<std::size_t>(std::ceil(0.9 * static_cast<double>(v.size()))) - 1)];
+  return s;
+}
+
+// Device-to-device copy bandwidth, read + written bytes per second (median of 10 after 3 warm-ups).
+// On the CPU (plumbing run), std::memcpy of the same size timed on the host clock.
+json copy_bandwidth(double gib, bool gpu) {
+  const auto bytes = static_cast<std::size_t>(gib * static_cast<double>(1ull << 30));
+  if (!gpu) {
+    std::vector<char> src(bytes, 1), dst(bytes);
+    std::vector<double> times;
+    for (int i = 0; i < 5; ++i) {
+      const auto start = Clock::now();
+      std::memcpy(dst.data(), src.data(), bytes);
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    const Stats s = stats(times);
+    return json{{"bytes", bytes}, {"median_s", s.median}, {"min_s", s.min},
+                {"read_write_bytes_per_s", 2.0 * static_cast<double>(bytes) / s.median}};
+  }
+  void *src = nullptr, *dst = nullptr;
+  check(cudaMalloc(&src, bytes), "cudaMalloc copy source");
+  check(cudaMalloc(&dst, bytes), "cudaMalloc copy destination");
+  check(fill_f32_uniform(static_cast<float*>(src), bytes / 4, 1.0f, 99), "fill copy source");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> times;
+  for (int i = 0; i < 13; ++i) {
+    check(cudaEventRecord(start, 0), "cudaEventRecord");
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpy device to device");
+    check(cudaEventRecord(stop, 0), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (i >= 3) times.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(src);
+  cudaFree(dst);
+  const Stats s = stats(times);
+  return json{{"bytes", bytes},
+              {"median_s", s.median},
+              {"min_s", s.min},
+              {"read_write_bytes_per_s", 2.0 * static_cast<double>(bytes) / s.median}};
+}
+
+bool all_finite(Backend& backend, const TensorView& logits, std::int64_t vocab) {
+  std::vector<float> row(static_cast<std::size_t>(vocab));
+  backend.copy_to_host(row.data(), logits.data, row.size() * sizeof(float));
+  return std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); });
+}
+
+int run(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  check(init_logging("warn"), "init_logging");
+  BackendOptions bo;
+  auto device = parse_device(args.device);
+  check(device.status(), "--device");
+  const Filler fill{device->type == DeviceType::kCuda};
+  if (!fill.gpu && !args.small) die("--device cpu is a plumbing test: give --small too");
+  bo.device = *device;
+  auto backend_or = make_backend(bo);
+  check(backend_or.status(), "make_backend");
+  std::unique_ptr<Backend> backend = std::move(*backend_or);
+  if (fill.gpu) check(cudaSetDevice(bo.device.index), "cudaSetDevice");
+
+  const json config_json = llama31_8b_config(args.layers, args.small);
+  auto config = ModelConfig::parse(config_json, nullptr, "llama_decode_bench's model");
+  check(config.status(), "ModelConfig::parse");
+
+  const int max_batch = *std::max_element(args.batches.begin(), args.batches.end());
+  const int total_steps = args.warmup + args.steps;
+  const std::int32_t block_size = 16;
+  const std::int32_t seq_len = args.context + total_steps + 1;
+  const std::int32_t blocks_per_seq = BlockTable::blocks_for(seq_len, block_size);
+
+  auto t0 = Clock::now();
+  RandomWeights rw(*backend, fill);  // outlives the model, which only views its buffers
+  ModelWeights weights = make_weights(*config, rw);
+  fill.sync("weight fill");
+  const double weights_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::int64_t weight_bytes = weights.bytes_per_decode_step();
+  std::fprintf(stderr, "llama_decode_bench: %.2f GB of weights made on the device in %.2f s (%s)\n",
+               static_cast<double>(weight_bytes) / 1e9, weights_s, weights.matrix_dtype().c_str());
+
+  TransformerOptions to;
+  to.max_num_tokens = std::max({args.context, max_batch, 16});
+  to.max_num_seqs = max_batch;
+  to.max_num_logits = max_batch;
+  to.max_model_len = blocks_per_seq * block_size;
+  to.block_size = block_size;
+  auto model_or = Transformer::create(*backend, *config, std::move(weights), to);
+  check(model_or.status(), "Transformer::create");
+  std::unique_ptr<Transformer> model = std::move(*model_or);
+
+  const std::int32_t num_blocks = max_batch * blocks_per_seq + 1;
+  auto cache_or = KvCache::create(*backend, model->kv_layout(), num_blocks);
+  check(cache_or.status(), "KvCache::create");
+  KvCache cache = std::move(*cache_or);
+  const KvRegion region = cache.region();
+  fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
+  fill.sync("KV fill");
+  const KvCacheLayout layout = model->kv_layout();
+  // Bytes of K and V for one cached position, all layers.
+  const double kv_bytes_per_position = 2.0 * layout.num_layers * layout.num_kv_heads * layout.head_dim *
+                                       static_cast<double>(dtype_size(layout.dtype));
+
+  json out;
+  out["bench"] = "llama_decode_bench";
+  out["model"] = args.small ? "tiny Llama (--small), random BF16 weights"
+                             : "Llama-3.1-8B shape, random BF16 weights made on the device";
+  out["plumbing_test"] = !fill.gpu || args.small;
+  out["config"] = config_json;
+  out["backend"] = backend->describe();
+  out["weight_bytes_per_step"] = weight_bytes;
+  out["weight_dtype"] = model->weights().matrix_dtype();
+  out["kv_cache"] = {{"dtype", std::string(dtype_name(layout.dtype))}, {"blocks", num_blocks}, {"bytes", region.bytes}};
+  out["weights_made_s"] = weights_s;
+
+  std::fprintf(stderr, "llama_decode_bench: device-to-device copy, %.1f GiB\n", args.copy_gib);
+  out["copy"] = copy_bandwidth(args.copy_gib, fill.gpu);
+  const double copy_bw = out["copy"]["read_write_bytes_per_s"].get<double>();
+  out["bandwidth_definition"] =
+      "copy: (read + written bytes) / time of a device-to-device cudaMemcpy; decode: weight bytes read per step / "
+      "step time (writes are negligible); fraction = decode / copy";
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<std::int32_t> token(0, config->vocab_size - 1);
+
+  if (args.prefill) {
+    // One sequence's prompt of `context` tokens, logits for the last one; a warm-up run first.
+    std::vector<std::int32_t> prompt(static_cast<std::size_t>(args.context));
+    for (auto& t : prompt) t = token(rng);
+    std::vector<double> times;
+    bool finite = true;
+    for (int rep = 0; rep < 3; ++rep) {
+      KvBlockPool pool(num_blocks, block_size);
+      BlockTable table(block_size);
+      BATON_CHECK(table.grow_to(pool, args.context), "out of KV blocks");
+      const std::int32_t last = args.context - 1;
+      ForwardSequence s;
+      s.tokens = prompt;
+      s.start_position = 0;
+      s.block_table = table.blocks();
+      s.logits_indices = std::span<const std::int32_t>(&last, 1);
+      ForwardBatch batch;
+      batch.sequences.push_back(s);
+      const auto start = Clock::now();
+      auto fwd = model->forward(batch, cache);
+      check(fwd.status(), "prefill forward");
+      backend->synchronize();
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (rep == 0) finite = all_finite(*backend, fwd->logits, config->vocab_size);
+    }
+    times.erase(times.begin());
+    const Stats s = stats(times);
+    out["prefill"] = {{"tokens", args.context},
+                      {"median_s", s.median},
+                      {"tokens_per_s", args.context / s.median},
+                      {"finite_logits", finite}};
+    std::fprintf(stderr, "llama_decode_bench: prefill %d tokens: %.2f ms\n", args.context, s.median * 1e3);
+    // Re-randomize the KV the prefill overwrote (not needed for timing; keeps the data uniform).
+    fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
+    fill.sync("KV fill");
+  }
+
+  json decode = json::array();
+  for (const int batch_size : args.batches) {
+    KvBlockPool pool(num_blocks, block_size);
+    std::vector<BlockTable> tables;
+    std::vector<std::vector<std::int32_t>> tokens(static_cast<std::size_t>(batch_size));
+    for (int b = 0; b < batch_size; ++b) {
+      tables.emplace_back(block_size);
+      BATON_CHECK(tables.back().grow_to(pool, seq_len), "out of KV blocks");
+      tokens[static_cast<std::size_t>(b)].resize(static_cast<std::size_t>(total_steps));
+      for (auto& t : tokens[static_cast<std::size_t>(b)]) t = token(rng);
+    }
+    const std::int32_t zero = 0;
+    std::vector<double> times;
+    double kv_bytes_sum = 0;
+    bool finite = true;
+    for (int step = 0; step < total_steps; ++step) {
+      ForwardBatch batch;
+      for (int b = 0; b < batch_size; ++b) {
+        ForwardSequence s;
+        s.tokens = std::span<const std::int32_t>(tokens[static_cast<std::size_t>(b)]).subspan(static_cast<std::size_t>(step), 1);
+        s.start_position = args.context + step;
+        s.block_table = tables[static_cast<std::size_t>(b)].blocks();
+        s.logits_indices = std::span<const std::int32_t>(&zero, 1);
+        batch.sequences.push_back(s);
+      }
+      const auto start = Clock::now();
+      auto fwd = model->forward(batch, cache);
+      check(fwd.status(), "decode forward");
+      backend->synchronize();
+      const double dt = std::chrono::duration<double>(Clock::now() - start).count();
+      if (step >= args.warmup) {
+        times.push_back(dt);
+        kv_bytes_sum += batch_size * (args.context + step + 1) * kv_bytes_per_position;
+      }
+      if (step == total_steps - 1) finite = all_finite(*backend, fwd->logits, config->vocab_size);
+    }
+    const Stats s = stats(times);
+    const double kv_bytes = kv_bytes_sum / static_cast<double>(times.size());
+    const double weight_bw = static_cast<double>(weight_bytes) / s.median;
+    json d{{"batch", batch_size},
+           {"context", args.context},
+           {"warmup_steps", args.warmup},
+           {"timed_steps", args.steps},
+           {"step_ms_median", s.median * 1e3},
+           {"step_ms_min", s.min * 1e3},
+           {"step_ms_p90", s.p90 * 1e3},
+           {"tokens_per_s", batch_size / s.median},
+           {"weight_bytes_per_s", weight_bw},
+           {"fraction_of_copy_bandwidth", weight_bw / copy_bw},
+           {"kv_bytes_per_step", kv_bytes},
+           {"fraction_with_kv", (static_cast<double>(weight_bytes) + kv_bytes) / s.median / copy_bw},
+           {"finite_logits", finite}};
+    std::fprintf(stderr, "llama_decode_bench: batch %d: %.3f ms/step, %.1f tokens/s, %.2f of copy bandwidth\n",
+                 batch_size, s.median * 1e3, batch_size / s.median, weight_bw / copy_bw);
+    decode.push_back(d);
+  }
+  out["decode"] = decode;
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace baton::bench
+
+int main(int argc, char** argv) { return baton::bench::run(argc, argv); }
