@@ -1,9 +1,569 @@
-// Paged attention (attention.cuh). PLACEHOLDER until the attention kernels land.
+// Paged attention on CUDA (attention.cuh): write_kv stores each new token's key and value rows in
+// the paged KV cache; paged_attention runs causal (optionally sliding-window) GQA attention of each
+// new token over its sequence's cached keys and values. One kernel serves decode, varlen prefill
+// and verification batches. F32 in, F32 accumulation, F32 out.
+//
+// Must not: allocate (no workspace: any split of the context happens inside one CTA), synchronize
+// with the host, use atomics, or let a token's result depend on the other tokens of the call (the
+// batch-invariance argument is written above paged_attention_kernel). Every arithmetic step of the
+// attention path is an explicitly rounded intrinsic (__fmaf_rn, __fmul_rn, ...) so that nvcc's FMA
+// contraction cannot round the same row differently in different unrolled copies of a loop.
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
 #include "kernels/cuda/attention.cuh"
 
 namespace baton::cuda {
+namespace {
 
-cudaError_t write_kv(HeadsArg, HeadsArg, const std::int32_t*, KvCacheArg, cudaStream_t) { return cudaErrorNotSupported; }
-cudaError_t paged_attention(const AttentionArgs&, cudaStream_t) { return cudaErrorNotSupported; }
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- float vectors ------------------------------------------------------------------------------
+
+// W consecutive floats moved with one 32-, 64- or 128-bit access (the address is W-float aligned).
+template <int W>
+struct Vec {
+  float v[W];
+};
+
+template <int W>
+__device__ __forceinline__ Vec<W> zero_vec() {
+  Vec<W> r;
+#pragma unroll
+  for (int e = 0; e < W; ++e) r.v[e] = 0.0f;
+  return r;
+}
+
+// Plain load (global or shared memory).
+template <int W>
+__device__ __forceinline__ Vec<W> load_vec(const float* p) {
+  Vec<W> r;
+  if constexpr (W == 4) {
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    r.v[0] = x.x, r.v[1] = x.y, r.v[2] = x.z, r.v[3] = x.w;
+  } else if constexpr (W == 2) {
+    const float2 x = *reinterpret_cast<const float2*>(p);
+    r.v[0] = x.x, r.v[1] = x.y;
+  } else {
+    r.v[0] = *p;
+  }
+  return r;
+}
+
+// Load through the read-only cache: for KV cache rows, which no thread writes during attention.
+template <int W>
+__device__ __forceinline__ Vec<W> load_cached(const float* p) {
+  Vec<W> r;
+  if constexpr (W == 4) {
+    const float4 x = __ldg(reinterpret_cast<const float4*>(p));
+    r.v[0] = x.x, r.v[1] = x.y, r.v[2] = x.z, r.v[3] = x.w;
+  } else if constexpr (W == 2) {
+    const float2 x = __ldg(reinterpret_cast<const float2*>(p));
+    r.v[0] = x.x, r.v[1] = x.y;
+  } else {
+    r.v[0] = __ldg(p);
+  }
+  return r;
+}
+
+template <int W>
+__device__ __forceinline__ void store_vec(float* p, const Vec<W>& x) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(x.v[0], x.v[1]);
+  } else {
+    *p = x.v[0];
+  }
+}
+
+bool aligned(const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+// ---- write_kv -----------------------------------------------------------------------------------
+
+constexpr int kWriteThreads = 256;
+
+// One thread per W-float vector of one (token, kv head) row of k and of v.
+// k, v: [tokens, kv_heads, head_dim] (strides in elements); slots: [tokens] I32, slot =
+// block * block_size + offset, negative = skip; cache: [num_blocks, 2, block_size, kv_heads, head_dim].
+template <int W>
+__global__ void write_kv_kernel(HeadsArg k, HeadsArg v, const std::int32_t* __restrict__ slots, KvCacheArg cache) {
+  const int vecs = cache.head_dim / W;                                                // per head row
+  const std::int64_t per_token = static_cast<std::int64_t>(cache.kv_heads) * vecs;  // vectors per token
+  const std::int64_t total = k.tokens * per_token;
+  const std::int64_t row = static_cast<std::int64_t>(cache.kv_heads) * cache.head_dim;  // floats per cached token
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = e / per_token;
+    const std::int64_t slot = slots[t];
+    if (slot < 0) continue;
+    const std::int64_t block = slot / cache.block_size, offset = slot % cache.block_size;
+    if (block >= cache.num_blocks) continue;  // the host validates slots; never write out of bounds
+    const int in_token = static_cast<int>(e % per_token);
+    const int h = in_token / vecs, d = (in_token % vecs) * W;
+    float* key_dst = cache.data + (block * 2 * cache.block_size + offset) * row + static_cast<std::int64_t>(h) * cache.head_dim + d;
+    float* value_dst = key_dst + cache.block_size * row;
+    store_vec<W>(key_dst, load_vec<W>(k.data + t * k.stride0 + h * k.stride1 + d));
+    store_vec<W>(value_dst, load_vec<W>(v.data + t * v.stride0 + h * v.stride1 + d));
+  }
+}
+
+bool heads_vec4(const HeadsArg& x) { return aligned(x.data, 16) && x.stride0 % 4 == 0 && x.stride1 % 4 == 0; }
+
+// ---- paged attention: work split ------------------------------------------------------------------
+
+constexpr int kWarps = 8;                        // warps per CTA = fixed split of the context
+constexpr int kThreads = kWarps * 32;
+constexpr int kChunk = 32;                       // keys per chunk (one per lane in the softmax)
+constexpr int kLanesPerKey = 8;                  // lanes sharing one key's dot products
+constexpr int kKeysPerStep = 32 / kLanesPerKey;  // keys scored per warp step
+constexpr int kSteps = kChunk / kKeysPerStep;    // steps per chunk
+constexpr int kMaxHeadDim = 256;
+
+// Compile-time shape of one kernel instance. KW: float width of the score phase's key loads; VW x
+// NV: floats per lane of a head_dim row in the value phase (kMaxDim = 32 * VW * NV >= head_dim).
+template <int KW_, int VW_, int NV_>
+struct Config {
+  static constexpr int KW = KW_, VW = VW_, NV = NV_;
+  static constexpr int kMaxDim = 32 * VW * NV;
+  static constexpr int kMaxRows = kMaxDim <= 128 ? 8 : 4;  // query rows (token x head) per CTA
+  static constexpr int kKeyVecs = kMaxDim / KW / kLanesPerKey;  // key vectors per lane per key
+  // Loads in flight per lane, about 64 floats: score steps, and value rows.
+  static constexpr int kStepsInFlight = 512 / kMaxDim;
+  static constexpr int kValuesInFlight = 64 / (VW * NV);
+  // Shared memory (floats). During the chunk loop: queries [kMaxRows, kMaxDim] then each warp's
+  // scores/probabilities [kWarps, kMaxRows, kChunk]; after it, the same memory holds the warps'
+  // partial outputs [kWarps, kMaxRows, kMaxDim].
+  static constexpr int kQueryFloats = kMaxRows * kMaxDim;
+  static constexpr int kScoreFloats = kWarps * kMaxRows * kChunk;
+  static constexpr int kPartialFloats = kWarps * kMaxRows * kMaxDim;
+  static constexpr int kSharedFloats =
+      kQueryFloats + kScoreFloats > kPartialFloats ? kQueryFloats + kScoreFloats : kPartialFloats;
+  static_assert(kSteps % kStepsInFlight == 0 && kKeyVecs >= 1 && kValuesInFlight >= 1, "config");
+  static_assert((kSharedFloats + 2 * kWarps * kMaxRows) * 4 <= 48 * 1024, "static shared memory");
+};
+
+// How the call's query rows are dealt to CTAs. Chosen per call from the batch shape; it changes
+// which rows share a CTA, never the arithmetic of a row (see paged_attention_kernel).
+struct Plan {
+  int group = 1;        // query heads per kv head
+  int head_splits = 1;  // CTAs sharing one kv head's query heads (when the group exceeds max_rows)
+  int cta_heads = 1;    // query heads per CTA (the last split may have fewer)
+  int tile_tokens = 1;  // consecutive tokens per CTA (a CTA walks them as runs of one sequence each)
+};
+
+Plan make_plan(const AttentionArgs& a, int max_rows) {
+  Plan p;
+  p.group = a.q.heads / a.cache.kv_heads;
+  p.head_splits = (p.group + max_rows - 1) / max_rows;
+  p.cta_heads = (p.group + p.head_splits - 1) / p.head_splits;
+  // Neighbouring tokens of one sequence (prefill, verification) share a CTA and its K/V reads; a
+  // CTA walks the sequences of its tile one after another, so tiles grow with the average number
+  // of queries per sequence: a decode batch keeps one token per CTA and its sequences in parallel.
+  const std::int64_t per_seq = a.num_seqs > 0 ? a.q.tokens / a.num_seqs : a.q.tokens;
+  const int most = max_rows / p.cta_heads;
+  p.tile_tokens = per_seq < 1 ? 1 : (per_seq < most ? static_cast<int>(per_seq) : most);
+  return p;
+}
+
+// One pass of a CTA: `rows` query rows of one sequence and kv head, row r being
+// (token0 + r / heads, head0 + r % heads). All threads of the CTA hold the same Run.
+struct Run {
+  std::int64_t token0 = 0;
+  int heads = 0;
+  int head0 = 0;
+  int rows = 0;                          // <= kMaxRows
+  int kv_head = 0;
+  const std::int32_t* blocks = nullptr;  // the sequence's block table row
+  int lo = 0, hi = 0;                    // key positions some row attends to: [lo, hi)
+};
+
+// Per-row online-softmax state of one warp's share of the context. Warp-uniform values.
+template <int kMaxRows>
+struct RowState {
+  float m[kMaxRows];     // running max of the scaled scores (-inf before the first key)
+  float l[kMaxRows];     // running sum of exp(score - m)
+  float corr[kMaxRows];  // this chunk's rescale of the row's sums
+  int lo[kMaxRows];      // this chunk's keys the row sees: [lo, hi), chunk-relative; empty when lo >= hi
+  int hi[kMaxRows];
+};
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+
+// A fixed butterfly; every lane ends with the same bits (each step adds the same two values).
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = __fadd_rn(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+
+// Sum over the kLanesPerKey lanes of a key group (lanes differing in their low 3 bits).
+__device__ __forceinline__ float key_group_sum(float x) {
+#pragma unroll
+  for (int o = kLanesPerKey / 2; o > 0; o >>= 1) x = __fadd_rn(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+
+// Row r's [head_dim] vector in q or out.
+__device__ __forceinline__ float* head_row(const HeadsArg& x, const Run& run, int r) {
+  return x.data + (run.token0 + r / run.heads) * x.stride0 + static_cast<std::int64_t>(run.head0 + r % run.heads) * x.stride1;
+}
+
+// Offset (floats) of the key row of position `pos` for the run's kv head; its value row is
+// block_size * kv_heads * head_dim further.
+__device__ __forceinline__ std::int64_t key_row_offset(const KvCacheArg& c, const Run& run, int pos) {
+  const std::int64_t block = run.blocks[pos / c.block_size];
+  const std::int64_t row = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+  return (block * 2 * c.block_size + pos % c.block_size) * row + static_cast<std::int64_t>(run.kv_head) * c.head_dim;
+}
+
+// ---- paged attention: one chunk of 32 keys, one warp ----------------------------------------------
+
+// Raw dot products q_r . k for the chunk's keys into p_s[r][k]. Groups of kLanesPerKey lanes take
+// one key each (kKeysPerStep keys per step); lane li of a group reads the key's KW-float vectors
+// li, li + 8, ... (coalesced 128-bit reads when KW = 4), so every K byte is read once for all rows.
+// kStepsInFlight steps' loads are issued before their arithmetic. A dot is a fixed FMA chain per
+// lane, then a fixed 3-level butterfly: its bits depend only on q_r, the key and head_dim.
+template <class C>
+__device__ __forceinline__ void chunk_scores(const float* __restrict__ keys, std::int64_t key_row, int base,
+                                             const Run& run, int head_dim, const float* q_s, float* p_s, int lane) {
+  constexpr int KW = C::KW, kVecs = C::kKeyVecs, kInFlight = C::kStepsInFlight;
+  const int nvec = head_dim / KW;
+  const int group = lane / kLanesPerKey, li = lane % kLanesPerKey;
+#pragma unroll 1
+  for (int step0 = 0; step0 < kSteps; step0 += kInFlight) {
+    Vec<KW> key[kInFlight][kVecs];
+#pragma unroll
+    for (int s = 0; s < kInFlight; ++s) {
+      const int k = (step0 + s) * kKeysPerStep + group;
+      const std::int64_t row = __shfl_sync(kFullMask, key_row, k);
+      const bool in_run = base + k >= run.lo && base + k < run.hi;
+#pragma unroll
+      for (int m = 0; m < kVecs; ++m) {
+        const int v = li + kLanesPerKey * m;
+        key[s][m] = in_run && v < nvec ? load_cached<KW>(keys + row + v * KW) : zero_vec<KW>();
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kInFlight; ++s) {
+      const int k = (step0 + s) * kKeysPerStep + group;
+#pragma unroll
+      for (int r = 0; r < C::kMaxRows; ++r) {
+        if (r < run.rows) {  // warp-uniform
+          float dot = 0.0f;
+#pragma unroll
+          for (int m = 0; m < kVecs; ++m) {
+            const int v = li + kLanesPerKey * m;
+            if (v < nvec) {
+              const Vec<KW> q = load_vec<KW>(q_s + r * C::kMaxDim + v * KW);
+#pragma unroll
+              for (int e = 0; e < KW; ++e) dot = __fmaf_rn(q.v[e], key[s][m].v[e], dot);
+            }
+          }
+          dot = key_group_sum(dot);
+          if (li == 0) p_s[r * kChunk + k] = dot;
+        }
+      }
+    }
+  }
+}
+
+// Online softmax over the chunk, lane = key: for each row that sees some of the chunk's keys,
+// scale its scores, update its running max and sum, leave exp(score - max) in p_s[r][key] (0 for
+// keys it does not see) and the rescale of its earlier sums in st.corr. Rows that see none of the
+// chunk are left untouched.
+template <int kMaxRows>
+__device__ __forceinline__ void chunk_softmax(int base, const Run& run, float scale, const int* row_lo,
+                                              const int* row_hi, float* p_s, RowState<kMaxRows>& st, int lane) {
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r) {
+    st.lo[r] = 0;
+    st.hi[r] = 0;
+    if (r < run.rows) {
+      const int lo = max(row_lo[r] - base, 0), hi = min(row_hi[r] - base, kChunk);
+      if (lo < hi) {  // warp-uniform
+        st.lo[r] = lo;
+        st.hi[r] = hi;
+        const bool sees = lane >= lo && lane < hi;
+        const float s = sees ? __fmul_rn(p_s[r * kChunk + lane], scale) : -INFINITY;
+        const float m = fmaxf(st.m[r], warp_max(s));
+        const float p = sees ? expf(__fsub_rn(s, m)) : 0.0f;
+        p_s[r * kChunk + lane] = p;
+        st.corr[r] = expf(__fsub_rn(st.m[r], m));  // 0 for the row's first chunk (m was -inf)
+        st.l[r] = __fmaf_rn(st.l[r], st.corr[r], warp_sum(p));
+        st.m[r] = m;
+      }
+    }
+  }
+}
+
+// acc_r = acc_r * corr_r + sum over the chunk's keys k the row sees, in increasing k, of
+// p_r[k] * v_k. Lane owns the VW-float vectors lane, lane + 32, ... of a head_dim row, so each
+// value row is one coalesced warp read shared by all rows; kValuesInFlight rows are loaded before
+// their arithmetic. Keys a row does not see are skipped (not multiplied by 0), so a row's
+// operations are the same whatever other rows share the CTA.
+template <class C>
+__device__ __forceinline__ void chunk_values(const float* __restrict__ values, std::int64_t key_row, int base,
+                                             const Run& run, int head_dim, const float* p_s,
+                                             const RowState<C::kMaxRows>& st,
+                                             float (&acc)[C::kMaxRows][C::NV][C::VW], int lane) {
+  constexpr int VW = C::VW, NV = C::NV, kInFlight = C::kValuesInFlight;
+  const int nvec = head_dim / VW;
+#pragma unroll
+  for (int r = 0; r < C::kMaxRows; ++r) {
+    if (r < run.rows && st.lo[r] < st.hi[r]) {
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+#pragma unroll
+        for (int e = 0; e < VW; ++e) acc[r][n][e] = __fmul_rn(acc[r][n][e], st.corr[r]);
+      }
+    }
+  }
+  const int k_lo = max(run.lo - base, 0), k_hi = min(run.hi - base, kChunk);
+#pragma unroll 1
+  for (int k0 = k_lo; k0 < k_hi; k0 += kInFlight) {
+    Vec<VW> value[kInFlight][NV];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int k = k0 + u;
+      const std::int64_t row = __shfl_sync(kFullMask, key_row, k % kChunk);
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        const int v = lane + 32 * n;
+        value[u][n] = k < k_hi && v < nvec ? load_cached<VW>(values + row + v * VW) : zero_vec<VW>();
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int k = k0 + u;
+#pragma unroll
+      for (int r = 0; r < C::kMaxRows; ++r) {
+        if (r < run.rows && k >= st.lo[r] && k < st.hi[r]) {  // warp-uniform; implies k < k_hi
+          const float p = p_s[r * kChunk + k];
+#pragma unroll
+          for (int n = 0; n < NV; ++n) {
+#pragma unroll
+            for (int e = 0; e < VW; ++e) acc[r][n][e] = __fmaf_rn(p, value[u][n].v[e], acc[r][n][e]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- paged attention: one run (rows of one sequence), whole CTA ----------------------------------
+
+// q_s[r][d] = q row r (scalar reads: q rows may have any stride). Row r's key range into
+// row_lo/row_hi: [max(0, pos + 1 - window), pos + 1), or [0, pos + 1) without a window.
+template <class C>
+__device__ void stage_run(const AttentionArgs& a, const Run& run, float* q_s, int* row_lo, int* row_hi) {
+  const int head_dim = a.q.head_dim;
+  for (int i = threadIdx.x; i < run.rows * head_dim; i += kThreads) {
+    const int r = i / head_dim, d = i % head_dim;
+    q_s[r * C::kMaxDim + d] = head_row(a.q, run, r)[d];
+  }
+  if (static_cast<int>(threadIdx.x) < run.rows) {
+    const int r = static_cast<int>(threadIdx.x);
+    const int pos = a.positions[run.token0 + r / run.heads];
+    row_lo[r] = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+    row_hi[r] = pos + 1;
+  }
+}
+
+// The warps' partial (m, l, acc) per row, combined in warp order 0..kWarps-1 (warps without keys
+// for the row skipped), divided by the total sum and stored to out.
+template <class C>
+__device__ void combine_and_store(const AttentionArgs& a, const Run& run, const float* partials, const float* part_m,
+                                  const float* part_l) {
+  const int head_dim = a.q.head_dim;
+  for (int i = threadIdx.x; i < run.rows * head_dim; i += kThreads) {
+    const int r = i / head_dim, d = i % head_dim;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, part_m[w * C::kMaxRows + r]);
+    float l = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = part_m[w * C::kMaxRows + r];
+      if (mw != -INFINITY) {
+        const float f = expf(__fsub_rn(mw, m));
+        l = __fmaf_rn(part_l[w * C::kMaxRows + r], f, l);
+        acc = __fmaf_rn(partials[(w * C::kMaxRows + r) * C::kMaxDim + d], f, acc);
+      }
+    }
+    head_row(a.out, run, r)[d] = l > 0.0f ? __fdiv_rn(acc, l) : 0.0f;
+  }
+}
+
+// This warp's state into the partials (after the chunk loop, once the queries are dead).
+template <class C>
+__device__ __forceinline__ void store_partials(const Run& run, int head_dim, const RowState<C::kMaxRows>& st,
+                                               const float (&acc)[C::kMaxRows][C::NV][C::VW], float* partials,
+                                               float* part_m, float* part_l, int warp, int lane) {
+  const int nvec = head_dim / C::VW;
+#pragma unroll
+  for (int r = 0; r < C::kMaxRows; ++r) {
+    if (r < run.rows) {
+      if (lane == 0) {
+        part_m[warp * C::kMaxRows + r] = st.m[r];
+        part_l[warp * C::kMaxRows + r] = st.l[r];
+      }
+#pragma unroll
+      for (int n = 0; n < C::NV; ++n) {
+        const int v = lane + 32 * n;
+        if (v < nvec) {
+          Vec<C::VW> x;
+#pragma unroll
+          for (int e = 0; e < C::VW; ++e) x.v[e] = acc[r][n][e];
+          store_vec<C::VW>(partials + (warp * C::kMaxRows + r) * C::kMaxDim + v * C::VW, x);
+        }
+      }
+    }
+  }
+}
+
+template <class C>
+__device__ void attend_run(const AttentionArgs& a, Run& run, float* smem, float* part_m, float* part_l, int* row_lo,
+                           int* row_hi) {
+  const int head_dim = a.q.head_dim;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  float* q_s = smem;
+  float* p_s = smem + C::kQueryFloats + warp * C::kMaxRows * kChunk;
+  float* partials = smem;
+
+  stage_run<C>(a, run, q_s, row_lo, row_hi);
+  __syncthreads();
+  run.lo = INT_MAX;
+  run.hi = 0;
+  for (int r = 0; r < run.rows; ++r) {
+    run.lo = min(run.lo, row_lo[r]);
+    run.hi = max(run.hi, row_hi[r]);
+  }
+
+  RowState<C::kMaxRows> st;
+  float acc[C::kMaxRows][C::NV][C::VW];
+#pragma unroll
+  for (int r = 0; r < C::kMaxRows; ++r) {
+    st.m[r] = -INFINITY;
+    st.l[r] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < C::NV; ++n) {
+#pragma unroll
+      for (int e = 0; e < C::VW; ++e) acc[r][n][e] = 0.0f;
+    }
+  }
+  if (run.lo < run.hi) {
+    // Chunk c covers key positions [32c, 32c + 32) and belongs to warp c % kWarps.
+    const int c_first = run.lo / kChunk, c_last = (run.hi - 1) / kChunk;
+    const float* keys = a.cache.data;
+    const float* values = keys + static_cast<std::int64_t>(a.cache.block_size) * a.cache.kv_heads * a.cache.head_dim;
+    for (int c = c_first + (warp - c_first % kWarps + kWarps) % kWarps; c <= c_last; c += kWarps) {
+      const int base = c * kChunk;
+      const int pos = base + lane;
+      const std::int64_t key_row = pos >= run.lo && pos < run.hi ? key_row_offset(a.cache, run, pos) : 0;
+      chunk_scores<C>(keys, key_row, base, run, head_dim, q_s, p_s, lane);
+      __syncwarp();
+      chunk_softmax<C::kMaxRows>(base, run, a.scale, row_lo, row_hi, p_s, st, lane);
+      __syncwarp();
+      chunk_values<C>(values, key_row, base, run, head_dim, p_s, st, acc, lane);
+      __syncwarp();
+    }
+  }
+  __syncthreads();  // queries and scores are dead: the partials take their place
+  store_partials<C>(run, head_dim, st, acc, partials, part_m, part_l, warp, lane);
+  __syncthreads();
+  combine_and_store<C>(a, run, partials, part_m, part_l);
+  __syncthreads();  // before the next run stages its queries over the partials
+}
+
+// Grid: x = tiles of plan.tile_tokens consecutive tokens, y = kv head x head split. Block: kThreads.
+//
+// Batch invariance. A row's (token, head) result is computed by this exact sequence of operations,
+// whatever else the CTA or the call holds:
+//  - keys are grouped in chunks of 32 absolute positions, chunk c handled by warp c % kWarps;
+//  - a chunk updates a row only if the row sees one of its keys, and then only with those keys (a
+//    dot product's order depends on head_dim alone; max, sum and p * v use fixed butterflies and
+//    increasing key order; keys the row does not see are skipped, not weighted by 0);
+//  - the kWarps partial states are combined in warp order, skipping warps that saw none of its keys.
+// Tiles (plan) only decide which rows share K/V loads. The instance (Config) depends on head_dim and
+// the cache pointer's alignment, which are the same for every token of a model.
+template <class C>
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttentionArgs a, Plan plan) {
+  __shared__ __align__(16) float smem[C::kSharedFloats];
+  __shared__ float part_m[kWarps * C::kMaxRows], part_l[kWarps * C::kMaxRows];
+  __shared__ int row_lo[C::kMaxRows], row_hi[C::kMaxRows];
+
+  Run run;
+  run.kv_head = static_cast<int>(blockIdx.y) / plan.head_splits;
+  const int split = static_cast<int>(blockIdx.y) % plan.head_splits;
+  run.head0 = run.kv_head * plan.group + split * plan.cta_heads;
+  run.heads = min(plan.cta_heads, plan.group - split * plan.cta_heads);
+  if (run.heads <= 0) return;  // CTA-uniform
+  const std::int64_t t_begin = static_cast<std::int64_t>(blockIdx.x) * plan.tile_tokens;
+  const std::int64_t t_end = t_begin + plan.tile_tokens < a.q.tokens ? t_begin + plan.tile_tokens : a.q.tokens;
+  for (std::int64_t t0 = t_begin; t0 < t_end;) {
+    const std::int32_t seq = a.token_seq[t0];
+    std::int64_t t1 = t0 + 1;
+    while (t1 < t_end && a.token_seq[t1] == seq) ++t1;
+    run.token0 = t0;
+    run.rows = static_cast<int>(t1 - t0) * run.heads;
+    run.blocks = a.block_tables + seq * a.max_blocks_per_seq;
+    attend_run<C>(a, run, smem, part_m, part_l, row_lo, row_hi);
+    t0 = t1;
+  }
+}
+
+template <int KW, int VW, int NV>
+cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  using C = Config<KW, VW, NV>;
+  const Plan plan = make_plan(a, C::kMaxRows);
+  const std::int64_t grid_y = static_cast<std::int64_t>(a.cache.kv_heads) * plan.head_splits;
+  if (grid_y > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((a.q.tokens + plan.tile_tokens - 1) / plan.tile_tokens),
+                  static_cast<unsigned>(grid_y));
+  paged_attention_kernel<C><<<grid, kThreads, 0, stream>>>(a, plan);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t write_kv(HeadsArg k, HeadsArg v, const std::int32_t* slot_mapping, KvCacheArg cache, cudaStream_t stream) {
+  if (k.tokens == 0 || cache.kv_heads == 0 || cache.head_dim == 0) return cudaSuccess;
+  if (cache.block_size <= 0 || k.heads != cache.kv_heads || v.heads != cache.kv_heads ||
+      k.head_dim != cache.head_dim || v.head_dim != cache.head_dim || v.tokens != k.tokens) {
+    return cudaErrorInvalidValue;
+  }
+  const bool vec4 = cache.head_dim % 4 == 0 && aligned(cache.data, 16) && heads_vec4(k) && heads_vec4(v);
+  const std::int64_t total = k.tokens * cache.kv_heads * (vec4 ? cache.head_dim / 4 : cache.head_dim);
+  const std::int64_t blocks = (total + kWriteThreads - 1) / kWriteThreads;
+  const unsigned grid = static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
+  if (vec4) {
+    write_kv_kernel<4><<<grid, kWriteThreads, 0, stream>>>(k, v, slot_mapping, cache);
+  } else {
+    write_kv_kernel<1><<<grid, kWriteThreads, 0, stream>>>(k, v, slot_mapping, cache);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t paged_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.q.tokens == 0 || a.q.heads == 0) return cudaSuccess;
+  const int head_dim = a.q.head_dim;
+  if (a.cache.kv_heads <= 0 || a.q.heads % a.cache.kv_heads != 0 || a.cache.block_size <= 0 || head_dim <= 0 ||
+      head_dim % 2 != 0 || head_dim > kMaxHeadDim || a.cache.head_dim != head_dim || a.out.head_dim != head_dim ||
+      a.out.heads != a.q.heads || a.out.tokens != a.q.tokens || a.q.tokens > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  // 128-bit K/V reads need head_dim % 4 == 0 and a 16-byte aligned cache (rows are then aligned too).
+  const bool vec4 = head_dim % 4 == 0 && aligned(a.cache.data, 16);
+  if (vec4 && head_dim <= 64) return launch_attention<4, 2, 1>(a, stream);
+  if (vec4 && head_dim <= 128) return launch_attention<4, 4, 1>(a, stream);
+  if (vec4) return launch_attention<4, 4, 2>(a, stream);
+  return launch_attention<1, 1, 8>(a, stream);  // any even head_dim <= 256, scalar reads
+}
 
 }  // namespace baton::cuda

@@ -261,16 +261,18 @@ class CudaBackend final : public Backend {
     a.cache = kv_cache_arg(kv_cache);
     BATON_CHECK(a.q.tokens == batch.num_tokens && a.out.tokens == a.q.tokens && a.out.heads == a.q.heads &&
                     a.out.head_dim == a.q.head_dim && a.q.head_dim == a.cache.head_dim &&
-                    a.q.heads % a.cache.kv_heads == 0,
-                "paged_attention shapes: q ", q.describe(), ", out ", out.describe(), ", cache ", kv_cache.describe(),
-                ", tokens ", batch.num_tokens);
+                    a.q.heads % a.cache.kv_heads == 0 && a.q.head_dim % 2 == 0 && a.q.head_dim <= 256,
+                "paged_attention shapes (head_dim even, <= 256): q ", q.describe(), ", out ", out.describe(), ", cache ",
+                kv_cache.describe(), ", tokens ", batch.num_tokens);
     BATON_CHECK(batch.positions.dtype == DType::kI32 && batch.token_seq.dtype == DType::kI32 &&
-                    batch.block_tables.dtype == DType::kI32 && batch.block_tables.ndim == 2,
-                "paged_attention batch must be I32 views");
+                    batch.block_tables.dtype == DType::kI32 && batch.block_tables.ndim == 2 &&
+                    batch.block_tables.stride(1) == 1,
+                "paged_attention batch must be I32 views (block table rows contiguous)");
     a.positions = batch.positions.ptr<std::int32_t>();
     a.token_seq = batch.token_seq.ptr<std::int32_t>();
     a.block_tables = batch.block_tables.ptr<std::int32_t>();
-    a.max_blocks_per_seq = batch.block_tables.dim(1);
+    a.num_seqs = batch.block_tables.dim(0);
+    a.max_blocks_per_seq = batch.block_tables.stride(0);
     a.max_context_len = batch.max_context_len;
     a.scale = scale;
     a.sliding_window = sliding_window;
