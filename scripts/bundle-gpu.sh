@@ -4,7 +4,7 @@
 # but none of our Debian libraries (gRPC, Abseil, protobuf, UCX, OpenBLAS, ICU, spdlog...) and no
 # network, and only ~64 MiB of working tree travels with each call.
 #
-#   scripts/bundle-gpu.sh [--build-dir build/release] [--out gpu-bundle] [--no-build] [--no-fixtures]
+#   scripts/bundle-gpu.sh [--build-dir build/gpu-bundle] [--out gpu-bundle] [--no-build] [--no-fixtures]
 #
 # Writes OUT/ (default gpu-bundle/ at the repository root, git-ignored; carry it to the device):
 #   bundle.tar.xz   bin/  baton, dump_logits, llama_decode_bench, and the CUDA test executables:
@@ -25,12 +25,18 @@
 # with an empty environment (env -i ldd), and prints the bundle's size. The model family in
 # models/baton-tiny-code travels with the working tree and is not copied.
 #
-# Must not: change the build configuration (it builds the release preset's targets as they are),
-# bundle CUDA or glibc libraries, or write outside the build directory and OUT.
+# It builds in its own directory, build/gpu-bundle: the release preset with device code for Hopper
+# only (CMAKE_CUDA_ARCHITECTURES=90, the H100/H200 the check is for; override with
+# BATON_BUNDLE_CUDA_ARCHS). Each executable embeds the CUDA kernels, so one architecture instead of
+# two keeps the bundle inside its size budget. With ccache the C++ objects are shared with
+# build/release.
+#
+# Must not: change build/release's configuration, bundle CUDA or glibc libraries, or write outside
+# the build directory and OUT.
 set -euo pipefail
 
 repo=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
-build=$repo/build/release
+build=$repo/build/gpu-bundle
 out=$repo/gpu-bundle
 do_build=true
 fixtures=true
@@ -52,8 +58,8 @@ cd "$repo"
 
 # ------------------------------------------------------------------------------------- configure
 if [ ! -f "$build/build.ninja" ]; then
-  [ "$build" = "$repo/build/release" ] || { echo "bundle-gpu: $build is not configured" >&2; exit 1; }
-  cmake --preset release >/dev/null
+  [ "$build" = "$repo/build/gpu-bundle" ] || { echo "bundle-gpu: $build is not configured" >&2; exit 1; }
+  cmake --preset release -B "$build" -DCMAKE_CUDA_ARCHITECTURES="${BATON_BUNDLE_CUDA_ARCHS:-90}" >/dev/null
 fi
 if ! grep -q "^build tests/kernels/kernels_cuda_test:" "$build/build.ninja"; then
   echo "bundle-gpu: $build has no CUDA targets (configured without nvcc? see docs/cuda.md)" >&2
@@ -65,10 +71,10 @@ fi
 cuda_tests=$(grep -l 'TEST_PROPERTIES \[==\[LABELS;cuda;' "$build"/tests -r --include='*_include.cmake' 2>/dev/null |
   xargs -r sed -n 's/.*TEST_EXECUTABLE \[==\[\(.*\)\]==\].*/\1/p' | sort -u)
 mixed_tests=""
-for t in engine_model_test engine_spec_heads_test; do
+for t in engine_model_test; do
   grep -q "^build [^:]*/$t:" "$build/build.ninja" && mixed_tests+=" $t"
 done
-programs="baton dump_logits llama_decode_bench"
+programs="baton dump_logits llama_decode_bench cuda_gemm_bench"
 targets="$programs $(for t in $cuda_tests; do basename "$t"; done) $mixed_tests"
 
 if $do_build; then

@@ -274,11 +274,17 @@ speed_baton_step() {
       >"$work/speed/baton.json"
   else
     "$B/bin/llama_decode_bench" --batches 1,16 --context 512 --warmup 5 --steps 30 >"$work/speed/baton.json"
+    # linear() alone on the same shapes, per shape and row count, against the copy bandwidth
+    # (for tuning; its figures go to the logs, the check does not judge them).
+    if [ -x "$B/bin/cuda_gemm_bench" ]; then
+      timeout 40 "$B/bin/cuda_gemm_bench" >"$work/speed/gemm.jsonl" 2>&1 || echo "cuda_gemm_bench failed (exit $?)" >&2
+      tail -n 3 "$work/speed/gemm.jsonl" >&2
+    fi
   fi
 }
 mkdir -p "$work/speed"
 export -f speed_baton_step
-run_step speed_baton 90 60 -- speed_baton_step
+run_step speed_baton 120 60 -- speed_baton_step
 if $cpu_only; then
   say "speed_hf: skipped (CPU-only run)"; record speed_hf skipped 0 "CPU-only run"
 else
