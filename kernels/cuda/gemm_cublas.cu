@@ -31,10 +31,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(std::int64_t elements) {
-  const std::int64_t b = (elements + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
-}
 
 // dst [m, k] contiguous 16-bit = round-to-nearest-even(x [m, k], rows ldx apart).
 template <WeightType W>
@@ -110,7 +106,7 @@ cudaError_t linear_cublas(GemmContext& ctx, const LinearArgs& a, cudaStream_t st
     cudaError_t err = ensure_scratch(ctx, bytes, stream);
     if (err != cudaSuccess) return err;
     auto* xh = static_cast<std::uint16_t*>(ctx.scratch);
-    const unsigned blocks = blocks_for(a.m * a.k);
+    const unsigned blocks = grid_stride_blocks(a.m * a.k, kThreads);
     const bool bf16 = a.w_type == WeightType::kBF16;
     if (bf16) {
       convert_x_kernel<WeightType::kBF16><<<blocks, kThreads, 0, stream>>>(a.x, a.ldx, a.m, a.k, xh);
@@ -129,7 +125,7 @@ cudaError_t linear_cublas(GemmContext& ctx, const LinearArgs& a, cudaStream_t st
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return linear_invariant(a, stream);
   if (status != CUBLAS_STATUS_SUCCESS) return cuda_error_from_cublas(status);
   if (a.bias != nullptr) {
-    add_bias_kernel<<<blocks_for(a.m * a.n), kThreads, 0, stream>>>(a.y, a.ldy, a.m, a.n, a.bias);
+    add_bias_kernel<<<grid_stride_blocks(a.m * a.n, kThreads), kThreads, 0, stream>>>(a.y, a.ldy, a.m, a.n, a.bias);
   }
   return cudaGetLastError();
 }

@@ -29,6 +29,14 @@ __host__ __device__ inline T* row_ptr(const RowsArg& a, std::int64_t r) {
   return static_cast<T*>(a.data) + (r / a.inner) * a.stride0 + (r % a.inner) * a.stride1;
 }
 
+// Blocks of `threads` threads for a grid-stride loop over `elements` elements: enough to cover
+// them, at least 1, and capped (the loop strides over the rest), so any size launches.
+inline unsigned grid_stride_blocks(std::int64_t elements, int threads) {
+  constexpr std::int64_t kMaxBlocks = 65535 * 8;
+  const std::int64_t b = (elements + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
+}
+
 // Storage type of a weight or embedding table.
 enum class WeightType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 

@@ -10,10 +10,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(std::int64_t elements) {
-  const std::int64_t b = (elements + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
-}
 
 __device__ inline float widen(const void* base, WeightType type, std::int64_t i) {
   switch (type) {
@@ -106,7 +102,7 @@ cudaError_t embedding(const void* table, WeightType table_type, std::int64_t tab
   if (tokens == 0 || out.cols == 0) return cudaSuccess;
   // The vocabulary size is not passed: rows are only read for ids the host checked; bound the
   // read by the largest id an int32 can hold.
-  embedding_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(table, table_type, table_stride,
+  embedding_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(table, table_type, table_stride,
                                                                                INT32_MAX, ids, out);
   return cudaGetLastError();
 }
@@ -120,25 +116,25 @@ cudaError_t rms_norm(RowsArg x, const float* weight, float eps, RowsArg out, cud
 
 cudaError_t silu_mul(RowsArg gate_up, RowsArg out, cudaStream_t stream) {
   if (out.count * out.cols == 0) return cudaSuccess;
-  silu_mul_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(gate_up, out);
+  silu_mul_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(gate_up, out);
   return cudaGetLastError();
 }
 
 cudaError_t add(RowsArg a, RowsArg b, RowsArg out, cudaStream_t stream) {
   if (out.count * out.cols == 0) return cudaSuccess;
-  add_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(a, b, out);
+  add_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(a, b, out);
   return cudaGetLastError();
 }
 
 cudaError_t gather_rows(RowsArg src, const std::int32_t* indices, RowsArg out, cudaStream_t stream) {
   if (out.count * out.cols == 0) return cudaSuccess;
-  gather_rows_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(src, indices, out);
+  gather_rows_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(src, indices, out);
   return cudaGetLastError();
 }
 
 cudaError_t copy_rows(RowsArg src, RowsArg out, cudaStream_t stream) {
   if (out.count * out.cols == 0) return cudaSuccess;
-  copy_rows_kernel<<<blocks_for(out.count * out.cols), kThreads, 0, stream>>>(src, out);
+  copy_rows_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(src, out);
   return cudaGetLastError();
 }
 

@@ -41,24 +41,20 @@ __global__ void apply_rope_kernel(HeadsArg x, const float* cos_sin) {
   }
 }
 
-unsigned blocks_for(std::int64_t elements) {
-  const std::int64_t b = (elements + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
-}
 
 }  // namespace
 
 cudaError_t rope_cos_sin(const std::int32_t* positions, std::int64_t tokens, const float* inv_freq, int half,
                          float* cos_sin, cudaStream_t stream) {
   if (tokens == 0 || half == 0) return cudaSuccess;
-  rope_cos_sin_kernel<<<blocks_for(tokens * half), kThreads, 0, stream>>>(positions, tokens, inv_freq, half, cos_sin);
+  rope_cos_sin_kernel<<<grid_stride_blocks(tokens * half, kThreads), kThreads, 0, stream>>>(positions, tokens, inv_freq, half, cos_sin);
   return cudaGetLastError();
 }
 
 cudaError_t apply_rope(HeadsArg x, const float* cos_sin, cudaStream_t stream) {
   const std::int64_t total = x.tokens * x.heads * (x.head_dim / 2);
   if (total == 0) return cudaSuccess;
-  apply_rope_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, cos_sin);
+  apply_rope_kernel<<<grid_stride_blocks(total, kThreads), kThreads, 0, stream>>>(x, cos_sin);
   return cudaGetLastError();
 }
 
