@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::string error;
-  baton::cuda::GemmContext* ctx = baton::cuda::gemm_create(stream, &error);
+  baton::cuda::GemmContext* ctx = baton::cuda::gemm_create(stream, /*with_cublas=*/false, &error);
   if (ctx == nullptr) {
     std::fprintf(stderr, "gemm_create: %s\n", error.c_str());
     return 1;

@@ -89,7 +89,7 @@ class CudaBackend final : public Backend {
       b->name_ = str_cat(prop.name, ", sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB");
     }
     std::string error;
-    b->gemm_ = cuda::gemm_create(b->stream_, &error);
+    b->gemm_ = cuda::gemm_create(b->stream_, !options.batch_invariant, &error);
     if (b->gemm_ == nullptr) return absl::InternalError(str_cat("device ", device_name(options.device), ": ", error));
     return b;
   }

@@ -8,17 +8,56 @@
 // Must not: synchronise the host in linear(); pick a path by anything that varies between the
 // calls a batch-invariant backend makes (the invariant path is taken whenever batch_invariant is
 // true, for every m).
+#include <dlfcn.h>
+
 #include <climits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/gemm_internal.cuh"
 
 namespace baton::cuda {
 namespace {
 
-std::string cublas_error(const char* what, cublasStatus_t s) {
-  return std::string("cuBLAS: ") + what + " failed: " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")";
+std::string cublas_error(const CublasApi& api, const char* what, cublasStatus_t s) {
+  return std::string("cuBLAS: ") + what + " failed: " + api.status_name(s) + " (" + api.status_string(s) + ")";
+}
+
+// libcublas of the toolkit we were compiled against, loaded once per process (never unloaded).
+// Null with *error set when it or one of its symbols is missing.
+const CublasApi* load_cublas(std::string* error) {
+  static const CublasApi* api = nullptr;
+  static std::string load_error;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      load_error = "cannot load " + soname + ": " + dlerror();
+    } else {
+      static CublasApi loaded;
+      bool ok = true;
+      auto bind = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+        if (fn == nullptr && ok) {
+          ok = false;
+          load_error = soname + " has no " + name;
+        }
+      };
+      bind(loaded.create, "cublasCreate_v2");
+      bind(loaded.destroy, "cublasDestroy_v2");
+      bind(loaded.set_stream, "cublasSetStream_v2");
+      bind(loaded.set_math_mode, "cublasSetMathMode");
+      bind(loaded.gemm_ex, "cublasGemmEx");
+      bind(loaded.status_name, "cublasGetStatusName");
+      bind(loaded.status_string, "cublasGetStatusString");
+      if (ok) api = &loaded;
+    }
+  }
+  if (api == nullptr && error != nullptr) *error = load_error;
+  return api;
 }
 
 bool fits_int(const LinearArgs& a) {
@@ -30,24 +69,28 @@ bool fits_int(const LinearArgs& a) {
 
 }  // namespace
 
-GemmContext* gemm_create(cudaStream_t stream, std::string* error) {
+GemmContext* gemm_create(cudaStream_t stream, bool with_cublas, std::string* error) {
   auto ctx = std::make_unique<GemmContext>();
   ctx->stream = stream;
-  cublasStatus_t s = cublasCreate(&ctx->handle);
+  if (!with_cublas) return ctx.release();
+  ctx->cublas = load_cublas(error);
+  if (ctx->cublas == nullptr) return nullptr;
+  const CublasApi& api = *ctx->cublas;
+  cublasStatus_t s = api.create(&ctx->handle);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    if (error != nullptr) *error = cublas_error("cublasCreate", s);
+    if (error != nullptr) *error = cublas_error(api, "cublasCreate", s);
     return nullptr;
   }
-  s = cublasSetStream(ctx->handle, stream);
+  s = api.set_stream(ctx->handle, stream);
   const char* what = "cublasSetStream";
   if (s == CUBLAS_STATUS_SUCCESS) {
     // Tensor cores for the 16-bit GEMMs; F32 GEMMs ask for CUBLAS_COMPUTE_32F_PEDANTIC per call.
-    s = cublasSetMathMode(ctx->handle, CUBLAS_DEFAULT_MATH);
+    s = api.set_math_mode(ctx->handle, CUBLAS_DEFAULT_MATH);
     what = "cublasSetMathMode";
   }
   if (s != CUBLAS_STATUS_SUCCESS) {
-    if (error != nullptr) *error = cublas_error(what, s);
-    cublasDestroy(ctx->handle);
+    if (error != nullptr) *error = cublas_error(api, what, s);
+    api.destroy(ctx->handle);
     return nullptr;
   }
   return ctx.release();
@@ -60,13 +103,14 @@ void gemm_destroy(GemmContext* context) {
     cudaFreeAsync(context->scratch, context->stream);
     cudaStreamSynchronize(context->stream);
   }
-  if (context->handle != nullptr) cublasDestroy(context->handle);
+  if (context->handle != nullptr) context->cublas->destroy(context->handle);
   delete context;
 }
 
 cudaError_t linear(GemmContext* context, const LinearArgs& args, bool batch_invariant, cudaStream_t stream) {
   if (args.m <= 0 || args.n <= 0) return cudaSuccess;
-  if (!batch_invariant && context != nullptr && args.m > kCublasMinRows && args.k > 0 && fits_int(args)) {
+  if (!batch_invariant && context != nullptr && context->handle != nullptr && args.m > kCublasMinRows && args.k > 0 &&
+      fits_int(args)) {
     return linear_cublas(*context, args, stream);
   }
   return linear_invariant(args, stream);

@@ -37,10 +37,12 @@ struct LinearArgs {
 // Handles and scratch the GEMM paths keep between calls (cuBLAS handle, conversion buffers).
 struct GemmContext;
 
-// Null with *error set when the context cannot be made (e.g. cuBLAS fails to initialise). The
-// context's cuBLAS handle is bound to `stream`; linear() rebinds it if called with another stream,
-// but its scratch is only safe to share between calls on one stream (CudaBackend has one).
-GemmContext* gemm_create(cudaStream_t stream, std::string* error);
+// Null with *error set when the context cannot be made. `with_cublas` (for a backend that is not
+// batch-invariant) loads libcublas with dlopen and makes a handle: a missing library or a failing
+// initialisation is that error; without it linear() always takes the invariant kernel. The
+// handle is bound to `stream`; linear() rebinds it if called with another stream, but the scratch
+// is only safe to share between calls on one stream (CudaBackend has one).
+GemmContext* gemm_create(cudaStream_t stream, bool with_cublas, std::string* error);
 // Frees the handle and the scratch (waits for `stream` when there is scratch to free).
 void gemm_destroy(GemmContext* context);
 

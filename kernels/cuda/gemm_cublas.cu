@@ -90,7 +90,7 @@ cudaError_t cuda_error_from_cublas(cublasStatus_t status) {
 
 cudaError_t linear_cublas(GemmContext& ctx, const LinearArgs& a, cudaStream_t stream) {
   if (ctx.stream != stream) {
-    const cublasStatus_t s = cublasSetStream(ctx.handle, stream);
+    const cublasStatus_t s = ctx.cublas->set_stream(ctx.handle, stream);
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_from_cublas(s);
     ctx.stream = stream;
   }
@@ -98,7 +98,7 @@ cudaError_t linear_cublas(GemmContext& ctx, const LinearArgs& a, cudaStream_t st
   const float one = 1.0f, zero = 0.0f;  // host pointer mode: read when the call is made
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   if (a.w_type == WeightType::kF32) {
-    status = cublasGemmEx(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, a.w, CUDA_R_32F,
+    status = ctx.cublas->gemm_ex(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, a.w, CUDA_R_32F,
                           static_cast<int>(a.ldw), a.x, CUDA_R_32F, static_cast<int>(a.ldx), &zero, a.y, CUDA_R_32F,
                           static_cast<int>(a.ldy), CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
   } else {
@@ -116,7 +116,7 @@ cudaError_t linear_cublas(GemmContext& ctx, const LinearArgs& a, cudaStream_t st
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    status = cublasGemmEx(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, a.w, type, static_cast<int>(a.ldw), xh,
+    status = ctx.cublas->gemm_ex(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, a.w, type, static_cast<int>(a.ldw), xh,
                           type, k, &zero, a.y, CUDA_R_32F, static_cast<int>(a.ldy), CUBLAS_COMPUTE_32F,
                           CUBLAS_GEMM_DEFAULT);
   }

@@ -19,9 +19,27 @@ namespace baton::cuda {
 // matters for decode and verification batches, and there cuBLAS has no advantage to trade bits for.
 constexpr std::int64_t kCublasMinRows = 64;
 
+// The cuBLAS entry points linear() uses, resolved with dlopen/dlsym when a non-invariant backend
+// is created (gemm.cu). Nothing links libcublas: loading it puts ~110 KB of static TLS into every
+// thread's stack, which breaks libraries that start threads with small fixed stacks (civetweb, the
+// metrics endpoint, fails to start its workers), and a batch-invariant backend never calls it.
+struct CublasApi {
+  decltype(&::cublasCreate_v2) create = nullptr;
+  decltype(&::cublasDestroy_v2) destroy = nullptr;
+  decltype(&::cublasSetStream_v2) set_stream = nullptr;
+  decltype(&::cublasSetMathMode) set_math_mode = nullptr;
+  // (cublas_api.h overloads cublasGemmEx for C++; this is the C entry point's signature.)
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  decltype(&::cublasGetStatusName) status_name = nullptr;
+  decltype(&::cublasGetStatusString) status_string = nullptr;
+};
+
 // One per CudaBackend (one stream). Everything here is touched only from the host thread that
 // enqueues on `stream`.
 struct GemmContext {
+  const CublasApi* cublas = nullptr;  // null: no cuBLAS path (batch-invariant backend)
   cublasHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;  // the stream `handle` is bound to
   // x converted to the weight's 16-bit type for cublasGemmEx (gemm_cublas.cu). Stream-ordered
