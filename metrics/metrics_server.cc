@@ -1,10 +1,11 @@
 #include "metrics/metrics_server.h"
 
+#include <chrono>
 #include <cstdio>
-#include <exception>
 
 #include "common/status.h"
-#include "prometheus/exposer.h"
+#include "httplib.h"
+#include "prometheus/text_serializer.h"
 
 namespace baton::metrics {
 
@@ -12,26 +13,52 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   if (port < 0 || port > 65535) return absl::InvalidArgumentError(str_cat("--metrics-port must be in [0, 65535], got ", port));
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->registry_ = std::make_shared<prometheus::Registry>();
-  try {
-    // civetweb reports a bind failure by throwing.
-    s->exposer_ = std::make_unique<prometheus::Exposer>(str_cat(host, ":", port), /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(str_cat("metrics endpoint on ", host, ":", port, ": ", e.what()));
+  s->http_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR only: httplib's default SO_REUSEPORT would let a second process bind a port that
+  // is in use and share its scrapes, instead of failing.
+  s->http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  MetricsServer* self = s.get();
+  s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    res.set_content(self->scrape(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  const int bound = port == 0 ? s->http_->bind_to_any_port(host) : (s->http_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(str_cat("metrics endpoint on ", host, ":", port, ": cannot bind (in use, or not an address of this host?)"));
   }
-  const std::vector<int> ports = s->exposer_->GetListeningPorts();
-  if (ports.empty()) return absl::UnavailableError(str_cat("metrics endpoint on ", host, ":", port, ": not listening"));
-  s->exposer_->RegisterCollectable(s->registry_);
-  s->address_ = str_cat(host, ":", ports.front());
+  s->serve_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  // httplib's stop() only reaches a server that is already in its accept loop: wait for it (a few
+  // microseconds), so that destroying the server right after start() cannot leave the loop running.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!s->http_->is_running() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  s->address_ = str_cat(host, ":", bound);
   s->url_ = str_cat("http://", s->address_, "/metrics");
   return s;
 }
 
 MetricsServer::~MetricsServer() {
-  exposer_.reset();  // no scrape runs past this point
+  http_->stop();  // no scrape runs past this point
+  if (serve_thread_.joinable()) serve_thread_.join();
+}
+
+std::string MetricsServer::scrape() {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    collectables = collectables_;
+  }
+  for (const auto& c : collectables) {
+    std::vector<prometheus::MetricFamily> more = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 void MetricsServer::add(std::shared_ptr<prometheus::Collectable> collectable) {
-  exposer_->RegisterCollectable(collectable);
+  std::lock_guard<std::mutex> lock(mu_);
   collectables_.push_back(std::move(collectable));
 }
 

@@ -1,6 +1,9 @@
 // MetricsServer: a process's one Prometheus registry and the HTTP endpoint that serves it at
-// /metrics (prometheus-cpp's Exposer). Instruments updated as events happen go in registry();
-// values read from a snapshot at scrape time come from collectables added with add().
+// /metrics. Instruments updated as events happen go in registry(); values read from a snapshot at
+// scrape time come from collectables added with add(). prometheus-cpp's core collects and writes
+// the text format; cpp-httplib serves it. (Not prometheus-cpp's civetweb Exposer: Debian's civetweb
+// runs its workers on fixed 100 KB stacks, from which glibc also carves every thread's static TLS,
+// and with OpenBLAS and the CUDA runtime loaded a scrape overflowed them.)
 //
 //   auto m = MetricsServer::start("127.0.0.1", 0);   // port 0: any free port
 //   (*m)->url();                                      // http://127.0.0.1:PORT/metrics
@@ -9,15 +12,17 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
 #include "prometheus/registry.h"
 
-namespace prometheus {
-class Exposer;
+namespace httplib {
+class Server;
 }
 
 namespace baton::metrics {
@@ -34,9 +39,13 @@ class MetricsServer {
 
  private:
   MetricsServer() = default;
+  std::string scrape();  // the text exposition of the registry and every collectable
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::mutex mu_;  // guards collectables_ (add() runs while scrapes do)
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread serve_thread_;
   std::string url_, address_;
 };
 
