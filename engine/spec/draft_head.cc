@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
     case HeadKind::kEagle1: {
       HeadModule m;
       BATON_ASSIGN_OR_RETURN(m.fuse, load.matrix("fc.weight", hs, 2 * hs, "[hidden, 2 hidden]"));
+      BATON_ASSIGN_OR_RETURN(m.fuse, load.for_linear(m.fuse));
       if (load.has("fc.bias")) {
         BATON_ASSIGN_OR_RETURN(m.fuse_bias, load.vector_f32({{"fc.bias", hs}}, "[hidden]"));
       }
@@ -135,11 +136,13 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
     case HeadKind::kEagle3: {
       HeadModule m;
       BATON_ASSIGN_OR_RETURN(m.fuse, load.matrix("fc.weight", hs, 3LL * target.hidden_size, "[hidden, 3 target hidden]"));
+      BATON_ASSIGN_OR_RETURN(m.fuse, load.for_linear(m.fuse));
       BATON_ASSIGN_OR_RETURN(m.embed_norm, load.vector_f32({{prefix + "input_layernorm.weight", hs}}, "[hidden]"));
       BATON_ASSIGN_OR_RETURN(m.hidden_norm, load.vector_f32({{prefix + "hidden_norm.weight", hs}}, "[hidden]"));
       BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, prefix, {.input_norm = false, .in_width = 2 * hs}));
       BATON_ASSIGN_OR_RETURN(m.out_norm, load.vector_f32({{"norm.weight", hs}}, "[hidden]"));
       BATON_ASSIGN_OR_RETURN(m.lm_head, load.matrix("lm_head.weight", h->out_vocab_, hs, "[draft_vocab_size, hidden]"));
+      BATON_ASSIGN_OR_RETURN(m.lm_head, load.for_linear(m.lm_head));
       // A head that ships its own embeddings uses them (as vLLM does); otherwise the target's.
       m.embed = target_weights.embed;
       for (const char* name : {"embed_tokens.weight", "model.embed_tokens.weight"}) {
@@ -168,11 +171,13 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
         const std::string p = str_cat("model.layers.", c.num_layers + i, ".");
         HeadModule m;
         BATON_ASSIGN_OR_RETURN(m.fuse, load.matrix(p + "eh_proj.weight", hs, 2 * hs, "[hidden, 2 hidden]"));
+        BATON_ASSIGN_OR_RETURN(m.fuse, load.for_linear(m.fuse));
         BATON_ASSIGN_OR_RETURN(m.embed_norm, load.vector_f32({{p + "enorm.weight", hs}}, "[hidden]"));
         BATON_ASSIGN_OR_RETURN(m.hidden_norm, load.vector_f32({{p + "hnorm.weight", hs}}, "[hidden]"));
         BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, p, {.input_norm = true, .in_width = hs}));
         BATON_ASSIGN_OR_RETURN(m.out_norm, load.vector_f32({{p + "shared_head.norm.weight", hs}}, "[hidden]"));
         BATON_ASSIGN_OR_RETURN(m.lm_head, load.matrix(p + "shared_head.head.weight", c.vocab_size, hs, "[vocab, hidden]"));
+        BATON_ASSIGN_OR_RETURN(m.lm_head, load.for_linear(m.lm_head));
         if (load.has(p + "embed_tokens.weight")) {
           BATON_ASSIGN_OR_RETURN(m.embed, load.matrix(p + "embed_tokens.weight", c.vocab_size, hs, "[vocab, hidden]"));
         } else {
@@ -188,6 +193,7 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
       for (std::int32_t i = 0; i < layers; ++i) {
         HeadModule m;
         BATON_ASSIGN_OR_RETURN(m.fuse, load.matrix("mtp.fc.weight", hs, 2 * hs, "[hidden, 2 hidden]"));
+        BATON_ASSIGN_OR_RETURN(m.fuse, load.for_linear(m.fuse));
         BATON_ASSIGN_OR_RETURN(m.embed_norm, load.vector_f32({{"mtp.pre_fc_norm_embedding.weight", hs}}, "[hidden]"));
         BATON_ASSIGN_OR_RETURN(m.hidden_norm, load.vector_f32({{"mtp.pre_fc_norm_hidden.weight", hs}}, "[hidden]"));
         BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, str_cat("mtp.layers.", i, "."), {.input_norm = true, .in_width = hs}));

@@ -28,13 +28,13 @@ enum class HeadKind { kEagle1, kEagle3, kMtpDeepSeek, kMtpQwen3Next };
 
 // One draft layer with its input fusion and output head.
 struct HeadModule {
-  TensorView fuse;         // EAGLE-1 fc [H, 2H]; EAGLE-3 fc [H, 3 H_t]; MTP eh_proj / mtp.fc [H, 2H]
+  TensorView fuse;         // EAGLE-1 fc [H, 2H]; EAGLE-3 fc [H, 3 H_t]; MTP eh_proj / mtp.fc [H, 2H]; linear() only (may be packed)
   TensorView fuse_bias;    // EAGLE-1 fc.bias, or empty
   TensorView embed_norm;   // EAGLE-3 input_layernorm; MTP enorm / pre_fc_norm_embedding
   TensorView hidden_norm;  // EAGLE-3 hidden_norm; MTP hnorm / pre_fc_norm_hidden
   LayerWeights layer;      // its input_norm is empty for EAGLE-1 and EAGLE-3
   TensorView out_norm;     // EAGLE-3 norm; MTP shared_head.norm / mtp.norm; empty for EAGLE-1
-  TensorView lm_head;      // [out_vocab, H]: its own, or the target's
+  TensorView lm_head;      // [out_vocab, H]: its own, or the target's; linear() only (may be packed)
   TensorView embed;        // [vocab, H]: the target's, or the MTP layer's own copy
 };
 
