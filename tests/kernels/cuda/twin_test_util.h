@@ -16,19 +16,15 @@
 #include "kernels/backend.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/kernels/cpu/test_util.h"
 
 namespace baton::cuda_testing {
 
 #define SKIP_WITHOUT_GPU() \
   if (::baton::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
-inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+// The same seeded N(0, scale^2) data as the CPU kernel tests.
+using cpu::testing::random_floats;
 
 // The CUDA backend, the CPU backend, and the device buffers a test made (freed with the twin).
 class Twin {
