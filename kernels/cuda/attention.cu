@@ -1,7 +1,6 @@
-// Paged attention on CUDA (attention.cuh): write_kv stores each new token's key and value rows in
-// the paged KV cache; paged_attention runs causal (optionally sliding-window) GQA attention of each
-// new token over its sequence's cached keys and values. One kernel serves decode, varlen prefill
-// and verification batches. F32 in, F32 accumulation, F32 out.
+// Paged attention on CUDA (attention.cuh; write_kv is in kv_write.cu): causal (optionally
+// sliding-window) GQA attention of each new token over its sequence's cached keys and values. One
+// kernel serves decode, varlen prefill and verification batches. F32 in, F32 accumulation, F32 out.
 //
 // Must not: allocate (no workspace: any split of the context happens inside one CTA), synchronize
 // with the host, use atomics, or let a token's result depend on the other tokens of the call (the
@@ -13,103 +12,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/float_vec.cuh"
 
 namespace baton::cuda {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-
-// ---- float vectors ------------------------------------------------------------------------------
-
-// W consecutive floats moved with one 32-, 64- or 128-bit access (the address is W-float aligned).
-template <int W>
-struct Vec {
-  float v[W];
-};
-
-template <int W>
-__device__ __forceinline__ Vec<W> zero_vec() {
-  Vec<W> r;
-#pragma unroll
-  for (int e = 0; e < W; ++e) r.v[e] = 0.0f;
-  return r;
-}
-
-// Plain load (global or shared memory).
-template <int W>
-__device__ __forceinline__ Vec<W> load_vec(const float* p) {
-  Vec<W> r;
-  if constexpr (W == 4) {
-    const float4 x = *reinterpret_cast<const float4*>(p);
-    r.v[0] = x.x, r.v[1] = x.y, r.v[2] = x.z, r.v[3] = x.w;
-  } else if constexpr (W == 2) {
-    const float2 x = *reinterpret_cast<const float2*>(p);
-    r.v[0] = x.x, r.v[1] = x.y;
-  } else {
-    r.v[0] = *p;
-  }
-  return r;
-}
-
-// Load through the read-only cache: for KV cache rows, which no thread writes during attention.
-template <int W>
-__device__ __forceinline__ Vec<W> load_cached(const float* p) {
-  Vec<W> r;
-  if constexpr (W == 4) {
-    const float4 x = __ldg(reinterpret_cast<const float4*>(p));
-    r.v[0] = x.x, r.v[1] = x.y, r.v[2] = x.z, r.v[3] = x.w;
-  } else if constexpr (W == 2) {
-    const float2 x = __ldg(reinterpret_cast<const float2*>(p));
-    r.v[0] = x.x, r.v[1] = x.y;
-  } else {
-    r.v[0] = __ldg(p);
-  }
-  return r;
-}
-
-template <int W>
-__device__ __forceinline__ void store_vec(float* p, const Vec<W>& x) {
-  if constexpr (W == 4) {
-    *reinterpret_cast<float4*>(p) = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
-  } else if constexpr (W == 2) {
-    *reinterpret_cast<float2*>(p) = make_float2(x.v[0], x.v[1]);
-  } else {
-    *p = x.v[0];
-  }
-}
-
-bool aligned(const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
-// ---- write_kv -----------------------------------------------------------------------------------
-
-constexpr int kWriteThreads = 256;
-
-// One thread per W-float vector of one (token, kv head) row of k and of v.
-// k, v: [tokens, kv_heads, head_dim] (strides in elements); slots: [tokens] I32, slot =
-// block * block_size + offset, negative = skip; cache: [num_blocks, 2, block_size, kv_heads, head_dim].
-template <int W>
-__global__ void write_kv_kernel(HeadsArg k, HeadsArg v, const std::int32_t* __restrict__ slots, KvCacheArg cache) {
-  const int vecs = cache.head_dim / W;                                                // per head row
-  const std::int64_t per_token = static_cast<std::int64_t>(cache.kv_heads) * vecs;  // vectors per token
-  const std::int64_t total = k.tokens * per_token;
-  const std::int64_t row = static_cast<std::int64_t>(cache.kv_heads) * cache.head_dim;  // floats per cached token
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t t = e / per_token;
-    const std::int64_t slot = slots[t];
-    if (slot < 0) continue;
-    const std::int64_t block = slot / cache.block_size, offset = slot % cache.block_size;
-    if (block >= cache.num_blocks) continue;  // the host validates slots; never write out of bounds
-    const int in_token = static_cast<int>(e % per_token);
-    const int h = in_token / vecs, d = (in_token % vecs) * W;
-    float* key_dst = cache.data + (block * 2 * cache.block_size + offset) * row + static_cast<std::int64_t>(h) * cache.head_dim + d;
-    float* value_dst = key_dst + cache.block_size * row;
-    store_vec<W>(key_dst, load_vec<W>(k.data + t * k.stride0 + h * k.stride1 + d));
-    store_vec<W>(value_dst, load_vec<W>(v.data + t * v.stride0 + h * v.stride1 + d));
-  }
-}
-
-bool heads_vec4(const HeadsArg& x) { return aligned(x.data, 16) && x.stride0 % 4 == 0 && x.stride1 % 4 == 0; }
 
 // ---- paged attention: work split ------------------------------------------------------------------
 
@@ -531,24 +439,6 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
-
-cudaError_t write_kv(HeadsArg k, HeadsArg v, const std::int32_t* slot_mapping, KvCacheArg cache, cudaStream_t stream) {
-  if (k.tokens == 0 || cache.kv_heads == 0 || cache.head_dim == 0) return cudaSuccess;
-  if (cache.block_size <= 0 || k.heads != cache.kv_heads || v.heads != cache.kv_heads ||
-      k.head_dim != cache.head_dim || v.head_dim != cache.head_dim || v.tokens != k.tokens) {
-    return cudaErrorInvalidValue;
-  }
-  const bool vec4 = cache.head_dim % 4 == 0 && aligned(cache.data, 16) && heads_vec4(k) && heads_vec4(v);
-  const std::int64_t total = k.tokens * cache.kv_heads * (vec4 ? cache.head_dim / 4 : cache.head_dim);
-  const std::int64_t blocks = (total + kWriteThreads - 1) / kWriteThreads;
-  const unsigned grid = static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-  if (vec4) {
-    write_kv_kernel<4><<<grid, kWriteThreads, 0, stream>>>(k, v, slot_mapping, cache);
-  } else {
-    write_kv_kernel<1><<<grid, kWriteThreads, 0, stream>>>(k, v, slot_mapping, cache);
-  }
-  return cudaGetLastError();
-}
 
 cudaError_t paged_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.q.tokens == 0 || a.q.heads == 0) return cudaSuccess;
