@@ -4,14 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/step_profile.h"
 
 namespace baton::cpu {
 namespace {
-
-constexpr std::size_t kAlignment = 64;
-
 
 void check_f32(const TensorView& v, const char* what) {
   BATON_CHECK(v.dtype == DType::kF32, what, " must be F32: ", v.describe());
@@ -50,8 +48,7 @@ std::string CpuBackend::describe() const {
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
-  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = allocate_host(bytes);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes"));
   }
@@ -63,7 +60,7 @@ void CpuBackend::free(void* data, std::size_t /*bytes*/) {
     const std::lock_guard<std::mutex> lock(packed_mu_);
     packed_.erase(data);
   }
-  std::free(data);
+  if (!weight_slabs_.free(data)) free_host(data);
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::pack_linear_weight(const TensorView& weight, TensorView* packed) {
@@ -73,7 +70,15 @@ absl::StatusOr<DeviceBuffer> CpuBackend::pack_linear_weight(const TensorView& we
                       isa_ != CpuIsa::kAvx512Bf16 && (options_.batch_invariant || weight.dtype != DType::kF32);
   if (!wanted || weight.dim(0) == 0 || weight.dim(1) == 0) return DeviceBuffer();
   const std::int64_t n = weight.dim(0), k = weight.dim(1);
-  BATON_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate(static_cast<std::size_t>(packed_weight_bytes(weight.dtype, n, k))));
+  const auto bytes = static_cast<std::size_t>(packed_weight_bytes(weight.dtype, n, k));
+  DeviceBuffer buf;
+  if (bytes < WeightSlabs::kMaxPieceBytes) {
+    void* p = weight_slabs_.allocate(bytes);
+    if (p == nullptr) return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes"));
+    buf = DeviceBuffer(this, p, bytes);
+  } else {
+    BATON_ASSIGN_OR_RETURN(buf, allocate(bytes));
+  }
   pack_weight(weight.data, weight.dtype, n, k, weight.stride(0), buf.data());
   {
     const std::lock_guard<std::mutex> lock(packed_mu_);

@@ -3,7 +3,8 @@
 //
 // linear() weights packed at load (pack_linear_weight: F32 and BF16, see packed_weights.h) go
 // through the register-blocked GEMM; the backend remembers which buffers hold packed weights until
-// they are freed. Other weights use the dot-product GEMM in place.
+// they are freed. Other weights use the dot-product GEMM in place. Memory comes from host_memory.h:
+// huge pages for big buffers, and small packed weights side by side in shared huge-page slabs.
 //
 // With batch_invariant (the default) every op uses the V16 kernels whose per-row reduction order is
 // fixed. batch_invariant = false lets F32 GEMMs with many rows go through OpenBLAS (faster
@@ -19,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -77,6 +79,7 @@ class CpuBackend final : public Backend {
   CpuFeatures features_;
   const KernelTable* kernels_;
   ThreadPool pool_;
+  WeightSlabs weight_slabs_;  // small packed weights
   mutable std::mutex packed_mu_;
   std::unordered_map<const void*, PackedWeight> packed_;  // buffer start -> what it holds
 };
