@@ -92,8 +92,11 @@ struct KernelTable {
 // Floats of scratch one attention call needs for the given shape and longest context.
 inline std::int64_t attention_scratch_floats(std::int32_t num_heads, std::int32_t num_kv_heads,
                                              std::int32_t head_dim, std::int64_t max_context) {
+  (void)head_dim;
   const std::int64_t group = num_heads / num_kv_heads;
-  return kAttentionTokenBlock * group * (max_context + 16) + kAttentionTokenBlock * group * head_dim;
+  // Scores [tokens, group, context rounded up to 16], then key and value row pointers (two floats
+  // each) for the context rounded up to 16, plus 16 spare.
+  return kAttentionTokenBlock * group * (max_context + 16) + 4 * (max_context + 32);
 }
 
 const KernelTable& portable_kernel_table();

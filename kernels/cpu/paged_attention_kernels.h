@@ -1,26 +1,28 @@
 // Paged attention: causal (optionally sliding-window) GQA attention of new tokens over the
 // paged KV cache. One work item is (block of kAttentionTokenBlock tokens, kv head); inside it,
-// consecutive tokens of one sequence (a run; one token when a sliding window is set) share every
-// key and value load: scores are GEMM tiles of the run's queries by a KV block's keys, values are
-// added to every token of the run that sees them. Each token's arithmetic is still exactly the
-// per-token algorithm: score = canonical dot (gemm_tile's per-element order) * scale, softmax over
-// its own keys, then p * v summed in increasing key order, so a token's bits do not depend on the
-// run or the batch it is in. Softmax uses vexp (activation_kernels.h), so include that first.
+// consecutive tokens of one sequence (a run; one token when a sliding window is set) share the
+// key/value row pointers (and, on tiers without wide scores, the key loads of GEMM tiles).
+// Each token's arithmetic is exactly the per-token algorithm, so its bits do not depend on the
+// run or the batch it is in:
+//   score[j] = canonical dot(q, key[j]) * scale  (one V16 accumulator, vreduce_add's tree; tiers
+//              with kAttentionWideScores reduce 16 keys' accumulators together with
+//              vreduce_add16, which adds the same pairs);
+//   softmax over the token's own keys (max, vexp, 16-lane sum, tree, times 1 / sum);
+//   out = sum over keys in increasing position of p[j] * value[j] (one fma per key and element,
+//         from zero; the accumulators stay in registers across keys).
+// Softmax uses vexp (activation_kernels.h), so include that first.
 // Part of the tier kernels: included only by kernels_impl.h, inside a tier's namespace after that
 // tier's simd16_*.h (never on its own; it has no include guard of its own and no includes). The
 // numerical contract is in kernels_impl.h.
 
 // ---- paged attention -----------------------------------------------------------------------------
 
-// out[h] += p * v for one head (the running sum over keys in increasing position order).
-inline void axpy_row(float p, const float* v, float* out, std::int64_t n) {
-  const V16 pv = vset1(p);
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) vstore(out + i, vfma(pv, vload(v + i), vload(out + i)));
-  if (i < n) {
-    const int r = static_cast<int>(n - i);
-    vstore_n(out + i, vfma(pv, vload_n(v + i, r), vload_n(out + i, r)), r);
-  }
+// s[0, n) *= f (one rounding per element, as a scalar loop would).
+inline void scale_row(float* s, std::int64_t n, float f) {
+  const V16 fv = vset1(f);
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) vstore(s + j, vmul(vload(s + j), fv));
+  if (j < n) vstore_n(s + j, vmul(vload_n(s + j, static_cast<int>(n - j)), fv), static_cast<int>(n - j));
 }
 
 // Softmax in place over one token's scores s[0, n) (max, exp, 16-lane sum, scale by 1 / sum).
@@ -42,12 +44,85 @@ inline void softmax_row(float* s, std::int64_t n) {
     vstore_n(s + j, e, r);
     sum = vadd(sum, vload_n(s + j, r));
   }
-  const float inv_sum = 1.0f / vreduce_add(sum);
-  for (j = 0; j < n; ++j) s[j] *= inv_sum;
+  scale_row(s, n, 1.0f / vreduce_add(sum));
+}
+
+// Scores of one query row against keys key[0, n) (n <= 16; the rest of key[] may repeat any key):
+// s[j] = canonical dot(q, key[j]) * scale for j < n, the 16 dots reduced together (vreduce_add16).
+inline void scores16(const float* q, const float* const* key, std::int64_t hd, float scale, float* s, int n) {
+  V16 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = vzero();
+  std::int64_t c = 0;
+  for (; c + 16 <= hd; c += 16) {
+    const V16 qv = vload(q + c);
+    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload(key[j] + c), acc[j]);
+  }
+  if (c < hd) {
+    const int r = static_cast<int>(hd - c);
+    const V16 qv = vload_n(q + c, r);
+    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload_n(key[j] + c, r), acc[j]);
+  }
+  const V16 out = vmul(vreduce_add16(acc), vset1(scale));
+  if (n == 16) {
+    vstore(s, out);
+  } else {
+    vstore_n(s, out, n);
+  }
+}
+
+// out[c0, c0 + 16 R) = sum over keys j < n, in increasing j, of p[j] * value[j][...] (one fma per
+// key and element, from zero), the R accumulators in registers across all keys. R is a template
+// argument so that they really are registers (an array indexed at run time would live in memory
+// and make every key wait for the previous key's store).
+template <int R>
+inline void weighted_values_regs(const float* p, const float* const* value, std::int64_t n, std::int64_t c0,
+                                 float* out) {
+  V16 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = vzero();
+  for (std::int64_t j = 0; j < n; ++j) {
+    const V16 pj = vset1(p[j]);
+    const float* v = value[j] + c0;
+    for (int i = 0; i < R; ++i) acc[i] = vfma(pj, vload(v + 16 * i), acc[i]);
+  }
+  for (int i = 0; i < R; ++i) vstore(out + c0 + 16 * i, acc[i]);
+}
+
+template <int RMax>
+inline void weighted_values_dyn(int regs, const float* p, const float* const* value, std::int64_t n,
+                                std::int64_t c0, float* out) {
+  if constexpr (RMax > 0) {
+    if (regs < RMax) {
+      weighted_values_dyn<RMax - 1>(regs, p, value, n, c0, out);
+    } else {
+      weighted_values_regs<RMax>(p, value, n, c0, out);
+    }
+  }
+}
+
+// The same for the last `width` (< 16) elements from c0.
+inline void weighted_values_tail(const float* p, const float* const* value, std::int64_t n, std::int64_t c0,
+                                 int width, float* out) {
+  V16 acc = vzero();
+  for (std::int64_t j = 0; j < n; ++j) acc = vfma(vset1(p[j]), vload_n(value[j] + c0, width), acc);
+  vstore_n(out + c0, acc, width);
+}
+
+// out[0, hd) = sum over keys j < n of p[j] * value[j], in chunks of kAttentionValueRegs V16.
+inline void weighted_values(const float* p, const float* const* value, std::int64_t n, std::int64_t hd,
+                            float* out) {
+  std::int64_t c0 = 0;
+  for (; c0 + 16 <= hd;) {
+    const int regs = static_cast<int>(std::min<std::int64_t>(kAttentionValueRegs, (hd - c0) / 16));
+    weighted_values_dyn<kAttentionValueRegs>(regs, p, value, n, c0, out);
+    c0 += 16 * regs;
+  }
+  if (c0 < hd) weighted_values_tail(p, value, n, c0, static_cast<int>(hd - c0), out);
 }
 
 // Tokens [t0, t1) of one sequence for one kv head, all attending from key position `first`
-// (t1 - t0 == 1 unless first == 0 for all of them).
+// (t1 - t0 == 1 unless first == 0 for all of them). Each token's arithmetic is the per-token
+// algorithm of the header comment whatever the run: the run only shares the key pointers and,
+// on tiers without wide scores, the key loads of the score tiles.
 inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, std::int64_t t1, std::int64_t kvh,
                           std::int64_t first, float* scratch) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
@@ -61,54 +136,70 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   for (std::int64_t t = t0; t < t1; ++t) last = std::max<std::int64_t>(last, a.positions[t] + 1);
   const std::int64_t n_max = last - first;
   const std::int64_t score_stride = (n_max + 15) / 16 * 16;
-  float* scores = scratch;                                // [runs, group, score_stride]
-  float* acc = scratch + runs * group * score_stride;     // [runs, group, hd]
+  float* scores = scratch;  // [runs, group, score_stride]
+  // Key and value row pointers of positions first .. last - 1 (keys: score_stride of them, the
+  // tail repeating the first), created in the scratch after the scores (placement new starts
+  // their lifetime there).
+  auto* keys = static_cast<const float**>(static_cast<void*>(scratch + runs * group * score_stride));
+  const float** values = keys + score_stride;
   auto score_row = [&](std::int64_t r, std::int64_t g) { return scores + (r * group + g) * score_stride; };
   auto n_keys = [&](std::int64_t r) { return a.positions[t0 + r] + 1 - first; };
-
-  // Scores: per KV block, tiles of (run tokens) x (keys) for each query head of the group.
-  for (std::int64_t p0 = first; p0 < last;) {
+  std::int64_t j = 0;
+  for (std::int64_t p0 = first; p0 < last;) {  // block by block: one division per block
     const std::int64_t in_block = p0 % bs;
     const std::int64_t nk = std::min(bs - in_block, last - p0);
-    const float* keys = a.kv_cache + blocks[p0 / bs] * block_stride + in_block * token_stride_kv + kvh * hd;
-    for (std::int64_t g = 0; g < group; ++g) {
-      const float* q = a.q + t0 * a.q_stride + (kvh * group + g) * hd;
-      float* y = score_row(0, g) + (p0 - first);
-      for (std::int64_t r = 0; r < runs; r += kGemmMaxRows) {
-        const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, runs - r));
-        for (std::int64_t j = 0; j < nk; j += kGemmMaxCols) {
-          const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, nk - j));
-          gemm_tile_dyn<baton::DType::kF32, kGemmMaxRows, kGemmMaxCols>(
-              q + r * a.q_stride, a.q_stride, keys + j * token_stride_kv, token_stride_kv, nullptr,
-              y + r * group * score_stride + j, group * score_stride, hd, mr, nr);
-        }
-      }
+    const float* key = a.kv_cache + blocks[p0 / bs] * block_stride + in_block * token_stride_kv + kvh * hd;
+    for (std::int64_t i = 0; i < nk; ++i, ++j, key += token_stride_kv) {
+      ::new (static_cast<void*>(keys + j)) const float*(key);
+      ::new (static_cast<void*>(values + j)) const float*(key + bs * token_stride_kv);
     }
     p0 += nk;
   }
-  for (std::int64_t r = 0; r < runs; ++r) {
-    for (std::int64_t g = 0; g < group; ++g) {
-      float* s = score_row(r, g);
-      const std::int64_t n = n_keys(r);
-      for (std::int64_t j = 0; j < n; ++j) s[j] *= a.scale;
-      softmax_row(s, n);
-      std::fill(acc + (r * group + g) * hd, acc + (r * group + g + 1) * hd, 0.0f);
-    }
+  for (; j < score_stride; ++j) {
+    ::new (static_cast<void*>(keys + j)) const float*(keys[0]);
+    ::new (static_cast<void*>(values + j)) const float*(values[0]);
   }
-  // Values: each value row once, added to every token that sees it, in increasing key order.
-  for (std::int64_t j = 0; j < n_max; ++j) {
-    const std::int64_t p = first + j;
-    const float* value = a.kv_cache + blocks[p / bs] * block_stride + bs * token_stride_kv +
-                         (p % bs) * token_stride_kv + kvh * hd;
+
+  if constexpr (kAttentionWideScores) {
     for (std::int64_t r = 0; r < runs; ++r) {
-      if (j >= n_keys(r)) continue;
-      for (std::int64_t g = 0; g < group; ++g) axpy_row(score_row(r, g)[j], value, acc + (r * group + g) * hd, hd);
+      const std::int64_t n = n_keys(r);
+      for (std::int64_t g = 0; g < group; ++g) {
+        const float* q = a.q + (t0 + r) * a.q_stride + (kvh * group + g) * hd;
+        float* s = score_row(r, g);
+        for (std::int64_t j = 0; j < n; j += 16) {
+          scores16(q, keys + j, hd, a.scale, s + j, static_cast<int>(std::min<std::int64_t>(16, n - j)));
+        }
+      }
+    }
+  } else {
+    // Per KV block, tiles of (run tokens) x (keys) for each query head of the group.
+    for (std::int64_t p0 = first; p0 < last;) {
+      const std::int64_t in_block = p0 % bs;
+      const std::int64_t nk = std::min(bs - in_block, last - p0);
+      const float* block_keys = keys[p0 - first];
+      for (std::int64_t g = 0; g < group; ++g) {
+        const float* q = a.q + t0 * a.q_stride + (kvh * group + g) * hd;
+        float* y = score_row(0, g) + (p0 - first);
+        for (std::int64_t r = 0; r < runs; r += kGemmMaxRows) {
+          const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, runs - r));
+          for (std::int64_t j = 0; j < nk; j += kGemmMaxCols) {
+            const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, nk - j));
+            gemm_tile_dyn<baton::DType::kF32, kGemmMaxRows, kGemmMaxCols>(
+                q + r * a.q_stride, a.q_stride, block_keys + j * token_stride_kv, token_stride_kv, nullptr,
+                y + r * group * score_stride + j, group * score_stride, hd, mr, nr);
+          }
+        }
+      }
+      p0 += nk;
+    }
+    for (std::int64_t r = 0; r < runs; ++r) {
+      for (std::int64_t g = 0; g < group; ++g) scale_row(score_row(r, g), n_keys(r), a.scale);
     }
   }
   for (std::int64_t r = 0; r < runs; ++r) {
     for (std::int64_t g = 0; g < group; ++g) {
-      std::copy(acc + (r * group + g) * hd, acc + (r * group + g + 1) * hd,
-                a.out + (t0 + r) * a.out_stride + (kvh * group + g) * hd);
+      softmax_row(score_row(r, g), n_keys(r));
+      weighted_values(score_row(r, g), values, n_keys(r), hd, a.out + (t0 + r) * a.out_stride + (kvh * group + g) * hd);
     }
   }
 }

@@ -16,6 +16,8 @@ constexpr int kGemmMaxRows = 2;
 constexpr int kGemmMaxCols = 2;
 constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
+constexpr bool kAttentionWideScores = false;  // 16 V16 accumulators would not fit in 16 ymm
+constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
 
 inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline V16 vset1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
@@ -100,6 +102,12 @@ inline float vreduce_add(V16 a) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x1));
   return _mm_cvtss_f32(s1);
+}
+// Lane j = vreduce_add(a[j]), for 16 vectors at once.
+inline V16 vreduce_add16(const V16* a) {
+  alignas(32) float t[16];
+  for (int j = 0; j < 16; ++j) t[j] = vreduce_add(a[j]);
+  return vload(t);
 }
 inline float vreduce_max(V16 a) {
   alignas(32) float t[16];

@@ -14,6 +14,8 @@ constexpr int kGemmMaxRows = 4;  // MR: rows of x per GEMM tile
 constexpr int kGemmMaxCols = 4;  // NR: rows of W (output columns) per GEMM tile
 constexpr int kPackedRows = 8;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 3;  // packed GEMM: 16-column weight panels per register tile
+constexpr bool kAttentionWideScores = true;  // attention scores 16 keys at a time (vreduce_add16)
+constexpr int kAttentionValueRegs = 8;       // attention: V16 accumulators per head-dim chunk
 
 inline __mmask16 tail_mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
@@ -73,5 +75,30 @@ inline float vreduce_add(V16 a) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x1));
   return _mm_cvtss_f32(s1);
+}
+// Lane j = vreduce_add(a[j]) bit for bit, for 16 vectors at once: every add below adds the same two
+// partial sums as vreduce_add's tree does (float addition commutes exactly), four vectors' worth
+// per instruction instead of one.
+inline V16 vreduce_add16(const V16* a) {
+  __m512 b[8];  // b[i]: lanes 0-7 the (l, l+8) sums of a[2i], lanes 8-15 those of a[2i+1]
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i].v, a[2 * i + 1].v, 0x44),
+                         _mm512_shuffle_f32x4(a[2 * i].v, a[2 * i + 1].v, 0xEE));
+  }
+  __m512 c[4];  // c[m]: 128-bit quarter q holds the (l, l+4) sums of a[4m + q]
+  for (int m = 0; m < 4; ++m) {
+    c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0xDD));
+  }
+  __m512 d[2];  // d[n]: quarter q holds the (l, l+2) sums of a[8n + q], then of a[8n + 4 + q]
+  for (int n = 0; n < 2; ++n) {
+    d[n] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * n], c[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(c[2 * n], c[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lane 4q + r: the total of a[q + 4r]; the permutation puts a[j]'s total in lane j.
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return {_mm512_permutexvar_ps(order, e)};
 }
 inline float vreduce_max(V16 a) { return _mm512_reduce_max_ps(a.v); }

@@ -25,6 +25,8 @@ constexpr int kGemmMaxRows = 1;
 constexpr int kGemmMaxCols = 4;
 constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
+constexpr bool kAttentionWideScores = false;  // attention scores 16 keys at a time (vreduce_add16)
+constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
 
 inline V16 vzero() { return V16{}; }
 inline V16 vset1(float a) {
@@ -109,6 +111,12 @@ inline float vreduce_add(V16 a) {
   for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
   for (int i = 0; i < 2; ++i) s2[i] = s4[i] + s4[i + 2];
   return s2[0] + s2[1];
+}
+// Lane j = vreduce_add(a[j]), for 16 vectors at once (SIMD tiers share the adds between them).
+inline V16 vreduce_add16(const V16* a) {
+  V16 r;
+  for (int j = 0; j < 16; ++j) r.lane[j] = vreduce_add(a[j]);
+  return r;
 }
 inline float vreduce_max(V16 a) {
   float m = a.lane[0];

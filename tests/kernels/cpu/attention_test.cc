@@ -137,6 +137,10 @@ const AttnCase kSetups[] = {
     {8, 1, 64, 16, 0, {70}, {3}},                        // MQA, verification-sized chunk
     {6, 6, 32, 4, 0, {9, 30}, {9, 2}},                   // MHA, small blocks
     {4, 2, 20, 16, 8, {40, 12, 5}, {10, 12, 5}},         // sliding window 8
+    // head_dim 128 (two register chunks of values on AVX-512), group 4, a verification run of 5 over
+    // a long context, contexts of exactly 16 and 17 keys (whole and partial score chunks)
+    {8, 2, 128, 16, 0, {300, 16, 17}, {5, 1, 1}},
+    {4, 1, 96, 32, 0, {129, 33}, {1, 33}},  // head_dim 96, blocks of 32
 };
 
 TEST(PagedAttention, MatchesFloat64Reference) {
