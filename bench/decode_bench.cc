@@ -11,6 +11,11 @@
 // tokens); its forward time over the batch-1 decode forward is the verification/decode cost ratio.
 // The prefill line also times OpenBLAS sgemm (F32) on the same GEMM shapes in the same run.
 //
+// Every line also has a compute floor: the step's matrix flops over this machine's measured F32
+// FMA peak (bench/compute_peak.h; attention flops left out), and "roofline_step_seconds", the larger
+// of the two floors. Decode lines for batch > 1 add their throughput over batch 1's, and the most
+// that ratio could be if this batch ran at its roofline while batch 1 stays as measured.
+//
 // usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--prefill-tokens 512] [--threads N]
 //                     [--cpu-isa auto|avx2|avx512|avx512bf16] [--profile 0|1] [--verify-k K]
 #include <algorithm>
@@ -22,7 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/compute_peak.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/profile_sum.h"
 #include "common/logging.h"
 #include "engine/engine.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -110,33 +117,6 @@ std::vector<std::int32_t> random_prompt(int n, std::int32_t vocab, std::uint32_t
   return p;
 }
 
-// Per-step time in each profile class, summed over the timed steps.
-struct ProfileSum {
-  std::array<double, static_cast<int>(ProfileClass::kCount)> seconds{};
-  double step_seconds = 0;
-  int steps = 0;
-  void add(const std::array<double, static_cast<int>(ProfileClass::kCount)>& t, double step_s) {
-    for (std::size_t i = 0; i < seconds.size(); ++i) seconds[i] += t[i];
-    step_seconds += step_s;
-    ++steps;
-  }
-  nlohmann::json to_json() const {
-    nlohmann::json j;
-    if (steps == 0 || step_seconds <= 0) return j;
-    double accounted = 0;
-    for (int i = 0; i < static_cast<int>(ProfileClass::kCount); ++i) {
-      const std::string name(profile_class_name(static_cast<ProfileClass>(i)));
-      j[name + "_s"] = seconds[static_cast<std::size_t>(i)] / steps;
-      j[name + "_share"] = seconds[static_cast<std::size_t>(i)] / step_seconds;
-      accounted += seconds[static_cast<std::size_t>(i)];
-    }
-    j["overhead_s"] = (step_seconds - accounted) / steps;
-    j["overhead_share"] = (step_seconds - accounted) / step_seconds;
-    j["step_s_mean"] = step_seconds / steps;
-    return j;
-  }
-};
-
 // OpenBLAS sgemm (F32, split over the pool's threads by output columns like the backend's own
 // non-invariant path) on one layer's GEMM shapes with `rows` rows: GFLOP/s over the whole layer.
 double openblas_layer_gflops(const ModelConfig& c, int rows, int threads) {
@@ -145,18 +125,20 @@ double openblas_layer_gflops(const ModelConfig& c, int rows, int threads) {
       {c.q_size() + 2LL * c.kv_size(), h}, {h, c.q_size()}, {2LL * c.intermediate_size, h}, {h, c.intermediate_size}};
   cpu::ThreadPool pool(threads);
   cpu::blas_init_single_threaded();
-  std::vector<std::vector<float>> ws, ys;
+  // Buffers laid out like the engine's (huge pages where the engine gets them): a like-for-like peer.
+  std::vector<HugePageFloats> ws, ys;
   std::int64_t max_k = 0;
   for (const auto& [n, k] : shapes) {
-    std::vector<float> w(static_cast<std::size_t>(n * k));
+    HugePageFloats w(static_cast<std::size_t>(n * k));
     std::mt19937 rng(7);
     std::normal_distribution<float> d(0.0f, 0.02f);
-    for (float& v : w) v = d(rng);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = d(rng);
     ws.push_back(std::move(w));
     ys.emplace_back(static_cast<std::size_t>(rows * n));
     max_k = std::max(max_k, k);
   }
-  std::vector<float> x(static_cast<std::size_t>(rows * max_k), 0.5f);
+  HugePageFloats x(static_cast<std::size_t>(rows * max_k));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f;
   double flops = 0;
   for (const auto& [n, k] : shapes) flops += 2.0 * static_cast<double>(rows) * static_cast<double>(n * k);
   std::vector<double> times;
@@ -200,6 +182,22 @@ int main(int argc, char** argv) {
   const std::int32_t vocab = engine->model_config().vocab_size;
 
   std::vector<nlohmann::json> results;
+
+  // Warm-up, untimed: the largest batch for as many steps as the timed runs, so the KV blocks they
+  // use have been written once (a fresh pool page-faults on first write) and the code is hot, as
+  // in a server that has been running.
+  {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = args.steps + 3;
+    for (int i = 0; i < max_batch; ++i) {
+      (void)engine->add_request("w" + std::to_string(i), random_prompt(16, vocab, 1000u + static_cast<unsigned>(i)), p);
+    }
+    while (engine->has_unfinished()) {
+      if (!engine->step().ok()) return 1;
+    }
+  }
 
   // Decode: B requests with short prompts, all prefilled in the first step; time each later step.
   for (int batch : args.batches) {
@@ -248,6 +246,11 @@ int main(int argc, char** argv) {
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = (args.steps + 3) * (args.verify_k + 1);
+    // An untimed run first, as for decode: its KV blocks are then written once and reused.
+    (void)spec_engine->add_request("v-warm-up", random_prompt(16, vocab, 0u), p);
+    while (spec_engine->has_unfinished()) {
+      if (!spec_engine->step().ok()) return 1;
+    }
     (void)spec_engine->add_request("v", random_prompt(16, vocab, 0u), p);
     std::vector<double> step_s, forward_s;
     ProfileSum prof;
@@ -323,7 +326,41 @@ int main(int argc, char** argv) {
   const BandwidthResult after = measure_read_bandwidth(probe_pool, static_cast<std::size_t>(weight_bytes), 9);
   const double best_bw = std::max(bw.best_bytes_per_second, after.best_bytes_per_second);
   const double floor_step_s = static_cast<double>(weight_bytes) / best_bw;
+  const ComputePeak peak = measure_fma_peak(probe_pool, 9);
+  // Matrix flops of a step: every token through the layers, the rows that need logits through the
+  // LM head (decode and verification: all; prefill: the last).
+  const ModelConfig& mc = engine->model_config();
+  const double head_params = static_cast<double>(vocab) * mc.hidden_size;
+  const double layer_params =
+      static_cast<double>(mc.num_parameters()) - head_params * (mc.tie_word_embeddings ? 1.0 : 2.0);
+  auto step_flops = [&](double tokens, double logit_rows) {
+    return 2.0 * layer_params * tokens + 2.0 * head_params * logit_rows;
+  };
+  double batch1_step_s = 0;
+  for (const nlohmann::json& j : results) {
+    if (j["phase"] == "decode" && j["batch"] == 1) batch1_step_s = j["step_seconds_median"].get<double>();
+  }
   for (nlohmann::json& j : results) {
+    const std::string phase = j["phase"];
+    const double tokens = phase == "decode"   ? j["batch"].get<double>()
+                          : phase == "verify" ? j["verified_tokens_per_step"].get<double>()
+                                              : j["prompt_tokens"].get<double>();
+    const double matrix_flops = step_flops(tokens, phase == "prefill" ? 1.0 : tokens);
+    if (peak.best_flops_per_second > 0) {
+      const double compute_floor_s = matrix_flops / peak.best_flops_per_second;
+      const double roofline_s = std::max(compute_floor_s, floor_step_s);
+      j["fma_peak_gflop_per_s"] = peak.best_flops_per_second / 1e9;
+      j["compute_floor_step_seconds"] = compute_floor_s;
+      j["roofline_step_seconds"] = roofline_s;
+      // The verify line's step includes its drafting; its target forward is what the floor bounds.
+      const double timed_s = phase == "verify" ? j["forward_seconds_median"].get<double>()
+                                               : j["step_seconds_median"].get<double>();
+      j["fraction_of_roofline"] = roofline_s / timed_s;
+      if (phase == "decode" && tokens > 1 && batch1_step_s > 0) {
+        j["throughput_over_batch1"] = tokens * batch1_step_s / j["step_seconds_median"].get<double>();
+        j["roofline_throughput_over_batch1"] = tokens * batch1_step_s / roofline_s;
+      }
+    }
     j["model"] = args.model;
     j["weights_dtype"] = engine->model().weights().matrix_dtype();
     j["parameters"] = engine->model_config().num_parameters();

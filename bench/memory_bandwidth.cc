@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
+
+#include <sys/mman.h>
 
 namespace baton::bench {
 namespace {
@@ -55,9 +58,20 @@ float sum_slice(const float* p, std::size_t n) {
 
 }  // namespace
 
+HugePageFloats::HugePageFloats(std::size_t n) : n_(n) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(float);
+  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
+  const std::size_t rounded = (bytes + align - 1) / align * align;
+  p_.reset(static_cast<float*>(std::aligned_alloc(align, rounded)));
+  if (!p_) throw std::bad_alloc();
+  if (align == kHugePage) (void)madvise(p_.get(), rounded, MADV_HUGEPAGE);
+  std::memset(p_.get(), 0, rounded);
+}
+
 BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions) {
   const std::size_t n = buffer_bytes / sizeof(float);
-  std::vector<float> buffer(n);
+  HugePageFloats buffer(n);
   // Touch every page from the threads that will read it (first-touch placement).
   pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) buffer[static_cast<std::size_t>(i)] = static_cast<float>(i & 7);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <memory>
 
 #include "kernels/cpu/thread_pool.h"
 
@@ -14,6 +16,24 @@ struct BandwidthResult {
   double bytes_per_second = 0;       // median over repetitions
   double best_bytes_per_second = 0;  // the fastest repetition: the floor uses this
   std::size_t buffer_bytes = 0;
+};
+
+// A float buffer laid out as the CPU backend lays out weights and KV pools (2 MiB-aligned, with
+// transparent huge pages asked for when it is that large), so that probes and peers in a benchmark
+// read memory on the same terms as the engine. Zero-filled.
+class HugePageFloats {
+ public:
+  explicit HugePageFloats(std::size_t n);
+  float* data() const { return p_.get(); }
+  std::size_t size() const { return n_; }
+  float& operator[](std::size_t i) const { return p_.get()[i]; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> p_;
+  std::size_t n_ = 0;
 };
 
 BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions);

@@ -11,8 +11,11 @@
 //
 // usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 24]
 //                   [--max-tokens 64] [--threads N] [--cases batch1_greedy,batch8_greedy,batch1_t0.8]
-//                   --spec JSON [--spec JSON ...]
-// Prints one JSON object per (method, case) on stdout.
+//                   [--profile 0|1] --spec JSON [--spec JSON ...]
+// Prints one JSON object per (method, case) on stdout, with "profile_baseline" and "profile_spec":
+// the decode steps' time (steps that emit no request's first token) split by kernels/step_profile.h
+// into GEMM, attention, norm/rope/activation, sampling/verification, proposer and overhead, per
+// output token (--profile 0 turns the timer off).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/profile_sum.h"
 #include "common/logging.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
@@ -34,13 +38,14 @@ namespace {
 struct Args {
   std::string model, prompts, field = "prompt";
   int num_prompts = 24, max_tokens = 64, threads = 0;
+  bool profile = true;
   std::vector<std::string> cases = {"batch1_greedy", "batch8_greedy", "batch1_t0.8"};
   std::vector<std::string> specs;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts N] "
-                       "[--max-tokens N] [--threads N] [--cases a,b,c] --spec JSON [--spec JSON ...]\n");
+                       "[--max-tokens N] [--threads N] [--cases a,b,c] [--profile 0|1] --spec JSON [--spec JSON ...]\n");
   std::exit(2);
 }
 
@@ -60,6 +65,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-tokens") a.max_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
     else if (k == "--spec") a.specs.push_back(v);
+    else if (k == "--profile") a.profile = v != "0";
     else if (k == "--cases") {
       a.cases.clear();
       std::istringstream in(v);
@@ -92,9 +98,11 @@ struct RequestResult {
   double tpot = 0;  // s, (latency - ttft) / (tokens - 1)
 };
 
-// Runs one group of prompts together to completion; results in group order.
+// Runs one group of prompts together to completion; results in group order. Decode steps (no
+// request's first token among their outputs) are added to `profile`, per output token.
 std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vector<std::int32_t>>& prompts,
-                                     std::size_t first, std::size_t count, const Case& c, int max_tokens) {
+                                     std::size_t first, std::size_t count, const Case& c, int max_tokens,
+                                     ProfileSum* profile = nullptr) {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = first; i < first + count; ++i) {
     SamplingParams p;
@@ -108,8 +116,20 @@ std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vect
   }
   std::vector<RequestResult> out(count);
   while (engine.has_unfinished()) {
+    StepProfile::reset();
+    const auto t0 = std::chrono::steady_clock::now();
     auto outs = engine.step();
+    const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!outs.ok()) die(outs.status());
+    bool decode_only = true;
+    std::size_t emitted = 0;
+    for (const RequestOutput& o : *outs) {
+      decode_only = decode_only && !out[index.at(o.request_id)].tokens.empty();
+      emitted += o.new_tokens.size();
+    }
+    if (profile != nullptr && decode_only && emitted > 0) {
+      profile->add(StepProfile::totals(), step_s, static_cast<double>(emitted));
+    }
     for (const RequestOutput& o : *outs) {
       RequestResult& r = out[index.at(o.request_id)];
       for (const TokenOutput& t : o.new_tokens) r.tokens.push_back(t.token);
@@ -160,6 +180,7 @@ int main(int argc, char** argv) {
   using namespace baton::bench;
   (void)init_logging("warn");
   const Args args = parse(argc, argv);
+  StepProfile::enable(args.profile);
   auto tokenizer = Tokenizer::load(args.model);
   if (!tokenizer.ok()) die(tokenizer.status());
   std::vector<std::vector<std::int32_t>> prompts;
@@ -196,15 +217,16 @@ int main(int argc, char** argv) {
       std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft;
       int mismatches = 0;
       std::size_t group = 0;
+      ProfileSum base_profile, spec_profile;
       for (std::size_t first = 0; first < prompts.size(); first += static_cast<std::size_t>(c.batch), ++group) {
         const std::size_t n = std::min(static_cast<std::size_t>(c.batch), prompts.size() - first);
         std::vector<RequestResult> b, s;
         if (group % 2 == 0) {
-          b = run_group(*baseline, prompts, first, n, c, args.max_tokens);
-          s = run_group(*engine, prompts, first, n, c, args.max_tokens);
+          b = run_group(*baseline, prompts, first, n, c, args.max_tokens, &base_profile);
+          s = run_group(*engine, prompts, first, n, c, args.max_tokens, &spec_profile);
         } else {
-          s = run_group(*engine, prompts, first, n, c, args.max_tokens);
-          b = run_group(*baseline, prompts, first, n, c, args.max_tokens);
+          s = run_group(*engine, prompts, first, n, c, args.max_tokens, &spec_profile);
+          b = run_group(*baseline, prompts, first, n, c, args.max_tokens, &base_profile);
         }
         for (std::size_t i = 0; i < n; ++i) {
           mismatches += b[i].tokens != s[i].tokens;
@@ -241,6 +263,10 @@ int main(int argc, char** argv) {
                           {"acceptance_per_position", per_position},
                           // Greedy, and sampling with one-hot drafts, must give identical tokens.
                           {"token_mismatches", mismatches}};
+      if (args.profile) {
+        j["profile_baseline"] = base_profile.to_json();  // seconds per output token, by class
+        j["profile_spec"] = spec_profile.to_json();
+      }
       std::cout << j.dump() << std::endl;
     }
   }
