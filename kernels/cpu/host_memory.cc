@@ -1,6 +1,8 @@
 #include "kernels/cpu/host_memory.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include <sys/mman.h>
 
@@ -18,7 +20,16 @@ void* allocate_host(std::size_t bytes) {
   const std::size_t align = huge ? kHugePageBytes : kCacheLine;
   const std::size_t rounded = round_up(bytes == 0 ? 1 : bytes, align);
   void* p = std::aligned_alloc(align, rounded);
-  if (p != nullptr && huge) (void)madvise(p, rounded, MADV_HUGEPAGE);
+  if (p == nullptr || !huge) return p;
+  (void)madvise(p, rounded, MADV_HUGEPAGE);
+  // Commit it now. Kernels without MADV_POPULATE_WRITE (before 5.14) get the same by writing.
+  if (madvise(p, rounded, MADV_POPULATE_WRITE) != 0) {
+    if (errno != EINVAL) {  // ENOMEM and the like: the memory is not there
+      std::free(p);
+      return nullptr;
+    }
+    std::memset(p, 0, rounded);
+  }
   return p;
 }
 

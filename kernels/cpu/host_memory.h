@@ -1,9 +1,12 @@
 // Host memory for the CPU backend's buffers, laid out for streaming.
 //
-// allocate_host(): buffers of a huge page or more (weights, KV pools) start on a 2 MiB boundary
-// and ask the kernel for transparent huge pages, so streaming them misses the TLB far less and a
-// KV block's first write faults once per 2 MiB instead of once per 4 KiB. Smaller buffers are
-// 64-byte aligned. It is advice only: without THP the memory is the same, in small pages.
+// allocate_host(): buffers of a huge page or more (weights, KV pools, workspaces) start on a 2 MiB
+// boundary, ask the kernel for transparent huge pages (streaming them then misses the TLB far
+// less; without THP the memory is the same, in small pages) and are populated at once: the
+// memory is committed up front, so a budget the machine cannot hold fails at start-up instead of
+// mid-request, and no step ever page-faults (a fresh KV pool would otherwise fault block by block
+// until all of it had been written once: with prefix caching, free blocks are used before cached
+// ones). Smaller buffers are 64-byte aligned and left to the allocator.
 //
 // WeightSlabs: packed weights smaller than a huge page (a small model's matrices) are placed side
 // by side, in load order, in shared huge-page slabs, so that a small model's weights, too, stream
