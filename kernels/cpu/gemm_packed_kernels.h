@@ -55,7 +55,12 @@ void packed_tile(const float* x, std::int64_t ldx, const typename PanelLoad<W>::
   const std::int64_t pairs = k / 2;
   for (std::int64_t q = 0; q < pairs; ++q) {
     V16 we[NP], wo[NP];
-    for (int j = 0; j < NP; ++j) PanelLoad<W>::pair(w + j * ps + q * 32, we[j], wo[j]);
+    for (int j = 0; j < NP; ++j) {
+      // 32 k-pairs ahead in each panel's stream (2 KiB of BF16): the panels are a panel apart,
+      // too far apart for the hardware prefetcher to run that far ahead of all of them.
+      __builtin_prefetch(w + j * ps + (q + 32) * 32);
+      PanelLoad<W>::pair(w + j * ps + q * 32, we[j], wo[j]);
+    }
     for (int i = 0; i < MR; ++i) {
       const V16 xe = vset1(x[i * ldx + 2 * q]);
       const V16 xo = vset1(x[i * ldx + 2 * q + 1]);
