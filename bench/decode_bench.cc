@@ -183,9 +183,8 @@ int main(int argc, char** argv) {
 
   std::vector<nlohmann::json> results;
 
-  // Warm-up, untimed: the largest batch for as many steps as the timed runs, so the KV blocks they
-  // use have been written once (a fresh pool page-faults on first write) and the code is hot, as
-  // in a server that has been running.
+  // Warm-up, untimed: the largest batch for as many steps as the timed runs, so code, caches and
+  // the pool's threads are warm, as in a server that has been running.
   {
     SamplingParams p;
     p.temperature = 0;
@@ -246,7 +245,7 @@ int main(int argc, char** argv) {
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = (args.steps + 3) * (args.verify_k + 1);
-    // An untimed run first, as for decode: its KV blocks are then written once and reused.
+    // An untimed run first, as for decode.
     (void)spec_engine->add_request("v-warm-up", random_prompt(16, vocab, 0u), p);
     while (spec_engine->has_unfinished()) {
       if (!spec_engine->step().ok()) return 1;
