@@ -1,8 +1,8 @@
 #include "metrics/metrics_server.h"
 
-#include <chrono>
 #include <cstdio>
 
+#include "common/http_listener.h"
 #include "common/status.h"
 #include "httplib.h"
 #include "prometheus/text_serializer.h"
@@ -14,12 +14,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->http_ = std::make_unique<httplib::Server>();
-  // SO_REUSEADDR only: httplib's default SO_REUSEPORT would let a second process bind a port that
-  // is in use and share its scrapes, instead of failing.
-  s->http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  s->http_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
   MetricsServer* self = s.get();
   s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
     res.set_content(self->scrape(), "text/plain; version=0.0.4; charset=utf-8");
@@ -28,11 +23,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   if (bound <= 0) {
     return absl::UnavailableError(str_cat("metrics endpoint on ", host, ":", port, ": cannot bind (in use, or not an address of this host?)"));
   }
-  s->serve_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
-  // httplib's stop() only reaches a server that is already in its accept loop: wait for it (a few
-  // microseconds), so that destroying the server right after start() cannot leave the loop running.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!s->http_->is_running() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  s->serve_thread_ = start_accept_loop(*s->http_);
   s->address_ = str_cat(host, ":", bound);
   s->url_ = str_cat("http://", s->address_, "/metrics");
   return s;

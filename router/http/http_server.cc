@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "common/http_listener.h"
 #include "common/status.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -108,6 +109,7 @@ absl::StatusOr<int> HttpServer::start() {
   if (server_) return absl::FailedPreconditionError("the HTTP server is started already");
   watch_ = std::make_unique<ConnectionWatch>();
   server_ = std::make_unique<httplib::Server>();
+  server_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   server_->Get("/live", [](const httplib::Request&, httplib::Response& res) {
@@ -152,7 +154,7 @@ absl::StatusOr<int> HttpServer::start() {
     return absl::UnavailableError(
         str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (in use, or not an address of this host?)"));
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = start_accept_loop(*server_);
   spdlog::info("router: serving the OpenAI API on {}{}; live page on http://{}:{}/dashboard", base_url(),
                options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"), options_.host,
                port_);
