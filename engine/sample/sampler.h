@@ -69,6 +69,12 @@ class Sampler {
   void target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                     std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
 
+  // The greedy token: the argmax (lowest id on ties) of the processed logits, the token that
+  // target_probs() puts its one-hot at for a greedy request, without writing a distribution.
+  // Rows that need no processing (no penalties, no min_tokens mask) are read in place.
+  std::int32_t greedy_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                            std::span<const std::int32_t> eos_token_ids);
+
   // A draw from a distribution over the vocabulary by inverse CDF with u = rng.uniform(): the
   // first token whose cumulative probability (summed in double, in id order) reaches u. If
   // rounding leaves the total below u, the last token with nonzero probability. Tokens with

@@ -57,23 +57,44 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   const auto output = r.output();
   history_.assign(output.begin(), output.end());
   history_.insert(history_.end(), r.drafts.begin(), r.drafts.end());
-  probs_.resize(static_cast<std::size_t>(k + 1) * v);
-  for (std::int32_t i = 0; i <= k; ++i) {
-    const TokenHistory h{r.prompt(), std::span<const std::int32_t>(history_).first(output.size() + static_cast<std::size_t>(i))};
-    sampler_.target_probs(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, h, eos_,
-                          std::span<float>(probs_).subspan(static_cast<std::size_t>(i) * v, v));
+  auto history_for_row = [&](std::int32_t i) {
+    return TokenHistory{r.prompt(),
+                        std::span<const std::int32_t>(history_).first(output.size() + static_cast<std::size_t>(i))};
+  };
+  VerifyResult res;
+  if (r.params.greedy() && !broken_for_testing_) {
+    // Greedy (either method): drafts are accepted while each equals its row's greedy token, and the
+    // first other row's token (or the bonus row's) comes next: verify_greedy's rule on the one-hot
+    // rows target_probs() would write, read straight from the logits, and no row after the first
+    // mismatch is looked at.
+    res.num_accepted = k;
+    for (std::int32_t i = 0; i <= k; ++i) {
+      const std::int32_t best =
+          sampler_.greedy_token(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, history_for_row(i), eos_);
+      if (i == k || best != r.drafts[static_cast<std::size_t>(i)]) {
+        res.num_accepted = i;
+        res.next_token = best;
+        break;
+      }
+    }
+  } else {
+    probs_.resize(static_cast<std::size_t>(k + 1) * v);
+    for (std::int32_t i = 0; i <= k; ++i) {
+      sampler_.target_probs(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, history_for_row(i), eos_,
+                            std::span<float>(probs_).subspan(static_cast<std::size_t>(i) * v, v));
+    }
+    VerifyInput in;
+    in.vocab_size = vocab_;
+    in.drafts = r.drafts;
+    in.target_probs = probs_;
+    in.draft_probs = r.draft_probs;
+    in.greedy = r.params.greedy();
+    // The first token this step decides sits right after the pending (newest) token.
+    const VerifyRandomness random{r.seed, r.num_tokens()};
+    res = broken_for_testing_                                          ? verify_broken_for_testing(in, random)
+          : config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
+                                                                       : verify_standard(in, random);
   }
-  VerifyInput in;
-  in.vocab_size = vocab_;
-  in.drafts = r.drafts;
-  in.target_probs = probs_;
-  in.draft_probs = r.draft_probs;
-  in.greedy = r.params.greedy();
-  // The first token this step decides sits right after the pending (newest) token.
-  const VerifyRandomness random{r.seed, r.num_tokens()};
-  const VerifyResult res = broken_for_testing_                                          ? verify_broken_for_testing(in, random)
-                           : config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
-                                                                                        : verify_standard(in, random);
   VerifiedTokens out;
   out.num_accepted = res.num_accepted;
   out.tokens.assign(r.drafts.begin(), r.drafts.begin() + res.num_accepted);

@@ -75,7 +75,9 @@ std::unique_ptr<Engine> make_engine(const std::string& target, Device device,
 void expect_same_greedy(const std::vector<Job>& jobs, const std::map<std::string, std::vector<std::int32_t>>& got,
                         const std::map<std::string, std::vector<std::int32_t>>& want, const std::string& what) {
   for (const Job& j : jobs) {
-    if (j.params.greedy()) EXPECT_EQ(got.at(j.id), want.at(j.id)) << what << ", request " << j.id;
+    if (j.params.greedy()) {
+      EXPECT_EQ(got.at(j.id), want.at(j.id)) << what << ", request " << j.id;
+    }
   }
 }
 

@@ -362,6 +362,38 @@ TEST(Greedy, UsesPenalizedLogits) {
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 1);
 }
 
+TEST(Greedy, TokenMatchesTheReferenceOnRowsWithTiesInfinitiesPenaltiesAndMasks) {
+  // greedy_token() reads unprocessed rows in place with a vectorized scan: every vocabulary size
+  // (so every tail of the 16-lane passes), ties, -inf, +-0, and rows that do need processing.
+  Sampler s;
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t vocab = trial < 2900 ? 1 + static_cast<std::size_t>(trial % 97) : 4096;
+    Case c;
+    c.logits.resize(vocab);
+    for (float& x : c.logits) {
+      const int r = static_cast<int>(gen() % 16);
+      x = r == 0 ? -kInf : r == 1 ? -0.0f : r == 2 ? 0.0f : static_cast<float>(static_cast<int>(gen() % 7) - 3);
+    }
+    c.params.temperature = 0.0f;
+    c.output = {static_cast<std::int32_t>(gen() % vocab)};
+    c.eos = {static_cast<std::int32_t>(gen() % vocab)};
+    switch (trial % 4) {
+      case 1: c.params.repetition_penalty = 1.5f; break;
+      case 2: c.params.frequency_penalty = 0.5f; break;
+      case 3: c.params.min_tokens = 5; break;  // masks the EOS id
+      default: break;
+    }
+    const std::vector<double> want = reference_probs(c);
+    const auto ref = static_cast<std::int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
+    if (std::all_of(c.logits.begin(), c.logits.end(), [](float x) { return x == -kInf; })) continue;
+    if (c.params.min_tokens > 0 && want[static_cast<std::size_t>(ref)] == 0.0) continue;  // all masked
+    ASSERT_EQ(s.greedy_token(c.logits, c.params, c.history(), c.eos), ref) << "trial " << trial;
+    RandomStream rng(0, RandomPurpose::kToken, 0);
+    ASSERT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, ref) << "trial " << trial;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Temperature, top-k, top-p, min-p against the reference
 
