@@ -15,7 +15,8 @@
 // Prints one JSON object per (method, case) on stdout, with "profile_baseline" and "profile_spec":
 // the decode steps' time (steps that emit no request's first token) split by kernels/step_profile.h
 // into GEMM, attention, norm/rope/activation, sampling/verification, proposer and overhead, per
-// output token (--profile 0 turns the timer off).
+// output token; and the same split per step for plain decode steps and for steps in which every
+// request verified k drafts, with the ratio of the two (--profile 0 turns the timer off).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -98,11 +99,18 @@ struct RequestResult {
   double tpot = 0;  // s, (latency - ttft) / (tokens - 1)
 };
 
-// Runs one group of prompts together to completion; results in group order. Decode steps (no
-// request's first token among their outputs) are added to `profile`, per output token.
+// Where run_group adds its decode steps' profile (steps that emit no request's first token).
+struct StepProfiles {
+  ProfileSum per_token;   // every decode step, per output token
+  ProfileSum full_steps;  // per step: steps in which every request verified k drafts (with
+                          // speculation) or every decode step (without)
+  int k = 0;              // drafts per request in a full step; 0: no speculation
+};
+
+// Runs one group of prompts together to completion; results in group order.
 std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vector<std::int32_t>>& prompts,
                                      std::size_t first, std::size_t count, const Case& c, int max_tokens,
-                                     ProfileSum* profile = nullptr) {
+                                     StepProfiles* profile = nullptr) {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = first; i < first + count; ++i) {
     SamplingParams p;
@@ -117,6 +125,7 @@ std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vect
   std::vector<RequestResult> out(count);
   while (engine.has_unfinished()) {
     StepProfile::reset();
+    const std::int64_t drafts_before = engine.spec_stats() != nullptr ? engine.spec_stats()->num_draft_tokens : 0;
     const auto t0 = std::chrono::steady_clock::now();
     auto outs = engine.step();
     const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -128,7 +137,13 @@ std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vect
       emitted += o.new_tokens.size();
     }
     if (profile != nullptr && decode_only && emitted > 0) {
-      profile->add(StepProfile::totals(), step_s, static_cast<double>(emitted));
+      const auto totals = StepProfile::totals();
+      profile->per_token.add(totals, step_s, static_cast<double>(emitted));
+      const std::int64_t drafts =
+          (engine.spec_stats() != nullptr ? engine.spec_stats()->num_draft_tokens : 0) - drafts_before;
+      if (drafts == static_cast<std::int64_t>(profile->k) * static_cast<std::int64_t>(outs->size())) {
+        profile->full_steps.add(totals, step_s);
+      }
     }
     for (const RequestOutput& o : *outs) {
       RequestResult& r = out[index.at(o.request_id)];
@@ -217,7 +232,8 @@ int main(int argc, char** argv) {
       std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft;
       int mismatches = 0;
       std::size_t group = 0;
-      ProfileSum base_profile, spec_profile;
+      StepProfiles base_profile, spec_profile;
+      spec_profile.k = spec->num_speculative_tokens;
       for (std::size_t first = 0; first < prompts.size(); first += static_cast<std::size_t>(c.batch), ++group) {
         const std::size_t n = std::min(static_cast<std::size_t>(c.batch), prompts.size() - first);
         std::vector<RequestResult> b, s;
@@ -264,8 +280,18 @@ int main(int argc, char** argv) {
                           // Greedy, and sampling with one-hot drafts, must give identical tokens.
                           {"token_mismatches", mismatches}};
       if (args.profile) {
-        j["profile_baseline"] = base_profile.to_json();  // seconds per output token, by class
-        j["profile_spec"] = spec_profile.to_json();
+        j["profile_baseline"] = base_profile.per_token.to_json();  // seconds per output token, by class
+        j["profile_spec"] = spec_profile.per_token.to_json();
+        // Seconds per step: a plain decode step, and a step that verified k drafts per request
+        // (its proposer time included); their ratio is what one verification costs.
+        j["profile_decode_step"] = base_profile.full_steps.to_json();
+        j["profile_full_verification_step"] = spec_profile.full_steps.to_json();
+        j["full_verification_steps"] = spec_profile.full_steps.steps;
+        if (base_profile.full_steps.steps > 0 && spec_profile.full_steps.steps > 0) {
+          const double decode_s = base_profile.full_steps.step_seconds / base_profile.full_steps.steps;
+          const double verify_s = spec_profile.full_steps.step_seconds / spec_profile.full_steps.steps;
+          j["full_verification_step_over_decode_step"] = verify_s / decode_s;
+        }
       }
       std::cout << j.dump() << std::endl;
     }
