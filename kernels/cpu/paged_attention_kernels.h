@@ -119,6 +119,68 @@ inline void weighted_values(const float* p, const float* const* value, std::int6
   if (c0 < hd) weighted_values_tail(p, value, n, c0, static_cast<int>(hd - c0), out);
 }
 
+// Two rows at once (a and b: two query heads, or two tokens, of one kv head): for each, exactly
+// the sums weighted_values makes (per accumulator, keys in increasing order from zero), with the
+// value loads shared and twice the independent fma chains in flight (each chain waits for its
+// previous fma; one row of head_dim 64 has only 4 of them, half what keeps the FMA units busy).
+template <int R>
+inline void weighted_values_pair_regs(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
+                                      float* outb, const float* const* value, std::int64_t c0) {
+  V16 acc_a[R], acc_b[R];
+  for (int i = 0; i < R; ++i) acc_a[i] = acc_b[i] = vzero();
+  const std::int64_t both = std::min(na, nb);
+  std::int64_t j = 0;
+  for (; j < both; ++j) {
+    const V16 wa = vset1(pa[j]), wb = vset1(pb[j]);
+    const float* v = value[j] + c0;
+    for (int i = 0; i < R; ++i) {
+      const V16 x = vload(v + 16 * i);
+      acc_a[i] = vfma(wa, x, acc_a[i]);
+      acc_b[i] = vfma(wb, x, acc_b[i]);
+    }
+  }
+  for (std::int64_t k = j; k < na; ++k) {
+    const V16 wa = vset1(pa[k]);
+    for (int i = 0; i < R; ++i) acc_a[i] = vfma(wa, vload(value[k] + c0 + 16 * i), acc_a[i]);
+  }
+  for (std::int64_t k = j; k < nb; ++k) {
+    const V16 wb = vset1(pb[k]);
+    for (int i = 0; i < R; ++i) acc_b[i] = vfma(wb, vload(value[k] + c0 + 16 * i), acc_b[i]);
+  }
+  for (int i = 0; i < R; ++i) {
+    vstore(outa + c0 + 16 * i, acc_a[i]);
+    vstore(outb + c0 + 16 * i, acc_b[i]);
+  }
+}
+
+template <int RMax>
+inline void weighted_values_pair_dyn(int regs, const float* pa, std::int64_t na, float* outa, const float* pb,
+                                     std::int64_t nb, float* outb, const float* const* value, std::int64_t c0) {
+  if constexpr (RMax > 0) {
+    if (regs < RMax) {
+      weighted_values_pair_dyn<RMax - 1>(regs, pa, na, outa, pb, nb, outb, value, c0);
+    } else {
+      weighted_values_pair_regs<RMax>(pa, na, outa, pb, nb, outb, value, c0);
+    }
+  }
+}
+
+// weighted_values for rows a and b, in chunks of kAttentionValueRegs / 2 V16 per row.
+inline void weighted_values_pair(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
+                                 float* outb, const float* const* value, std::int64_t hd) {
+  constexpr int kRegs = kAttentionValueRegs / 2 > 0 ? kAttentionValueRegs / 2 : 1;
+  std::int64_t c0 = 0;
+  for (; c0 + 16 <= hd;) {
+    const int regs = static_cast<int>(std::min<std::int64_t>(kRegs, (hd - c0) / 16));
+    weighted_values_pair_dyn<kRegs>(regs, pa, na, outa, pb, nb, outb, value, c0);
+    c0 += 16 * regs;
+  }
+  if (c0 < hd) {
+    weighted_values_tail(pa, value, na, c0, static_cast<int>(hd - c0), outa);
+    weighted_values_tail(pb, value, nb, c0, static_cast<int>(hd - c0), outb);
+  }
+}
+
 // Tokens [t0, t1) of one sequence for one kv head, all attending from key position `first`
 // (t1 - t0 == 1 unless first == 0 for all of them). Each token's arithmetic is the per-token
 // algorithm of the header comment whatever the run: the run only shares the key pointers and,
@@ -144,20 +206,20 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   const float** values = keys + score_stride;
   auto score_row = [&](std::int64_t r, std::int64_t g) { return scores + (r * group + g) * score_stride; };
   auto n_keys = [&](std::int64_t r) { return a.positions[t0 + r] + 1 - first; };
-  std::int64_t j = 0;
+  std::int64_t made = 0;
   for (std::int64_t p0 = first; p0 < last;) {  // block by block: one division per block
     const std::int64_t in_block = p0 % bs;
     const std::int64_t nk = std::min(bs - in_block, last - p0);
     const float* key = a.kv_cache + blocks[p0 / bs] * block_stride + in_block * token_stride_kv + kvh * hd;
-    for (std::int64_t i = 0; i < nk; ++i, ++j, key += token_stride_kv) {
-      ::new (static_cast<void*>(keys + j)) const float*(key);
-      ::new (static_cast<void*>(values + j)) const float*(key + bs * token_stride_kv);
+    for (std::int64_t i = 0; i < nk; ++i, ++made, key += token_stride_kv) {
+      ::new (static_cast<void*>(keys + made)) const float*(key);
+      ::new (static_cast<void*>(values + made)) const float*(key + bs * token_stride_kv);
     }
     p0 += nk;
   }
-  for (; j < score_stride; ++j) {
-    ::new (static_cast<void*>(keys + j)) const float*(keys[0]);
-    ::new (static_cast<void*>(values + j)) const float*(values[0]);
+  for (; made < score_stride; ++made) {
+    ::new (static_cast<void*>(keys + made)) const float*(keys[0]);
+    ::new (static_cast<void*>(values + made)) const float*(values[0]);
   }
 
   if constexpr (kAttentionWideScores) {
@@ -196,12 +258,17 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
       for (std::int64_t g = 0; g < group; ++g) scale_row(score_row(r, g), n_keys(r), a.scale);
     }
   }
-  for (std::int64_t r = 0; r < runs; ++r) {
-    for (std::int64_t g = 0; g < group; ++g) {
-      softmax_row(score_row(r, g), n_keys(r));
-      weighted_values(score_row(r, g), values, n_keys(r), hd, a.out + (t0 + r) * a.out_stride + (kvh * group + g) * hd);
-    }
+  // Rows q = r * group + g: softmax each, then the value sums two rows at a time.
+  const std::int64_t rows = runs * group;
+  auto out_row = [&](std::int64_t q) { return a.out + (t0 + q / group) * a.out_stride + (kvh * group + q % group) * hd; };
+  for (std::int64_t q = 0; q < rows; ++q) softmax_row(score_row(q / group, q % group), n_keys(q / group));
+  std::int64_t q = 0;
+  for (; q + 1 < rows; q += 2) {
+    weighted_values_pair(score_row(q / group, q % group), n_keys(q / group), out_row(q),
+                         score_row((q + 1) / group, (q + 1) % group), n_keys((q + 1) / group), out_row(q + 1), values,
+                         hd);
   }
+  if (q < rows) weighted_values(score_row(q / group, q % group), values, n_keys(q / group), hd, out_row(q));
 }
 
 inline void attention(const baton::cpu::AttentionArgs& a, std::int64_t item_begin, std::int64_t item_end,
