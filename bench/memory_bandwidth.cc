@@ -10,8 +10,6 @@
 #include <new>
 #include <vector>
 
-#include <sys/mman.h>
-
 namespace baton::bench {
 namespace {
 
@@ -59,14 +57,10 @@ float sum_slice(const float* p, std::size_t n) {
 }  // namespace
 
 HugePageFloats::HugePageFloats(std::size_t n) : n_(n) {
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
   const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(float);
-  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
-  const std::size_t rounded = (bytes + align - 1) / align * align;
-  p_.reset(static_cast<float*>(std::aligned_alloc(align, rounded)));
+  p_.reset(static_cast<float*>(cpu::allocate_host(bytes)));  // the engine's own allocation
   if (!p_) throw std::bad_alloc();
-  if (align == kHugePage) (void)madvise(p_.get(), rounded, MADV_HUGEPAGE);
-  std::memset(p_.get(), 0, rounded);
+  std::memset(p_.get(), 0, bytes);
 }
 
 BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions) {

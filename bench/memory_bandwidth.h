@@ -5,9 +5,9 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace baton::bench {
@@ -18,9 +18,9 @@ struct BandwidthResult {
   std::size_t buffer_bytes = 0;
 };
 
-// A float buffer laid out as the CPU backend lays out weights and KV pools (2 MiB-aligned, with
-// transparent huge pages asked for when it is that large), so that probes and peers in a benchmark
-// read memory on the same terms as the engine. Zero-filled.
+// A float buffer from the CPU backend's own allocator (kernels/cpu/host_memory.h: huge pages when
+// it is that large), so that probes and peers in a benchmark read memory on the same terms as the
+// engine. Zero-filled.
 class HugePageFloats {
  public:
   explicit HugePageFloats(std::size_t n);
@@ -30,7 +30,7 @@ class HugePageFloats {
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(float* p) const { cpu::free_host(p); }
   };
   std::unique_ptr<float, Free> p_;
   std::size_t n_ = 0;
