@@ -12,17 +12,24 @@
 // The prefill line also times OpenBLAS sgemm (F32) on the same GEMM shapes in the same run.
 //
 // Every line also has a compute floor: the step's matrix flops over this machine's measured F32
-// FMA peak (bench/compute_peak.h; attention flops left out), and "roofline_step_seconds", the larger
+// FMA peak, or VDPBF16PS peak for the avx512bf16 tier on BF16 weights (bench/compute_peak.h;
+// attention flops left out), and "roofline_step_seconds", the larger
 // of the two floors. Decode lines for batch > 1 add their throughput over batch 1's, and the most
 // that ratio could be if this batch ran at its roofline while batch 1 stays as measured.
 //
-// usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--prefill-tokens 512] [--threads N]
+// Decode batches and the verification run in --rounds rounds (each batch size in turn, then the
+// verification), and the ratios (throughput over batch 1, verification over decode) are the median
+// over rounds of each round's paired ratio: a machine whose speed drifts moves both sides of a
+// ratio together. The other figures are medians over all timed steps of all rounds.
+//
+// usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--rounds 5] [--prefill-tokens 512] [--threads N]
 //                     [--cpu-isa auto|avx2|avx512|avx512bf16] [--profile 0|1] [--verify-k K]
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +50,7 @@ struct Args {
   std::string model;
   std::vector<int> batches = {1, 8, 32};
   int steps = 32;
+  int rounds = 5;
   int prefill_tokens = 512;
   int threads = 0;
   std::string cpu_isa = "auto";
@@ -56,6 +64,7 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") a.model = v;
     else if (k == "--steps") a.steps = std::stoi(v);
+    else if (k == "--rounds") a.rounds = std::max(1, std::stoi(v));
     else if (k == "--prefill-tokens") a.prefill_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
     else if (k == "--cpu-isa") a.cpu_isa = v;
@@ -75,7 +84,7 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.model.empty()) {
-    std::fprintf(stderr, "usage: decode_bench --model DIR [--batches 1,8,32] [--steps N] [--prefill-tokens N]\n");
+    std::fprintf(stderr, "usage: decode_bench --model DIR [--batches 1,8,32] [--steps N] [--rounds N] [--prefill-tokens N]\n");
     std::exit(2);
   }
   return a;
@@ -198,18 +207,22 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Timed steps of one run: wall time, target forward time, and the profile.
+  struct Run {
+    std::vector<double> step_s, forward_s;
+    ProfileSum prof;
+  };
   // Decode: B requests with short prompts, all prefilled in the first step; time each later step.
-  for (int batch : args.batches) {
+  auto run_decode = [&](int batch, int round, Run& into) -> std::vector<double> {
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = args.steps + 3;
     for (int i = 0; i < batch; ++i) {
-      (void)engine->add_request("d" + std::to_string(batch) + "-" + std::to_string(i),
+      (void)engine->add_request("d" + std::to_string(batch) + "-" + std::to_string(round) + "-" + std::to_string(i),
                                 random_prompt(16, vocab, static_cast<std::uint32_t>(i)), p);
     }
-    std::vector<double> step_s, forward_s;
-    ProfileSum prof;
+    std::vector<double> forward_s;
     int step = 0;
     while (engine->has_unfinished()) {
       StepProfile::reset();
@@ -217,43 +230,28 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       auto outs = engine->step();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (!outs.ok()) return 1;
+      if (!outs.ok()) std::exit(1);
       // Step 0 prefills, steps 1-2 warm up; the rest are pure decode steps of `batch` tokens.
       if (step >= 3 && static_cast<int>(outs->size()) == batch) {
-        step_s.push_back(s);
+        into.step_s.push_back(s);
         forward_s.push_back(engine->stats().forward_seconds - fwd0);
-        prof.add(StepProfile::totals(), s);
+        into.prof.add(StepProfile::totals(), s);
       }
       ++step;
     }
-    const double med = median(step_s);
-    nlohmann::json j;
-    j["phase"] = "decode";
-    j["batch"] = batch;
-    j["steps_timed"] = step_s.size();
-    j["step_seconds_median"] = med;
-    j["tokens_per_s"] = batch / med;
-    j["forward_seconds_median"] = median(forward_s);
-    if (args.profile) j["profile"] = prof.to_json();
-    results.push_back(j);
-  }
+    into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
+    return forward_s;
+  };
 
   // Verification: batch 1, the model drafting for itself, K + 1 tokens verified per step.
-  if (args.verify_k > 0) {
-    auto spec_engine = make_engine(args, 1, args.verify_k);
+  std::unique_ptr<Engine> spec_engine;
+  auto run_verify = [&](int round, Run& into) -> std::vector<double> {
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = (args.steps + 3) * (args.verify_k + 1);
-    // An untimed run first, as for decode.
-    (void)spec_engine->add_request("v-warm-up", random_prompt(16, vocab, 0u), p);
-    while (spec_engine->has_unfinished()) {
-      if (!spec_engine->step().ok()) return 1;
-    }
-    (void)spec_engine->add_request("v", random_prompt(16, vocab, 0u), p);
-    std::vector<double> step_s, forward_s;
-    ProfileSum prof;
-    std::int64_t tokens = 0;
+    (void)spec_engine->add_request("v" + std::to_string(round), random_prompt(16, vocab, 0u), p);
+    std::vector<double> forward_s;
     int step = 0;
     while (spec_engine->has_unfinished()) {
       StepProfile::reset();
@@ -261,32 +259,85 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       auto outs = spec_engine->step();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (!outs.ok()) return 1;
+      if (!outs.ok()) std::exit(1);
       std::int64_t n = 0;
       for (const RequestOutput& o : *outs) n += static_cast<std::int64_t>(o.new_tokens.size());
       if (step >= 3 && n == args.verify_k + 1) {
-        step_s.push_back(s);
+        into.step_s.push_back(s);
         forward_s.push_back(spec_engine->stats().forward_seconds - fwd0);
-        prof.add(StepProfile::totals(), s);
-        tokens += n;
+        into.prof.add(StepProfile::totals(), s);
       }
       ++step;
     }
+    into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
+    return forward_s;
+  };
+  if (args.verify_k > 0) {
+    spec_engine = make_engine(args, 1, args.verify_k);
+    Run unused;
+    (void)run_verify(-1, unused);  // untimed, as the decode warm-up
+  }
+
+  // Rounds: every batch size, then the verification, in turn, so that each round's ratios compare
+  // runs made within a few seconds of each other (the machine's speed drifts over a run).
+  std::map<int, Run> decode_runs;
+  Run verify_run;
+  std::map<int, std::vector<double>> throughput_ratios;  // batch -> per-round B * t1 / tB
+  std::vector<double> verify_ratios;                      // per-round verify forward / decode forward
+  for (int round = 0; round < args.rounds; ++round) {
+    std::map<int, double> step_median;
+    double decode_forward = 0;
+    for (int batch : args.batches) {
+      const std::size_t before = decode_runs[batch].step_s.size();
+      const std::vector<double> fwd = run_decode(batch, round, decode_runs[batch]);
+      const std::vector<double> steps(decode_runs[batch].step_s.begin() + static_cast<std::ptrdiff_t>(before),
+                                      decode_runs[batch].step_s.end());
+      if (steps.empty()) continue;
+      step_median[batch] = median(steps);
+      if (batch == 1) decode_forward = median(fwd);
+    }
+    if (step_median.contains(1)) {
+      for (const auto& [batch, t] : step_median) {
+        if (batch > 1) throughput_ratios[batch].push_back(batch * step_median[1] / t);
+      }
+    }
+    if (spec_engine) {
+      const std::vector<double> fwd = run_verify(round, verify_run);
+      if (!fwd.empty() && decode_forward > 0) verify_ratios.push_back(median(fwd) / decode_forward);
+    }
+  }
+  for (int batch : args.batches) {
+    const Run& r = decode_runs[batch];
+    if (r.step_s.empty()) continue;
+    const double med = median(r.step_s);
+    nlohmann::json j;
+    j["phase"] = "decode";
+    j["batch"] = batch;
+    j["steps_timed"] = r.step_s.size();
+    j["step_seconds_median"] = med;
+    j["tokens_per_s"] = batch / med;
+    j["forward_seconds_median"] = median(r.forward_s);
+    if (throughput_ratios.contains(batch)) {
+      // The median over rounds of the paired ratio (each round's batch-1 and batch-B medians).
+      j["throughput_over_batch1"] = median(throughput_ratios[batch]);
+      j["throughput_over_batch1_rounds"] = throughput_ratios[batch];
+    }
+    if (args.profile) j["profile"] = r.prof.to_json();
+    results.push_back(j);
+  }
+  if (spec_engine) {
     nlohmann::json j;
     j["phase"] = "verify";
     j["batch"] = 1;
     j["verified_tokens_per_step"] = args.verify_k + 1;
-    j["steps_timed"] = step_s.size();
-    j["step_seconds_median"] = step_s.empty() ? 0.0 : median(step_s);
-    j["forward_seconds_median"] = forward_s.empty() ? 0.0 : median(forward_s);
-    if (!forward_s.empty()) {
-      for (const nlohmann::json& d : results) {
-        if (d["phase"] == "decode" && d["batch"] == 1) {
-          j["forward_over_decode_forward"] = median(forward_s) / d["forward_seconds_median"].get<double>();
-        }
-      }
+    j["steps_timed"] = verify_run.step_s.size();
+    j["step_seconds_median"] = verify_run.step_s.empty() ? 0.0 : median(verify_run.step_s);
+    j["forward_seconds_median"] = verify_run.forward_s.empty() ? 0.0 : median(verify_run.forward_s);
+    if (!verify_ratios.empty()) {
+      j["forward_over_decode_forward"] = median(verify_ratios);
+      j["forward_over_decode_forward_rounds"] = verify_ratios;
     }
-    if (args.profile) j["profile"] = prof.to_json();
+    if (args.profile) j["profile"] = verify_run.prof.to_json();
     results.push_back(j);
   }
 
@@ -325,7 +376,10 @@ int main(int argc, char** argv) {
   const BandwidthResult after = measure_read_bandwidth(probe_pool, static_cast<std::size_t>(weight_bytes), 9);
   const double best_bw = std::max(bw.best_bytes_per_second, after.best_bytes_per_second);
   const double floor_step_s = static_cast<double>(weight_bytes) / best_bw;
-  const ComputePeak peak = measure_fma_peak(probe_pool, 9);
+  // The avx512bf16 tier multiplies BF16 weights with VDPBF16PS, whose peak is its ceiling; every
+  // other tier (and F32 weights) runs exact F32 FMAs.
+  const bool bf16_dot = args.cpu_isa == "avx512bf16" && engine->model().weights().matrix_dtype() == "BF16";
+  const ComputePeak peak = bf16_dot ? measure_bf16_dot_peak(probe_pool, 9) : measure_fma_peak(probe_pool, 9);
   // Matrix flops of a step: every token through the layers, the rows that need logits through the
   // LM head (decode and verification: all; prefill: the last).
   const ModelConfig& mc = engine->model_config();
@@ -348,7 +402,8 @@ int main(int argc, char** argv) {
     if (peak.best_flops_per_second > 0) {
       const double compute_floor_s = matrix_flops / peak.best_flops_per_second;
       const double roofline_s = std::max(compute_floor_s, floor_step_s);
-      j["fma_peak_gflop_per_s"] = peak.best_flops_per_second / 1e9;
+      j["compute_peak_gflop_per_s"] = peak.best_flops_per_second / 1e9;
+      j["compute_peak_instruction"] = bf16_dot ? "vdpbf16ps" : "fma";
       j["compute_floor_step_seconds"] = compute_floor_s;
       j["roofline_step_seconds"] = roofline_s;
       // The verify line's step includes its drafting; its target forward is what the floor bounds.
@@ -356,7 +411,6 @@ int main(int argc, char** argv) {
                                                : j["step_seconds_median"].get<double>();
       j["fraction_of_roofline"] = roofline_s / timed_s;
       if (phase == "decode" && tokens > 1 && batch1_step_s > 0) {
-        j["throughput_over_batch1"] = tokens * batch1_step_s / j["step_seconds_median"].get<double>();
         j["roofline_throughput_over_batch1"] = tokens * batch1_step_s / roofline_s;
       }
     }

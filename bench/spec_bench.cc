@@ -11,7 +11,7 @@
 //
 // usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 24]
 //                   [--max-tokens 64] [--threads N] [--cases batch1_greedy,batch8_greedy,batch1_t0.8]
-//                   [--profile 0|1] --spec JSON [--spec JSON ...]
+//                   [--cpu-isa auto|portable|avx2|avx512|avx512bf16] [--profile 0|1] --spec JSON [--spec JSON ...]
 // Prints one JSON object per (method, case) on stdout, with "profile_baseline" and "profile_spec":
 // the decode steps' time (steps that emit no request's first token) split by kernels/step_profile.h
 // into GEMM, attention, norm/rope/activation, sampling/verification, proposer and overhead, per
@@ -39,6 +39,7 @@ namespace {
 struct Args {
   std::string model, prompts, field = "prompt";
   int num_prompts = 24, max_tokens = 64, threads = 0;
+  std::string cpu_isa = "auto";
   bool profile = true;
   std::vector<std::string> cases = {"batch1_greedy", "batch8_greedy", "batch1_t0.8"};
   std::vector<std::string> specs;
@@ -46,7 +47,8 @@ struct Args {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts N] "
-                       "[--max-tokens N] [--threads N] [--cases a,b,c] [--profile 0|1] --spec JSON [--spec JSON ...]\n");
+                       "[--max-tokens N] [--threads N] [--cases a,b,c] [--cpu-isa ISA] [--profile 0|1] "
+                       "--spec JSON [--spec JSON ...]\n");
   std::exit(2);
 }
 
@@ -65,6 +67,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--num-prompts") a.num_prompts = std::stoi(v);
     else if (k == "--max-tokens") a.max_tokens = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
+    else if (k == "--cpu-isa") a.cpu_isa = v;
     else if (k == "--spec") a.specs.push_back(v);
     else if (k == "--profile") a.profile = v != "0";
     else if (k == "--cases") {
@@ -161,6 +164,7 @@ std::unique_ptr<Engine> make_engine(const Args& a, const std::optional<Speculati
   EngineConfig c;
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
+  c.backend.cpu_isa = a.cpu_isa;
   c.kv_cache_bytes = 512LL << 20;
   c.scheduler.max_num_seqs = 8;
   c.scheduler.enable_prefix_caching = false;  // equal settings: heads need it off, so both run without
@@ -260,6 +264,7 @@ int main(int argc, char** argv) {
         per_position.push_back(st.num_drafts > 0 ? static_cast<double>(a) / static_cast<double>(st.num_drafts) : 0.0);
       }
       nlohmann::json j = {{"model", args.model},
+                          {"cpu_isa", args.cpu_isa},
                           {"case", c.name},
                           {"batch", c.batch},
                           {"temperature", c.temperature},

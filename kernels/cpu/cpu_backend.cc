@@ -64,10 +64,10 @@ void CpuBackend::free(void* data, std::size_t /*bytes*/) {
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::pack_linear_weight(const TensorView& weight, TensorView* packed) {
-  // The opt-in BF16-dot tier computes BF16 GEMMs its own way, and the non-invariant opt-in hands
-  // F32 GEMMs with many rows to OpenBLAS: both read row-major weights.
+  // The non-invariant opt-in hands F32 GEMMs with many rows to OpenBLAS, which reads row-major
+  // weights. (The BF16-dot tier has its own kernel over the same panels.)
   const bool wanted = weight.ndim == 2 && weight.stride(1) == 1 && packable_weight_dtype(weight.dtype) &&
-                      isa_ != CpuIsa::kAvx512Bf16 && (options_.batch_invariant || weight.dtype != DType::kF32);
+                      (options_.batch_invariant || weight.dtype != DType::kF32);
   if (!wanted || weight.dim(0) == 0 || weight.dim(1) == 0) return DeviceBuffer();
   const std::int64_t n = weight.dim(0), k = weight.dim(1);
   const auto bytes = static_cast<std::size_t>(packed_weight_bytes(weight.dtype, n, k));

@@ -1,6 +1,6 @@
 // The opt-in "avx512bf16" tier: the AVX-512 kernels, except that GEMMs over BF16 weights round the
 // activations to BF16 and multiply with VDPBF16PS (32 products per instruction, weights used
-// straight from memory). Rows stay batch-invariant (fixed order per row), but results differ from
+// straight from memory, packed or row-major). Rows stay batch-invariant (fixed order per row), but results differ from
 // the exact-f32 tiers, so "auto" never picks this tier; --cpu-isa avx512bf16 does. Compiled with
 // -mavx512bf16 (kernels/CMakeLists.txt); called only when cpuid reports AVX512_BF16.
 #include <immintrin.h>
@@ -86,11 +86,108 @@ void gemm_bf16_dot(const GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) 
              });
 }
 
+// ---- The same over packed BF16 panels (packed_weights.h) ----------------------------------------
+// A panel's k-pair q is 16 dwords, dword l = (W[c_l][2q], W[c_l][2q + 1]): exactly VDPBF16PS's
+// pair layout. Broadcasting the row's (x[2q], x[2q + 1]) dword makes one instruction do both k's
+// of 16 columns, with no widening of the weights. Output element (m, c) is one chain: acc = 0, then
+// acc = dpbf16(acc, x pair q, W pair q) for q = 0, 1, ... in order (+ bias): independent of the
+// row tile, the rows riding along, the k blocking (exact f32 partial sums wait in y) and threads.
+
+// Rows [0, MR) of xb (BF16, row stride ldxb, zero past k) times panels [0, NP) over `pairs`
+// k-pairs; xb and w already point at the block's first k (even). resume/finish as packed_tile.
+template <int MR, int NP>
+void packed_tile_dot(const std::uint16_t* xb, std::int64_t ldxb, const std::uint16_t* w, std::int64_t ps,
+                     std::int64_t pairs, const float* bias, float* y, std::int64_t ldy, int last_cols, bool resume,
+                     bool finish) {
+  __m512 acc[MR][NP];
+  for (int j = 0; j < NP; ++j) {
+    const __mmask16 cols = j == NP - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : __mmask16{0xffff};
+    for (int i = 0; i < MR; ++i) acc[i][j] = resume ? _mm512_maskz_loadu_ps(cols, y + i * ldy + j * 16) : _mm512_setzero_ps();
+  }
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    __m512bh wv[NP];
+    for (int j = 0; j < NP; ++j) {
+      __builtin_prefetch(w + j * ps + (q + 32) * 32);  // as packed_tile: 2 KiB ahead per panel
+      wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ps + q * 32);
+    }
+    for (int i = 0; i < MR; ++i) {
+      std::uint32_t pair;
+      std::memcpy(&pair, xb + i * ldxb + 2 * q, sizeof(pair));
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int j = 0; j < NP; ++j) {
+    const __mmask16 cols = j == NP - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : __mmask16{0xffff};
+    const __m512 b = finish && bias != nullptr ? _mm512_maskz_loadu_ps(cols, bias + j * 16) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) {
+      const __m512 r = finish && bias != nullptr ? _mm512_add_ps(acc[i][j], b) : acc[i][j];
+      _mm512_mask_storeu_ps(y + i * ldy + j * 16, cols, r);
+    }
+  }
+}
+
+template <int MRMax, int NPMax>
+void packed_tile_dot_dyn(const std::uint16_t* xb, std::int64_t ldxb, const std::uint16_t* w, std::int64_t ps,
+                         std::int64_t pairs, const float* bias, float* y, std::int64_t ldy, int last_cols,
+                         bool resume, bool finish, int mr, int np) {
+  if constexpr (MRMax > 0 && NPMax > 0) {
+    if (mr < MRMax) {
+      packed_tile_dot_dyn<MRMax - 1, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, mr, np);
+    } else if (np < NPMax) {
+      packed_tile_dot_dyn<MRMax, NPMax - 1>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, mr, np);
+    } else {
+      packed_tile_dot<MRMax, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish);
+    }
+  }
+}
+
+// gemm_packed_typed's loop nest (panel groups outside; k blocks when several row tiles share
+// them) over x rounded to BF16 once per call. F32 weights keep the exact path.
+void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
+  if (a.w_dtype != baton::DType::kBF16) {
+    gemm_packed(a, panel_begin, panel_end);
+    return;
+  }
+  thread_local std::vector<std::uint16_t> xb;
+  const std::int64_t ldxb = baton::cpu::packed_k(a.k);
+  if (static_cast<std::int64_t>(xb.size()) < a.rows * ldxb) xb.resize(static_cast<std::size_t>(a.rows * ldxb));
+  for (std::int64_t m = 0; m < a.rows; ++m) {
+    std::uint16_t* row = xb.data() + m * ldxb;
+    for (std::int64_t i = 0; i < a.k; ++i) row[i] = baton::f32_to_bf16(a.x[m * a.ldx + i]);
+    if (ldxb > a.k) row[a.k] = 0;
+  }
+  const auto* w = static_cast<const std::uint16_t*>(a.w);
+  const std::int64_t ps = baton::cpu::panel_elements(a.k);
+  // About 24 KiB of panel slice per k block, as the exact path.
+  constexpr std::int64_t kBlockK = (24 * 1024 / (16 * kPackedPanels * 2)) / 2 * 2;
+  const std::int64_t kc = a.rows > kPackedRows ? kBlockK : ldxb;
+  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
+    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
+    const std::int64_t col = p * 16;
+    const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
+    const float* bias = a.bias != nullptr ? a.bias + col : nullptr;
+    for (std::int64_t k0 = 0; k0 < ldxb; k0 += kc) {
+      const std::int64_t kb = std::min(kc, ldxb - k0);
+      for (std::int64_t m = 0; m < a.rows; m += kPackedRows) {
+        const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
+        packed_tile_dot_dyn<kPackedRows, kPackedPanels>(xb.data() + m * ldxb + k0, ldxb, w + p * ps + k0 * 16, ps,
+                                                        kb / 2, bias, a.y + m * a.ldy + col, a.ldy, last_cols,
+                                                        /*resume=*/k0 > 0, /*finish=*/k0 + kb == ldxb, mr, np);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tier_avx512bf16
 
 const KernelTable& avx512_bf16_kernel_table() {
-  static const KernelTable table = tier_avx512bf16::make_table_with_gemm("avx512bf16", &tier_avx512bf16::gemm_bf16_dot);
+  static const KernelTable table = [] {
+    KernelTable t = tier_avx512bf16::make_table_with_gemm("avx512bf16", &tier_avx512bf16::gemm_bf16_dot);
+    t.gemm_packed = &tier_avx512bf16::gemm_packed_bf16_dot;
+    return t;
+  }();
   return table;
 }
 

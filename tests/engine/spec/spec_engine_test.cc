@@ -2,12 +2,14 @@
 // greedy output is token-for-token the output of plain greedy decoding, over many prompts in one
 // batch that mixes speculating requests, requests without drafts, and sampled requests; seeded
 // sampled output does not depend on the batch; acceptance counters are consistent; rejected KV is
-// rolled back (all blocks return to the pool).
+// rolled back (all blocks return to the pool); the opt-in BF16-dot CPU tier keeps greedy output
+// identical too.
 #include <map>
 #include <random>
 
 #include "engine/engine.h"
 #include "gmock/gmock.h"
+#include "kernels/cpu/cpu_features.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
@@ -59,10 +61,12 @@ std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
   return jobs;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec) {
+std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
+                                    const std::string& cpu_isa = "auto") {
   EngineConfig c;
   c.model_dir = fixture_path(target);
   c.backend.num_threads = 2;
+  c.backend.cpu_isa = cpu_isa;
   c.kv_cache_bytes = 8 << 20;
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 16;
@@ -272,6 +276,33 @@ TEST(SpecEngine, PreemptionAndChunkingKeepGreedyOutputIdentical) {
   EXPECT_EQ(run(**tight, jobs), expected);
   EXPECT_GT((*tight)->stats().preemptions, 0);
   EXPECT_EQ((*tight)->block_pool().num_in_use(), 0);
+}
+
+// The opt-in BF16-dot tier computes BF16-weight GEMMs its own way (activations rounded to BF16,
+// VDPBF16PS over the packed panels): its rows are just as batch-invariant, so a verification of
+// k + 1 tokens must still reproduce plain greedy decoding under it, token for token.
+TEST(SpecEngine, Bf16DotTierKeepsGreedyOutputIdentical) {
+  if (!cpu::CpuFeatures::detect().supports(cpu::CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"llama3-bf16", R"({"method": "draft_model", "num_speculative_tokens": 4, "model": ")" +
+                          fixture_path("llama3-bf16") + "\"}"},
+      {"llama3-bf16", R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"},
+      {"qwen3-bf16", R"({"method": "mtp", "num_speculative_tokens": 1, "model": ")" +
+                         fixture_path("spec/mtp-qwen3next-qwen3-bf16") + "\"}"},
+  };
+  for (const auto& [target, json] : cases) {
+    auto plain = make_engine(target, std::nullopt, "avx512bf16");
+    const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/false);
+    const auto expected = run(*plain, jobs);
+    auto spec = SpeculativeConfig::parse(json, NodeRole::kColocated);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto engine = make_engine(target, *spec, "avx512bf16");
+    EXPECT_EQ(run(*engine, jobs), expected) << json;
+    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << json << ": nothing was verified";
+    if (json.find("draft_model") != std::string::npos) {  // the target drafting for itself
+      EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << json;
+    }
+  }
 }
 
 }  // namespace

@@ -141,6 +141,10 @@ const AttnCase kSetups[] = {
     // a long context, contexts of exactly 16 and 17 keys (whole and partial score chunks)
     {8, 2, 128, 16, 0, {300, 16, 17}, {5, 1, 1}},
     {4, 1, 96, 32, 0, {129, 33}, {1, 33}},  // head_dim 96, blocks of 32
+    // MHA decode batch (kv heads paired per token, an odd count leaves one alone) with a prefill
+    // chunk and a verification run beside it; head_dim 64, and 40 with a tail chunk
+    {5, 5, 64, 16, 0, {40, 17, 33, 12}, {1, 1, 5, 12}},
+    {3, 3, 40, 8, 0, {20, 9}, {1, 1}},
 };
 
 TEST(PagedAttention, MatchesFloat64Reference) {

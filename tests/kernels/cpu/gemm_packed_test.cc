@@ -2,7 +2,8 @@
 // each output element is the fused multiply-add chain over k in order (checked against a scalar
 // std::fma reference, so the order itself is pinned), rows are bit-identical whatever rows ride
 // along and however the panels are split, the tiers are bit-identical, and the backend packs at
-// load and reads packed weights through linear() with the same bits at every thread count.
+// load and reads packed weights through linear() with the same bits at every thread count. The
+// opt-in BF16-dot tier's own kernel over the same panels is checked for accuracy and invariance.
 #include <cmath>
 #include <cstring>
 
@@ -182,7 +183,7 @@ TEST(GemmPacked, BackendPacksAtLoadAndLinearIsInvariantAcrossThreadsAndBatches) 
   EXPECT_TRUE(same_bits(results[0], results[2]));
 }
 
-TEST(GemmPacked, BackendLeavesF16AndTheBf16DotTierRowMajor) {
+TEST(GemmPacked, BackendLeavesF16RowMajorAndPacksBf16ForTheBf16DotTierToo) {
   auto backend = CpuBackend::create(BackendOptions{});
   ASSERT_TRUE(backend.ok());
   std::vector<std::uint16_t> w(64 * 32, 0);
@@ -197,8 +198,61 @@ TEST(GemmPacked, BackendLeavesF16AndTheBf16DotTierRowMajor) {
     ASSERT_TRUE(bf16.ok());
     auto b2 = (*bf16)->pack_linear_weight(TensorView::contiguous(w.data(), DType::kBF16, {64, 32}), &packed);
     ASSERT_TRUE(b2.ok());
-    EXPECT_EQ(b2->data(), nullptr);
+    EXPECT_NE(b2->data(), nullptr);
   }
+}
+
+// The opt-in avx512bf16 tier over packed BF16 panels: x rounded to BF16, one VDPBF16PS per k-pair.
+// Its bits are the hardware's (no scalar twin to pin them), so: close to a float64 reference over
+// the BF16-rounded x, and every row bit-identical whatever rides along and however panels split.
+TEST(GemmPackedBf16Dot, MatchesReferenceOverBf16RoundedActivations) {
+  if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const KernelTable& t = kernel_table_for(CpuIsa::kAvx512Bf16);
+  for (const Shape& s : sweep()) {
+    const Weight w = make_weight(DType::kBF16, s.n, s.k, static_cast<std::uint32_t>(s.n * 3 + s.k));
+    const auto x = random_floats(static_cast<std::size_t>(s.m * s.k), static_cast<std::uint32_t>(s.m + 5));
+    const auto bias = random_floats(static_cast<std::size_t>(s.n), 98);
+    const auto y = run_packed(t, w, s.m, x.data(), bias.data(), /*panel_split=*/1);
+    for (std::int64_t i = 0; i < s.m; ++i) {
+      for (std::int64_t c = 0; c < s.n; ++c) {
+        double ref = bias[static_cast<std::size_t>(c)], mag = std::fabs(ref);
+        for (std::int64_t kk = 0; kk < s.k; ++kk) {
+          const double xr = bf16_to_f32(f32_to_bf16(x[static_cast<std::size_t>(i * s.k + kk)]));
+          const double prod = xr * w.rounded[static_cast<std::size_t>(c * s.k + kk)];
+          ref += prod;
+          mag += std::fabs(prod);
+        }
+        ASSERT_NEAR(y[static_cast<std::size_t>(i * s.n + c)], ref, 1e-6 * mag * std::sqrt(static_cast<double>(s.k)) + 1e-30)
+            << "m=" << s.m << " n=" << s.n << " k=" << s.k << " row " << i << " col " << c;
+      }
+    }
+  }
+}
+
+TEST(GemmPackedBf16Dot, RowOfAnMRowGemmEqualsTheRowAlone) {
+  if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const KernelTable& t = kernel_table_for(CpuIsa::kAvx512Bf16);
+  for (std::int64_t k : {301, 1031}) {  // one k block, and several (partial sums resumed from y)
+    const Weight w = make_weight(DType::kBF16, 83, k, 7);
+    const auto bias = random_floats(83, 8);
+    for (std::int64_t m : {2, 5, 8, 9, 31, 64}) {
+      const auto x = random_floats(static_cast<std::size_t>(m * w.k), static_cast<std::uint32_t>(200 + m));
+      const auto batched = run_packed(t, w, m, x.data(), bias.data(), /*panel_split=*/2);
+      for (std::int64_t r = 0; r < m; ++r) {
+        const auto alone = run_packed(t, w, 1, x.data() + r * w.k, bias.data());
+        const std::vector<float> row(batched.begin() + r * w.n, batched.begin() + (r + 1) * w.n);
+        ASSERT_TRUE(same_bits(alone, row)) << "k=" << k << " m=" << m << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(GemmPackedBf16Dot, F32WeightsKeepTheExactPath) {
+  if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
+  const Weight w = make_weight(DType::kF32, 50, 77, 9);
+  const auto x = random_floats(static_cast<std::size_t>(7 * w.k), 10);
+  EXPECT_TRUE(same_bits(run_packed(kernel_table_for(CpuIsa::kAvx512Bf16), w, 7, x.data(), nullptr),
+                        reference(w, 7, x.data(), nullptr)));
 }
 
 }  // namespace
