@@ -181,6 +181,21 @@ inline void weighted_values_pair(const float* pa, std::int64_t na, float* outa, 
   }
 }
 
+// A decode step's KV is cold (the weights have streamed through the caches since it was last
+// read) and scattered a token row apart, which the hardware prefetchers do not follow: attention
+// asks for the key and value rows of the first kPrefetchKeys positions (32 KiB at head_dim 64)
+// when it makes their pointers. Not more: a long context's rows would evict each other before
+// their turn. Measured on 8 cold decode rows, 12 heads: 17% less time over 40 keys, 3-6% over
+// 300, 2% over 1500; prefetching every key, or streaming ahead of the scores, was 7-30% slower
+// than none over 1500 keys.
+inline constexpr std::int64_t kPrefetchKeys = 64;
+inline void prefetch_row(const float* key, const float* value, std::int64_t hd) {
+  for (std::int64_t c = 0; c < hd; c += 16) {
+    __builtin_prefetch(key + c);
+    __builtin_prefetch(value + c);
+  }
+}
+
 // Tokens [t0, t1) of one sequence for one kv head, all attending from key position `first`
 // (t1 - t0 == 1 unless first == 0 for all of them). Each token's arithmetic is the per-token
 // algorithm of the header comment whatever the run: the run only shares the key pointers and,
@@ -214,6 +229,7 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
     for (std::int64_t i = 0; i < nk; ++i, ++made, key += token_stride_kv) {
       ::new (static_cast<void*>(keys + made)) const float*(key);
       ::new (static_cast<void*>(values + made)) const float*(key + bs * token_stride_kv);
+      if (made < kPrefetchKeys) prefetch_row(key, key + bs * token_stride_kv, hd);
     }
     p0 += nk;
   }
