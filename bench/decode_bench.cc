@@ -424,6 +424,7 @@ int main(int argc, char** argv) {
     // For prefill this is far below 1 by nature: prefill is bound by compute, not by reading weights.
     j["fraction_of_bandwidth_floor"] = floor_step_s / j["step_seconds_median"].get<double>();
     j["backend"] = engine->describe();
+    j["cpu_isa"] = args.cpu_isa;
     std::cout << j.dump() << std::endl;
   }
   return 0;
