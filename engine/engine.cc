@@ -302,7 +302,8 @@ void Engine::abort(const std::string& id) {
 
 void Engine::propose_pending(std::vector<RequestOutput>& outs) {
   if (!speculator_) return;
-  std::vector<Request*> want;
+  std::vector<Request*>& want = want_drafts_;  // reused from step to step
+  want.clear();
   for (Request* r : scheduler_->running()) {
     if (r->needs_drafts && r->decoding() && !r->finished()) want.push_back(r);
   }
@@ -314,7 +315,7 @@ void Engine::propose_pending(std::vector<RequestOutput>& outs) {
 
 absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs) {
   const TargetStateSpec states = speculator_ ? speculator_->target_states() : TargetStateSpec{};
-  ForwardBatch batch = step_batch_.build(plan.chunks, states);
+  ForwardBatch& batch = step_batch_.build(plan.chunks, states);
   if (layer_callback_) {
     layer_writes_.clear();
     for (const ScheduledChunk& c : plan.chunks) {
@@ -331,7 +332,7 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     // Pin the failure on the chunks that fail alone; the others run again next step.
     bool culprit = false;
     for (const ScheduledChunk& c : plan.chunks) {
-      ForwardBatch one = step_batch_.build(std::span<const ScheduledChunk>(&c, 1), states);
+      const ForwardBatch& one = step_batch_.build(std::span<const ScheduledChunk>(&c, 1), states);
       if (absl::StatusOr<ForwardOutput> alone = model_->forward(one, *cache_); !alone.ok()) {
         fail(c.request, alone.status(), outs);
         culprit = true;
@@ -422,7 +423,7 @@ absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
   // promoted request is never verified without its drafts.
   scheduler_->promote_ready();
   propose_pending(outs);
-  const SchedulerOutput plan = scheduler_->schedule();
+  const SchedulerOutput& plan = scheduler_->schedule();
   stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
   if (speculator_) {
     for (Request* r : plan.preempted) speculator_->reset_request(*r);

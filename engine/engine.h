@@ -248,6 +248,7 @@ class Engine {
   TextDecoderFactory decoder_factory_;
   KvLayerCallback layer_callback_;
   std::vector<KvLayerWrite> layer_writes_;
+  std::vector<Request*> want_drafts_;  // propose_pending()'s list, reused from step to step
   EngineStats stats_;
   std::uint64_t next_key_ = 1;
   std::int32_t num_held_ = 0;  // requests parked (prefill) or reserved (decode)

@@ -95,21 +95,24 @@ bool Scheduler::schedule_running(Request* r, std::int32_t& budget, SchedulerOutp
   return true;
 }
 
-SchedulerOutput Scheduler::schedule() {
-  SchedulerOutput out;
+const SchedulerOutput& Scheduler::schedule() {
+  SchedulerOutput& out = out_;
+  out.chunks.clear();
+  out.preempted.clear();
+  out.num_tokens = 0;
   std::int32_t budget = config_.max_num_batched_tokens;
 
   // Running requests: those starved of budget last step first, then the rest, oldest first.
-  std::vector<Request*> order;
-  order.reserve(running_.size());
+  std::vector<Request*>& order = order_;
+  order.clear();
   for (Request* r : running_) {
     if (r->starved) order.push_back(r);
   }
   for (Request* r : running_) {
     if (!r->starved) order.push_back(r);
   }
-  std::vector<Request*> scheduled;
-  scheduled.reserve(order.size());
+  std::vector<Request*>& scheduled = scheduled_;
+  scheduled.clear();
   for (Request* r : order) {
     if (r->state != RequestState::kRunning) continue;  // preempted earlier in this loop
     if (budget <= 0) {

@@ -62,7 +62,9 @@ class Scheduler {
   void remove(Request* request);
   // Removes a request but leaves its blocks with it (a prefilled request kept for a hand-off).
   void detach(Request* request);
-  SchedulerOutput schedule();
+  // The plan is this object's own, valid until the next schedule() (its vectors are reused, so a
+  // step allocates nothing here once they have grown).
+  const SchedulerOutput& schedule();
 
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !ready_.empty(); }
   std::size_t num_waiting() const { return waiting_.size(); }
@@ -86,6 +88,8 @@ class Scheduler {
   std::deque<Request*> waiting_;
   std::deque<Request*> ready_;
   std::vector<Request*> running_;  // in admission order; preemption takes from the back
+  SchedulerOutput out_;                            // schedule()'s result
+  std::vector<Request*> order_, scheduled_;         // schedule()'s scratch
 };
 
 }  // namespace baton

@@ -4,8 +4,10 @@
 
 namespace baton {
 
-ForwardBatch StepBatch::build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states) {
-  ForwardBatch batch;
+ForwardBatch& StepBatch::build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states) {
+  ForwardBatch& batch = batch_;  // reused: its vectors keep their capacity from step to step
+  batch.sequences.clear();
+  batch.on_layer_written = nullptr;
   const std::size_t n = chunks.size();
   logits_indices_.resize(n);
   verify_tokens_.resize(n);
@@ -43,7 +45,7 @@ ForwardBatch StepBatch::build(std::span<const ScheduledChunk> chunks, const Targ
     token_row += static_cast<std::size_t>(c.num_tokens);
   }
   states_ = states;
-  batch.capture_layer_inputs = states.layer_inputs;
+  batch.capture_layer_inputs.assign(states.layer_inputs.begin(), states.layer_inputs.end());
   batch.capture_final_hidden = states.final_hidden;
   return batch;
 }

@@ -21,8 +21,9 @@ namespace baton {
 
 class StepBatch {
  public:
-  // The chunks must outlive the batch's use (their token spans point into the requests).
-  ForwardBatch build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states);
+  // The chunks must outlive the batch's use (their token spans point into the requests). The
+  // batch is this object's own, valid (and reused) until the next build().
+  ForwardBatch& build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states);
   void fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden);
 
   // Chunk i's logits: [drafts + 1, vocab] for a verification, [1, vocab] when it samples, empty
@@ -32,6 +33,7 @@ class StepBatch {
   std::span<const float> states(std::size_t chunk) const;
 
  private:
+  ForwardBatch batch_;
   std::vector<std::vector<std::int32_t>> logits_indices_;  // per chunk
   std::vector<std::vector<std::int32_t>> verify_tokens_;   // pending token + drafts, per chunk
   std::vector<std::size_t> logits_row_, token_row_;        // per chunk: first logits row / token
