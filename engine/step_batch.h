@@ -2,8 +2,9 @@
 //   build()  turns the chunks into a ForwardBatch: each chunk's token span (for a verification,
 //            the pending token followed by the drafts), the positions that want logits, and the
 //            hidden states the proposer wants captured;
-//   fetch()  copies the logits and captured states to the host in one copy per tensor, and
-//            gives each chunk its rows: logits [rows, vocab], states [tokens, width] interleaved
+//   fetch()  copies the logits and captured states to the host in one copy per tensor (the
+//            logits are read in place where the host can read device memory), and gives each
+//            chunk its rows: logits [rows, vocab], states [tokens, width] interleaved
 //            per token as TargetStateConsumer::observe() takes them.
 // Buffers are reused from step to step. It owns no request state and never samples.
 #pragma once
@@ -40,6 +41,7 @@ class StepBatch {
   std::vector<std::int32_t> num_logits_, num_tokens_;
   TargetStateSpec states_;
   std::int32_t vocab_ = 0, width_ = 0;
+  std::span<const float> logits_;  // this step's logits: host_logits_, or the device's own rows
   std::vector<float> host_logits_;
   std::vector<float> host_states_;
   std::vector<float> staging_;

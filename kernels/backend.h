@@ -79,6 +79,9 @@ class Backend {
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
   // True when host memory (e.g. a memory-mapped checkpoint) can be used as weights in place.
   virtual bool reads_host_memory() const = 0;
+  // True when device buffers are ordinary host memory that the host may read in place once
+  // synchronize() has returned, so results need no copy_to_host.
+  virtual bool host_reads_device_memory() const { return false; }
   virtual void synchronize() = 0;
 
   // A copy of a linear() weight [n, k] in the layout this backend's linear() reads fastest, made
