@@ -98,7 +98,7 @@ void gemm_bf16_dot(const GemmArgs& a, std::int64_t n_begin, std::int64_t n_end) 
 template <int MR, int NP>
 void packed_tile_dot(const std::uint16_t* xb, std::int64_t ldxb, const std::uint16_t* w, std::int64_t ps,
                      std::int64_t pairs, const float* bias, float* y, std::int64_t ldy, int last_cols, bool resume,
-                     bool finish) {
+                     bool finish, std::int64_t ahead) {
   __m512 acc[MR][NP];
   for (int j = 0; j < NP; ++j) {
     const __mmask16 cols = j == NP - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : __mmask16{0xffff};
@@ -107,7 +107,7 @@ void packed_tile_dot(const std::uint16_t* xb, std::int64_t ldxb, const std::uint
   for (std::int64_t q = 0; q < pairs; ++q) {
     __m512bh wv[NP];
     for (int j = 0; j < NP; ++j) {
-      __builtin_prefetch(w + j * ps + (q + 32) * 32);  // as packed_tile: 2 KiB ahead per panel
+      if (ahead > 0) __builtin_prefetch(w + j * ps + (q + ahead) * 32);
       wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ps + q * 32);
     }
     for (int i = 0; i < MR; ++i) {
@@ -130,14 +130,16 @@ void packed_tile_dot(const std::uint16_t* xb, std::int64_t ldxb, const std::uint
 template <int MRMax, int NPMax>
 void packed_tile_dot_dyn(const std::uint16_t* xb, std::int64_t ldxb, const std::uint16_t* w, std::int64_t ps,
                          std::int64_t pairs, const float* bias, float* y, std::int64_t ldy, int last_cols,
-                         bool resume, bool finish, int mr, int np) {
+                         bool resume, bool finish, std::int64_t ahead, int mr, int np) {
   if constexpr (MRMax > 0 && NPMax > 0) {
     if (mr < MRMax) {
-      packed_tile_dot_dyn<MRMax - 1, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, mr, np);
+      packed_tile_dot_dyn<MRMax - 1, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, ahead,
+                                            mr, np);
     } else if (np < NPMax) {
-      packed_tile_dot_dyn<MRMax, NPMax - 1>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, mr, np);
+      packed_tile_dot_dyn<MRMax, NPMax - 1>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, ahead,
+                                            mr, np);
     } else {
-      packed_tile_dot<MRMax, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish);
+      packed_tile_dot<MRMax, NPMax>(xb, ldxb, w, ps, pairs, bias, y, ldy, last_cols, resume, finish, ahead);
     }
   }
 }
@@ -173,7 +175,8 @@ void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std
         const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
         packed_tile_dot_dyn<kPackedRows, kPackedPanels>(xb.data() + m * ldxb + k0, ldxb, w + p * ps + k0 * 16, ps,
                                                         kb / 2, bias, a.y + m * a.ldy + col, a.ldy, last_cols,
-                                                        /*resume=*/k0 > 0, /*finish=*/k0 + kb == ldxb, mr, np);
+                                                        /*resume=*/k0 > 0, /*finish=*/k0 + kb == ldxb,
+                                                        packed_prefetch_ahead(m, kc), mr, np);
       }
     }
   }
