@@ -250,5 +250,18 @@ TEST(Greedy, TokenMatchesTheReferenceOnRowsWithTiesInfinitiesPenaltiesAndMasks) 
   }
 }
 
+TEST(GreedyDeathTest, ANaNAnywhereInTheRowIsCaught) {
+  // The scan's NaN test covers the 16-lane blocks and the tail alike (the engine checks rows first;
+  // this is the sampler's own guard).
+  for (const std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{17}, std::size_t{40}}) {
+    std::vector<float> row(41, 1.0f);
+    row[at] = std::nanf("");
+    Sampler s;
+    SamplingParams p;
+    p.temperature = 0.0f;
+    EXPECT_DEATH((void)s.greedy_token(row, p, TokenHistory{}, {}), "NaN in the logits row") << "NaN at " << at;
+  }
+}
+
 }  // namespace
 }  // namespace baton
