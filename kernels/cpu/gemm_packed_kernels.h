@@ -108,8 +108,9 @@ void packed_tile_dyn(const float* x, std::int64_t ldx, const typename PanelLoad<
 // streams. The first tile reads the block from memory: 32 pairs ahead (2 KiB of BF16 per panel;
 // the panels are a panel apart, too far apart for the hardware prefetcher to run that far ahead of
 // all of them). The second, while the block is in L1, fetches the whole next block, so that the
-// next first tile does not wait for memory line by line (6-7% on one thread for 32 rows of the
-// 110M model's GEMMs). Later tiles read L1 only.
+// next first tile does not wait for memory line by line (32 rows of the 110M model's GEMMs on one
+// thread: 6-7% faster on the BF16-dot tier, 2% on the compute-bound exact tiers). Later tiles
+// read L1 only.
 inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t kc) {
   return m == 0 ? 32 : m == kPackedRows ? kc / 2 : 0;
 }
