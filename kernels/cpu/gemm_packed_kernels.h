@@ -116,32 +116,48 @@ inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t kc) {
 }
 
 // Panel groups of kPackedPanels outside. With one row tile, its whole k at once: the weights
-// stream from memory once. With several, k in blocks whose panel slice stays in L1 while every
-// row tile passes over it (partial sums wait in y between blocks).
+// stream from memory once. With several, k in blocks of block_k (even) whose panel slice stays in
+// L1 while every row tile passes over it (partial sums wait in y between blocks). Calls
+// tile(m, mr, p, np, k0, kb, last_cols, bias, resume, finish, ahead) for row tile [m, m + mr),
+// panels [p, p + np) and k in [k0, k0 + kb) of k; both packed GEMMs (this one and the BF16-dot
+// tier's) walk their tiles with it.
+template <class Tile>
+void for_each_packed_tile(const baton::cpu::PackedGemmArgs& a, std::int64_t k, std::int64_t block_k,
+                          std::int64_t panel_begin, std::int64_t panel_end, Tile&& tile) {
+  const std::int64_t kc = a.rows > kPackedRows ? block_k : k;
+  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
+    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
+    const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
+    const float* bias = a.bias != nullptr ? a.bias + p * 16 : nullptr;
+    for (std::int64_t k0 = 0; k0 < k; k0 += kc) {
+      const std::int64_t kb = std::min(kc, k - k0);
+      for (std::int64_t m = 0; m < a.rows; m += kPackedRows) {
+        const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
+        tile(m, mr, p, np, k0, kb, last_cols, bias, /*resume=*/k0 > 0, /*finish=*/k0 + kb == k,
+             packed_prefetch_ahead(m, kc));
+      }
+    }
+  }
+}
+
+// About 24 KiB of panel slice per k block for elements of `bytes` (a k-pair of one panel is 32
+// elements), k kept even.
+constexpr std::int64_t packed_block_k(std::int64_t bytes) {
+  return (24 * 1024 / (16 * kPackedPanels * bytes)) / 2 * 2;
+}
+
 template <baton::DType W>
 void gemm_packed_typed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
   using T = typename PanelLoad<W>::T;
   const T* w = static_cast<const T*>(a.w);
   const std::int64_t ps = baton::cpu::panel_elements(a.k);
-  // About 24 KiB of panel slice per block (a k-pair of one panel is 32 elements), k kept even.
-  constexpr std::int64_t kBlockK = (24 * 1024 / (16 * kPackedPanels * static_cast<std::int64_t>(sizeof(T)))) / 2 * 2;
-  const std::int64_t kc = a.rows > kPackedRows ? kBlockK : a.k;
-  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
-    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
-    const std::int64_t col = p * 16;
-    const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
-    const float* bias = a.bias != nullptr ? a.bias + col : nullptr;
-    for (std::int64_t k0 = 0; k0 < a.k; k0 += kc) {
-      const std::int64_t kb = std::min(kc, a.k - k0);
-      for (std::int64_t m = 0; m < a.rows; m += kPackedRows) {
-        const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
-        packed_tile_dyn<W, kPackedRows, kPackedPanels>(a.x + m * a.ldx + k0, a.ldx, w + p * ps + k0 * 16, ps, kb,
-                                                       bias, a.y + m * a.ldy + col, a.ldy, last_cols,
-                                                       /*resume=*/k0 > 0, /*finish=*/k0 + kb == a.k,
-                                                       packed_prefetch_ahead(m, kc), mr, np);
-      }
-    }
-  }
+  for_each_packed_tile(a, a.k, packed_block_k(sizeof(T)), panel_begin, panel_end,
+                       [&](std::int64_t m, int mr, std::int64_t p, int np, std::int64_t k0, std::int64_t kb,
+                           int last_cols, const float* bias, bool resume, bool finish, std::int64_t ahead) {
+                         packed_tile_dyn<W, kPackedRows, kPackedPanels>(
+                             a.x + m * a.ldx + k0, a.ldx, w + p * ps + k0 * 16, ps, kb, bias, a.y + m * a.ldy + p * 16,
+                             a.ldy, last_cols, resume, finish, ahead, mr, np);
+                       });
 }
 
 inline void gemm_packed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {

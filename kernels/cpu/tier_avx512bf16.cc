@@ -144,8 +144,8 @@ void packed_tile_dot_dyn(const std::uint16_t* xb, std::int64_t ldxb, const std::
   }
 }
 
-// gemm_packed_typed's loop nest (panel groups outside; k blocks when several row tiles share
-// them) over x rounded to BF16 once per call. F32 weights keep the exact path.
+// The exact path's loop nest (for_each_packed_tile) over x rounded to BF16 once per call (k
+// padded to even with zeros). F32 weights keep the exact path.
 void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
   if (a.w_dtype != baton::DType::kBF16) {
     gemm_packed(a, panel_begin, panel_end);
@@ -161,25 +161,13 @@ void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std
   }
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::int64_t ps = baton::cpu::panel_elements(a.k);
-  // About 24 KiB of panel slice per k block, as the exact path.
-  constexpr std::int64_t kBlockK = (24 * 1024 / (16 * kPackedPanels * 2)) / 2 * 2;
-  const std::int64_t kc = a.rows > kPackedRows ? kBlockK : ldxb;
-  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
-    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
-    const std::int64_t col = p * 16;
-    const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
-    const float* bias = a.bias != nullptr ? a.bias + col : nullptr;
-    for (std::int64_t k0 = 0; k0 < ldxb; k0 += kc) {
-      const std::int64_t kb = std::min(kc, ldxb - k0);
-      for (std::int64_t m = 0; m < a.rows; m += kPackedRows) {
-        const int mr = static_cast<int>(std::min<std::int64_t>(kPackedRows, a.rows - m));
-        packed_tile_dot_dyn<kPackedRows, kPackedPanels>(xb.data() + m * ldxb + k0, ldxb, w + p * ps + k0 * 16, ps,
-                                                        kb / 2, bias, a.y + m * a.ldy + col, a.ldy, last_cols,
-                                                        /*resume=*/k0 > 0, /*finish=*/k0 + kb == ldxb,
-                                                        packed_prefetch_ahead(m, kc), mr, np);
-      }
-    }
-  }
+  for_each_packed_tile(a, ldxb, packed_block_k(2), panel_begin, panel_end,
+                       [&](std::int64_t m, int mr, std::int64_t p, int np, std::int64_t k0, std::int64_t kb,
+                           int last_cols, const float* bias, bool resume, bool finish, std::int64_t ahead) {
+                         packed_tile_dot_dyn<kPackedRows, kPackedPanels>(
+                             xb.data() + m * ldxb + k0, ldxb, w + p * ps + k0 * 16, ps, kb / 2, bias,
+                             a.y + m * a.ldy + p * 16, a.ldy, last_cols, resume, finish, ahead, mr, np);
+                       });
 }
 
 }  // namespace
