@@ -115,18 +115,27 @@ inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t kc) {
   return m == 0 ? 32 : m == kPackedRows ? kc / 2 : 0;
 }
 
-// Panel groups of kPackedPanels outside. With one row tile, its whole k at once: the weights
+// Panels per register tile for a call of `rows` rows. An output element is one serial chain of
+// multiply-adds, so only a tile's rows x panels accumulators can be in flight at once; with one or
+// two rows the default kPackedPanels leaves the FMA units waiting on latency (and the weights
+// stream slower than memory could deliver them), so such calls take wider tiles. Calls of more
+// rows tile them by kPackedRows, whatever their last tile's size.
+inline int packed_group_panels(std::int64_t rows) {
+  return rows == 1 ? kPackedPanelsOneRow : rows == 2 ? kPackedPanelsTwoRows : kPackedPanels;
+}
+
+// Panel groups of `group` panels outside. With one row tile, its whole k at once: the weights
 // stream from memory once. With several, k in blocks of block_k (even) whose panel slice stays in
 // L1 while every row tile passes over it (partial sums wait in y between blocks). Calls
 // tile(m, mr, p, np, k0, kb, last_cols, bias, resume, finish, ahead) for row tile [m, m + mr),
 // panels [p, p + np) and k in [k0, k0 + kb) of k; both packed GEMMs (this one and the BF16-dot
 // tier's) walk their tiles with it.
 template <class Tile>
-void for_each_packed_tile(const baton::cpu::PackedGemmArgs& a, std::int64_t k, std::int64_t block_k,
+void for_each_packed_tile(const baton::cpu::PackedGemmArgs& a, std::int64_t k, std::int64_t block_k, int group,
                           std::int64_t panel_begin, std::int64_t panel_end, Tile&& tile) {
   const std::int64_t kc = a.rows > kPackedRows ? block_k : k;
-  for (std::int64_t p = panel_begin; p < panel_end; p += kPackedPanels) {
-    const int np = static_cast<int>(std::min<std::int64_t>(kPackedPanels, panel_end - p));
+  for (std::int64_t p = panel_begin; p < panel_end; p += group) {
+    const int np = static_cast<int>(std::min<std::int64_t>(group, panel_end - p));
     const int last_cols = static_cast<int>(std::min<std::int64_t>(16, a.n - (p + np - 1) * 16));
     const float* bias = a.bias != nullptr ? a.bias + p * 16 : nullptr;
     for (std::int64_t k0 = 0; k0 < k; k0 += kc) {
@@ -151,12 +160,22 @@ void gemm_packed_typed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_b
   using T = typename PanelLoad<W>::T;
   const T* w = static_cast<const T*>(a.w);
   const std::int64_t ps = baton::cpu::panel_elements(a.k);
-  for_each_packed_tile(a, a.k, packed_block_k(sizeof(T)), panel_begin, panel_end,
+  for_each_packed_tile(a, a.k, packed_block_k(sizeof(T)), packed_group_panels(a.rows), panel_begin, panel_end,
                        [&](std::int64_t m, int mr, std::int64_t p, int np, std::int64_t k0, std::int64_t kb,
                            int last_cols, const float* bias, bool resume, bool finish, std::int64_t ahead) {
-                         packed_tile_dyn<W, kPackedRows, kPackedPanels>(
-                             a.x + m * a.ldx + k0, a.ldx, w + p * ps + k0 * 16, ps, kb, bias, a.y + m * a.ldy + p * 16,
-                             a.ldy, last_cols, resume, finish, ahead, mr, np);
+                         const float* x = a.x + m * a.ldx + k0;
+                         const T* wp = w + p * ps + k0 * 16;
+                         float* y = a.y + m * a.ldy + p * 16;
+                         if (mr == 1) {
+                           packed_tile_dyn<W, 1, kPackedPanelsOneRow>(x, a.ldx, wp, ps, kb, bias, y, a.ldy, last_cols,
+                                                                      resume, finish, ahead, mr, np);
+                         } else if (mr == 2) {
+                           packed_tile_dyn<W, 2, kPackedPanelsTwoRows>(x, a.ldx, wp, ps, kb, bias, y, a.ldy, last_cols,
+                                                                       resume, finish, ahead, mr, np);
+                         } else {
+                           packed_tile_dyn<W, kPackedRows, kPackedPanels>(x, a.ldx, wp, ps, kb, bias, y, a.ldy,
+                                                                          last_cols, resume, finish, ahead, mr, np);
+                         }
                        });
 }
 

@@ -16,6 +16,8 @@ constexpr int kGemmMaxRows = 2;
 constexpr int kGemmMaxCols = 2;
 constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
+constexpr int kPackedPanelsOneRow = 2;   // packed GEMM: panels per tile for calls of one row
+constexpr int kPackedPanelsTwoRows = 1;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = false;  // 16 V16 accumulators would not fit in 16 ymm
 constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
 

@@ -14,6 +14,8 @@ constexpr int kGemmMaxRows = 4;  // MR: rows of x per GEMM tile
 constexpr int kGemmMaxCols = 4;  // NR: rows of W (output columns) per GEMM tile
 constexpr int kPackedRows = 8;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 3;  // packed GEMM: 16-column weight panels per register tile
+constexpr int kPackedPanelsOneRow = 8;   // packed GEMM: panels per tile for calls of one row
+constexpr int kPackedPanelsTwoRows = 5;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = true;  // attention scores 16 keys at a time (vreduce_add16)
 constexpr int kAttentionValueRegs = 8;       // attention: V16 accumulators per head-dim chunk
 

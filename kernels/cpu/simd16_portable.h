@@ -25,6 +25,8 @@ constexpr int kGemmMaxRows = 1;
 constexpr int kGemmMaxCols = 4;
 constexpr int kPackedRows = 4;    // packed GEMM: rows of x per register tile
 constexpr int kPackedPanels = 1;  // packed GEMM: 16-column weight panels per register tile
+constexpr int kPackedPanelsOneRow = 1;   // packed GEMM: panels per tile for calls of one row
+constexpr int kPackedPanelsTwoRows = 1;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = false;  // attention scores 16 keys at a time (vreduce_add16)
 constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
 

@@ -83,6 +83,9 @@ const std::vector<Shape>& sweep() {
   static const std::vector<Shape> shapes = {{1, 1, 1},   {1, 16, 2},  {2, 17, 3},  {3, 33, 31}, {5, 48, 64},
                                             {7, 50, 77}, {8, 64, 96}, {9, 95, 33}, {13, 130, 129}, {17, 49, 200},
                                             {33, 80, 48}, {64, 40, 17},
+                                            // one and two rows over many panels: the wider tiles of
+                                            // few-row calls, whole groups and a partial one
+                                            {1, 200, 65}, {2, 150, 70}, {1, 390, 40},
                                             // several row tiles and k blocks (partial sums resumed from y)
                                             {20, 35, 600}, {40, 97, 1031}};
   return shapes;
