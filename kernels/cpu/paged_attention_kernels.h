@@ -75,11 +75,11 @@ inline void scores16(const float* q, const float* const* key, std::int64_t hd, f
 // argument so that they really are registers (an array indexed at run time would live in memory
 // and make every key wait for the previous key's store).
 template <int R>
-inline void weighted_values_regs(const float* p, const float* const* value, std::int64_t n, std::int64_t c0,
-                                 float* out) {
+inline void weighted_values_regs(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+                                 std::int64_t c0, float* out) {
   V16 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = vzero();
-  for (std::int64_t j = 0; j < n; ++j) {
+  for (int i = 0; i < R; ++i) acc[i] = j0 > 0 ? vload(out + c0 + 16 * i) : vzero();
+  for (std::int64_t j = j0; j < j1; ++j) {
     const V16 pj = vset1(p[j]);
     const float* v = value[j] + c0;
     for (int i = 0; i < R; ++i) acc[i] = vfma(pj, vload(v + 16 * i), acc[i]);
@@ -88,35 +88,37 @@ inline void weighted_values_regs(const float* p, const float* const* value, std:
 }
 
 template <int RMax>
-inline void weighted_values_dyn(int regs, const float* p, const float* const* value, std::int64_t n,
+inline void weighted_values_dyn(int regs, const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
                                 std::int64_t c0, float* out) {
   if constexpr (RMax > 0) {
     if (regs < RMax) {
-      weighted_values_dyn<RMax - 1>(regs, p, value, n, c0, out);
+      weighted_values_dyn<RMax - 1>(regs, p, value, j0, j1, c0, out);
     } else {
-      weighted_values_regs<RMax>(p, value, n, c0, out);
+      weighted_values_regs<RMax>(p, value, j0, j1, c0, out);
     }
   }
 }
 
 // The same for the last `width` (< 16) elements from c0.
-inline void weighted_values_tail(const float* p, const float* const* value, std::int64_t n, std::int64_t c0,
-                                 int width, float* out) {
-  V16 acc = vzero();
-  for (std::int64_t j = 0; j < n; ++j) acc = vfma(vset1(p[j]), vload_n(value[j] + c0, width), acc);
+inline void weighted_values_tail(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+                                 std::int64_t c0, int width, float* out) {
+  V16 acc = j0 > 0 ? vload_n(out + c0, width) : vzero();
+  for (std::int64_t j = j0; j < j1; ++j) acc = vfma(vset1(p[j]), vload_n(value[j] + c0, width), acc);
   vstore_n(out + c0, acc, width);
 }
 
-// out[0, hd) = sum over keys j < n of p[j] * value[j], in chunks of kAttentionValueRegs V16.
-inline void weighted_values(const float* p, const float* const* value, std::int64_t n, std::int64_t hd,
-                            float* out) {
+// Keys [j0, j1) of out[0, hd) = sum over keys j < n of p[j] * value[j], in chunks of
+// kAttentionValueRegs V16. With j0 > 0 the sums resume from what out holds (the earlier keys'
+// exact partial sums), so splitting the keys into blocks changes no bit.
+inline void weighted_values(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+                            std::int64_t hd, float* out) {
   std::int64_t c0 = 0;
   for (; c0 + 16 <= hd;) {
     const int regs = static_cast<int>(std::min<std::int64_t>(kAttentionValueRegs, (hd - c0) / 16));
-    weighted_values_dyn<kAttentionValueRegs>(regs, p, value, n, c0, out);
+    weighted_values_dyn<kAttentionValueRegs>(regs, p, value, j0, j1, c0, out);
     c0 += 16 * regs;
   }
-  if (c0 < hd) weighted_values_tail(p, value, n, c0, static_cast<int>(hd - c0), out);
+  if (c0 < hd) weighted_values_tail(p, value, j0, j1, c0, static_cast<int>(hd - c0), out);
 }
 
 // Two rows at once (a and b: two query heads, or two tokens, of one kv head): for each, exactly
@@ -125,11 +127,16 @@ inline void weighted_values(const float* p, const float* const* value, std::int6
 // previous fma; one row of head_dim 64 has only 4 of them, half what keeps the FMA units busy).
 template <int R>
 inline void weighted_values_pair_regs(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
-                                      float* outb, const float* const* value, std::int64_t c0) {
+                                      float* outb, const float* const* value, std::int64_t j0, std::int64_t j1,
+                                      std::int64_t c0) {
   V16 acc_a[R], acc_b[R];
-  for (int i = 0; i < R; ++i) acc_a[i] = acc_b[i] = vzero();
-  const std::int64_t both = std::min(na, nb);
-  std::int64_t j = 0;
+  for (int i = 0; i < R; ++i) {
+    acc_a[i] = j0 > 0 ? vload(outa + c0 + 16 * i) : vzero();
+    acc_b[i] = j0 > 0 ? vload(outb + c0 + 16 * i) : vzero();
+  }
+  const std::int64_t ea = std::min(na, j1), eb = std::min(nb, j1);
+  const std::int64_t both = std::min(ea, eb);
+  std::int64_t j = j0;
   for (; j < both; ++j) {
     const V16 wa = vset1(pa[j]), wb = vset1(pb[j]);
     const float* v = value[j] + c0;
@@ -139,11 +146,11 @@ inline void weighted_values_pair_regs(const float* pa, std::int64_t na, float* o
       acc_b[i] = vfma(wb, x, acc_b[i]);
     }
   }
-  for (std::int64_t k = j; k < na; ++k) {
+  for (std::int64_t k = j; k < ea; ++k) {
     const V16 wa = vset1(pa[k]);
     for (int i = 0; i < R; ++i) acc_a[i] = vfma(wa, vload(value[k] + c0 + 16 * i), acc_a[i]);
   }
-  for (std::int64_t k = j; k < nb; ++k) {
+  for (std::int64_t k = j; k < eb; ++k) {
     const V16 wb = vset1(pb[k]);
     for (int i = 0; i < R; ++i) acc_b[i] = vfma(wb, vload(value[k] + c0 + 16 * i), acc_b[i]);
   }
@@ -155,29 +162,32 @@ inline void weighted_values_pair_regs(const float* pa, std::int64_t na, float* o
 
 template <int RMax>
 inline void weighted_values_pair_dyn(int regs, const float* pa, std::int64_t na, float* outa, const float* pb,
-                                     std::int64_t nb, float* outb, const float* const* value, std::int64_t c0) {
+                                     std::int64_t nb, float* outb, const float* const* value, std::int64_t j0,
+                                     std::int64_t j1, std::int64_t c0) {
   if constexpr (RMax > 0) {
     if (regs < RMax) {
-      weighted_values_pair_dyn<RMax - 1>(regs, pa, na, outa, pb, nb, outb, value, c0);
+      weighted_values_pair_dyn<RMax - 1>(regs, pa, na, outa, pb, nb, outb, value, j0, j1, c0);
     } else {
-      weighted_values_pair_regs<RMax>(pa, na, outa, pb, nb, outb, value, c0);
+      weighted_values_pair_regs<RMax>(pa, na, outa, pb, nb, outb, value, j0, j1, c0);
     }
   }
 }
 
-// weighted_values for rows a and b, in chunks of kAttentionValueRegs / 2 V16 per row.
+// weighted_values over keys [j0, j1) for rows a (na keys) and b (nb keys), in chunks of
+// kAttentionValueRegs / 2 V16 per row; a row with no keys in the range keeps its sums.
 inline void weighted_values_pair(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
-                                 float* outb, const float* const* value, std::int64_t hd) {
+                                 float* outb, const float* const* value, std::int64_t j0, std::int64_t j1,
+                                 std::int64_t hd) {
   constexpr int kRegs = kAttentionValueRegs / 2 > 0 ? kAttentionValueRegs / 2 : 1;
   std::int64_t c0 = 0;
   for (; c0 + 16 <= hd;) {
     const int regs = static_cast<int>(std::min<std::int64_t>(kRegs, (hd - c0) / 16));
-    weighted_values_pair_dyn<kRegs>(regs, pa, na, outa, pb, nb, outb, value, c0);
+    weighted_values_pair_dyn<kRegs>(regs, pa, na, outa, pb, nb, outb, value, j0, j1, c0);
     c0 += 16 * regs;
   }
   if (c0 < hd) {
-    weighted_values_tail(pa, value, na, c0, static_cast<int>(hd - c0), outa);
-    weighted_values_tail(pb, value, nb, c0, static_cast<int>(hd - c0), outb);
+    weighted_values_tail(pa, value, j0, std::min(na, j1), c0, static_cast<int>(hd - c0), outa);
+    weighted_values_tail(pb, value, j0, std::min(nb, j1), c0, static_cast<int>(hd - c0), outb);
   }
 }
 
@@ -239,13 +249,15 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   }
 
   if constexpr (kAttentionWideScores) {
-    for (std::int64_t r = 0; r < runs; ++r) {
-      const std::int64_t n = n_keys(r);
-      for (std::int64_t g = 0; g < group; ++g) {
-        const float* q = a.q + (t0 + r) * a.q_stride + (kvh * group + g) * hd;
-        float* s = score_row(r, g);
-        for (std::int64_t j = 0; j < n; j += 16) {
-          scores16(q, keys + j, hd, a.scale, s + j, static_cast<int>(std::min<std::int64_t>(16, n - j)));
+    // Keys outside, query rows inside: each 16 keys' rows are read from L2 once and stay in L1
+    // while every row of the run and the group scores them.
+    for (std::int64_t j = 0; j < n_max; j += 16) {
+      for (std::int64_t r = 0; r < runs; ++r) {
+        const std::int64_t n = n_keys(r);
+        if (j >= n) continue;
+        for (std::int64_t g = 0; g < group; ++g) {
+          const float* q = a.q + (t0 + r) * a.q_stride + (kvh * group + g) * hd;
+          scores16(q, keys + j, hd, a.scale, score_row(r, g) + j, static_cast<int>(std::min<std::int64_t>(16, n - j)));
         }
       }
     }
@@ -278,13 +290,23 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   const std::int64_t rows = runs * group;
   auto out_row = [&](std::int64_t q) { return a.out + (t0 + q / group) * a.out_stride + (kvh * group + q % group) * hd; };
   for (std::int64_t q = 0; q < rows; ++q) softmax_row(score_row(q / group, q % group), n_keys(q / group));
-  std::int64_t q = 0;
-  for (; q + 1 < rows; q += 2) {
-    weighted_values_pair(score_row(q / group, q % group), n_keys(q / group), out_row(q),
-                         score_row((q + 1) / group, (q + 1) % group), n_keys((q + 1) / group), out_row(q + 1), values,
-                         hd);
+  // Blocks of keys outside, rows inside: a block's value rows (about 16 KiB) stay in L1 while every
+  // row pair passes over them, the sums waiting in out between blocks.
+  const std::int64_t key_block = std::max<std::int64_t>(16, 4096 / hd);
+  for (std::int64_t j0 = 0; j0 < n_max; j0 += key_block) {
+    const std::int64_t j1 = std::min(n_max, j0 + key_block);
+    // Pairs as without blocks; a pair whose rows have no keys from j0 on is done.
+    std::int64_t q = 0;
+    for (; q + 1 < rows; q += 2) {
+      const std::int64_t na = n_keys(q / group), nb = n_keys((q + 1) / group);
+      if (na <= j0 && nb <= j0) continue;
+      weighted_values_pair(score_row(q / group, q % group), na, out_row(q), score_row((q + 1) / group, (q + 1) % group),
+                           nb, out_row(q + 1), values, j0, j1, hd);
+    }
+    if (q < rows && n_keys(q / group) > j0) {
+      weighted_values(score_row(q / group, q % group), values, j0, std::min(j1, n_keys(q / group)), hd, out_row(q));
+    }
   }
-  if (q < rows) weighted_values(score_row(q / group, q % group), values, n_keys(q / group), hd, out_row(q));
 }
 
 inline void attention(const baton::cpu::AttentionArgs& a, std::int64_t item_begin, std::int64_t item_end,
