@@ -121,73 +121,83 @@ inline void weighted_values(const float* p, const float* const* value, std::int6
   if (c0 < hd) weighted_values_tail(p, value, j0, j1, c0, static_cast<int>(hd - c0), out);
 }
 
-// Two rows at once (a and b: two query heads, or two tokens, of one kv head): for each, exactly
-// the sums weighted_values makes (per accumulator, keys in increasing order from zero), with the
-// value loads shared and twice the independent fma chains in flight (each chain waits for its
-// previous fma; one row of head_dim 64 has only 4 of them, half what keeps the FMA units busy).
-template <int R>
-inline void weighted_values_pair_regs(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
-                                      float* outb, const float* const* value, std::int64_t j0, std::int64_t j1,
-                                      std::int64_t c0) {
-  V16 acc_a[R], acc_b[R];
-  for (int i = 0; i < R; ++i) {
-    acc_a[i] = j0 > 0 ? vload(outa + c0 + 16 * i) : vzero();
-    acc_b[i] = j0 > 0 ? vload(outb + c0 + 16 * i) : vzero();
+// kRows rows at once (query heads of a group, or tokens, of one kv head): for each, exactly the
+// sums weighted_values makes (per accumulator, keys in increasing order, resumed from out after
+// the first block), with the value loads shared and kRows times the independent fma chains in
+// flight (each chain waits for its previous fma; one row of head_dim 64 has only 4 of them, far
+// fewer than keep the FMA units busy). Row r has n[r] keys; keys [j0, j1) are summed.
+template <int kRows, int R>
+inline void weighted_values_rows_regs(const float* const* p, const std::int64_t* n, float* const* out,
+                                      const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
+  V16 acc[kRows][R];
+  std::int64_t end[kRows];
+  std::int64_t common = j1;
+  for (int r = 0; r < kRows; ++r) {
+    for (int i = 0; i < R; ++i) acc[r][i] = j0 > 0 ? vload(out[r] + c0 + 16 * i) : vzero();
+    end[r] = std::min(n[r], j1);
+    common = std::min(common, end[r]);
   }
-  const std::int64_t ea = std::min(na, j1), eb = std::min(nb, j1);
-  const std::int64_t both = std::min(ea, eb);
   std::int64_t j = j0;
-  for (; j < both; ++j) {
-    const V16 wa = vset1(pa[j]), wb = vset1(pb[j]);
+  for (; j < common; ++j) {
+    V16 w[kRows];
+    for (int r = 0; r < kRows; ++r) w[r] = vset1(p[r][j]);
     const float* v = value[j] + c0;
     for (int i = 0; i < R; ++i) {
       const V16 x = vload(v + 16 * i);
-      acc_a[i] = vfma(wa, x, acc_a[i]);
-      acc_b[i] = vfma(wb, x, acc_b[i]);
+      for (int r = 0; r < kRows; ++r) acc[r][i] = vfma(w[r], x, acc[r][i]);
     }
   }
-  for (std::int64_t k = j; k < ea; ++k) {
-    const V16 wa = vset1(pa[k]);
-    for (int i = 0; i < R; ++i) acc_a[i] = vfma(wa, vload(value[k] + c0 + 16 * i), acc_a[i]);
-  }
-  for (std::int64_t k = j; k < eb; ++k) {
-    const V16 wb = vset1(pb[k]);
-    for (int i = 0; i < R; ++i) acc_b[i] = vfma(wb, vload(value[k] + c0 + 16 * i), acc_b[i]);
-  }
-  for (int i = 0; i < R; ++i) {
-    vstore(outa + c0 + 16 * i, acc_a[i]);
-    vstore(outb + c0 + 16 * i, acc_b[i]);
+  for (int r = 0; r < kRows; ++r) {
+    for (std::int64_t k = std::max(j, j0); k < end[r]; ++k) {
+      const V16 w = vset1(p[r][k]);
+      for (int i = 0; i < R; ++i) acc[r][i] = vfma(w, vload(value[k] + c0 + 16 * i), acc[r][i]);
+    }
+    for (int i = 0; i < R; ++i) vstore(out[r] + c0 + 16 * i, acc[r][i]);
   }
 }
 
-template <int RMax>
-inline void weighted_values_pair_dyn(int regs, const float* pa, std::int64_t na, float* outa, const float* pb,
-                                     std::int64_t nb, float* outb, const float* const* value, std::int64_t j0,
-                                     std::int64_t j1, std::int64_t c0) {
+template <int kRows, int RMax>
+inline void weighted_values_rows_dyn(int regs, const float* const* p, const std::int64_t* n, float* const* out,
+                                     const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
   if constexpr (RMax > 0) {
     if (regs < RMax) {
-      weighted_values_pair_dyn<RMax - 1>(regs, pa, na, outa, pb, nb, outb, value, j0, j1, c0);
+      weighted_values_rows_dyn<kRows, RMax - 1>(regs, p, n, out, value, j0, j1, c0);
     } else {
-      weighted_values_pair_regs<RMax>(pa, na, outa, pb, nb, outb, value, j0, j1, c0);
+      weighted_values_rows_regs<kRows, RMax>(p, n, out, value, j0, j1, c0);
     }
   }
 }
 
-// weighted_values over keys [j0, j1) for rows a (na keys) and b (nb keys), in chunks of
-// kAttentionValueRegs / 2 V16 per row; a row with no keys in the range keeps its sums.
-inline void weighted_values_pair(const float* pa, std::int64_t na, float* outa, const float* pb, std::int64_t nb,
-                                 float* outb, const float* const* value, std::int64_t j0, std::int64_t j1,
-                                 std::int64_t hd) {
-  constexpr int kRegs = kAttentionValueRegs / 2 > 0 ? kAttentionValueRegs / 2 : 1;
+// weighted_values over keys [j0, j1) for kRows rows, kAttentionRowValueRegs V16 per row at a
+// time; a row with no keys in the range keeps its sums.
+template <int kRows>
+inline void weighted_values_rows(const float* const* p, const std::int64_t* n, float* const* out,
+                                 const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
   std::int64_t c0 = 0;
   for (; c0 + 16 <= hd;) {
-    const int regs = static_cast<int>(std::min<std::int64_t>(kRegs, (hd - c0) / 16));
-    weighted_values_pair_dyn<kRegs>(regs, pa, na, outa, pb, nb, outb, value, j0, j1, c0);
+    const int regs = static_cast<int>(std::min<std::int64_t>(kAttentionRowValueRegs, (hd - c0) / 16));
+    weighted_values_rows_dyn<kRows, kAttentionRowValueRegs>(regs, p, n, out, value, j0, j1, c0);
     c0 += 16 * regs;
   }
   if (c0 < hd) {
-    weighted_values_tail(pa, value, j0, std::min(na, j1), c0, static_cast<int>(hd - c0), outa);
-    weighted_values_tail(pb, value, j0, std::min(nb, j1), c0, static_cast<int>(hd - c0), outb);
+    for (int r = 0; r < kRows; ++r) {
+      weighted_values_tail(p[r], value, j0, std::min(n[r], j1), c0, static_cast<int>(hd - c0), out[r]);
+    }
+  }
+}
+
+// Rows [q, q + count) (count < kRows, the rows a full pass leaves) in passes of fewer rows.
+template <int kRows>
+inline void weighted_values_leftover(const float* const* p, const std::int64_t* n, float* const* out, int count,
+                                     const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
+  if constexpr (kRows > 1) {
+    if (count == kRows) {
+      weighted_values_rows<kRows>(p, n, out, value, j0, j1, hd);
+    } else {
+      weighted_values_leftover<kRows - 1>(p, n, out, count, value, j0, j1, hd);
+    }
+  } else if (count == 1) {
+    weighted_values(p[0], value, j0, std::min(n[0], j1), hd, out[0]);
   }
 }
 
@@ -286,25 +296,35 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
       for (std::int64_t g = 0; g < group; ++g) scale_row(score_row(r, g), n_keys(r), a.scale);
     }
   }
-  // Rows q = r * group + g: softmax each, then the value sums two rows at a time.
+  // Rows q = r * group + g: softmax each, then the value sums kAttentionValueRows rows at a time.
   const std::int64_t rows = runs * group;
   auto out_row = [&](std::int64_t q) { return a.out + (t0 + q / group) * a.out_stride + (kvh * group + q % group) * hd; };
   for (std::int64_t q = 0; q < rows; ++q) softmax_row(score_row(q / group, q % group), n_keys(q / group));
   // Blocks of keys outside, rows inside: a block's value rows (about 16 KiB) stay in L1 while every
   // row pair passes over them, the sums waiting in out between blocks.
   const std::int64_t key_block = std::max<std::int64_t>(16, 4096 / hd);
+  constexpr int kRows = kAttentionValueRows;
   for (std::int64_t j0 = 0; j0 < n_max; j0 += key_block) {
     const std::int64_t j1 = std::min(n_max, j0 + key_block);
-    // Pairs as without blocks; a pair whose rows have no keys from j0 on is done.
-    std::int64_t q = 0;
-    for (; q + 1 < rows; q += 2) {
-      const std::int64_t na = n_keys(q / group), nb = n_keys((q + 1) / group);
-      if (na <= j0 && nb <= j0) continue;
-      weighted_values_pair(score_row(q / group, q % group), na, out_row(q), score_row((q + 1) / group, (q + 1) % group),
-                           nb, out_row(q + 1), values, j0, j1, hd);
-    }
-    if (q < rows && n_keys(q / group) > j0) {
-      weighted_values(score_row(q / group, q % group), values, j0, std::min(j1, n_keys(q / group)), hd, out_row(q));
+    // Passes of kRows rows as without blocks; a pass whose rows have no keys from j0 on is done.
+    for (std::int64_t q = 0; q < rows; q += kRows) {
+      const int count = static_cast<int>(std::min<std::int64_t>(kRows, rows - q));
+      const float* p[kRows];
+      std::int64_t n[kRows];
+      float* out[kRows];
+      std::int64_t most = 0;
+      for (int r = 0; r < count; ++r) {
+        p[r] = score_row((q + r) / group, (q + r) % group);
+        n[r] = n_keys((q + r) / group);
+        out[r] = out_row(q + r);
+        most = std::max(most, n[r]);
+      }
+      if (most <= j0) continue;
+      if (count == kRows) {
+        weighted_values_rows<kRows>(p, n, out, values, j0, j1, hd);
+      } else {
+        weighted_values_leftover<kRows - 1>(p, n, out, count, values, j0, j1, hd);
+      }
     }
   }
 }

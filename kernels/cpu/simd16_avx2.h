@@ -20,6 +20,8 @@ constexpr int kPackedPanelsOneRow = 2;   // packed GEMM: panels per tile for cal
 constexpr int kPackedPanelsTwoRows = 1;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = false;  // 16 V16 accumulators would not fit in 16 ymm
 constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
+constexpr int kAttentionValueRows = 2;     // attention: rows whose value sums share the value loads
+constexpr int kAttentionRowValueRegs = 2;  // ... and V16 accumulators per row in such a pass
 
 inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline V16 vset1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }

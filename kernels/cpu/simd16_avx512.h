@@ -18,6 +18,8 @@ constexpr int kPackedPanelsOneRow = 8;   // packed GEMM: panels per tile for cal
 constexpr int kPackedPanelsTwoRows = 5;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = true;  // attention scores 16 keys at a time (vreduce_add16)
 constexpr int kAttentionValueRegs = 8;       // attention: V16 accumulators per head-dim chunk
+constexpr int kAttentionValueRows = 4;     // attention: rows whose value sums share the value loads
+constexpr int kAttentionRowValueRegs = 4;  // ... and V16 accumulators per row in such a pass
 
 inline __mmask16 tail_mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 

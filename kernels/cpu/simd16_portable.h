@@ -29,6 +29,8 @@ constexpr int kPackedPanelsOneRow = 1;   // packed GEMM: panels per tile for cal
 constexpr int kPackedPanelsTwoRows = 1;  // ... and of two rows (gemm_packed_kernels.h)
 constexpr bool kAttentionWideScores = false;  // attention scores 16 keys at a time (vreduce_add16)
 constexpr int kAttentionValueRegs = 4;        // attention: V16 accumulators per head-dim chunk
+constexpr int kAttentionValueRows = 2;     // attention: rows whose value sums share the value loads
+constexpr int kAttentionRowValueRegs = 2;  // ... and V16 accumulators per row in such a pass
 
 inline V16 vzero() { return V16{}; }
 inline V16 vset1(float a) {
