@@ -104,6 +104,15 @@ class Backend {
   // (strided rows allowed, may alias); weight: [dim] F32.
   virtual void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) = 0;
 
+  // The residual add and the norm after it in one pass: residual = residual + x, then
+  // out = rms_norm(residual). Bit-identical to add() then rms_norm(). residual, x, out:
+  // [rows, dim] act (out may alias x); weight: [dim] F32. Backends without a fused kernel run the two.
+  virtual void add_rms_norm(const TensorView& residual, const TensorView& x, const TensorView& weight, float eps,
+                            const TensorView& out) {
+    add(residual, x, residual);
+    rms_norm(residual, weight, eps, out);
+  }
+
   // out = x @ weight^T (+ bias). x: [rows, k] act; weight: [n, k] F32/BF16/F16; bias: [n] F32 or
   // empty; out: [rows, n] act.
   virtual void linear(const TensorView& x, const TensorView& weight, const TensorView& bias,

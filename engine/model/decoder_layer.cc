@@ -41,15 +41,14 @@ void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std:
     b.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
     b.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
   }
-  b.apply_rope(q_heads, lb.cos_sin);
-  b.apply_rope(k_heads, lb.cos_sin);
+  // Query and key heads are adjacent in qkv: one rotation over both.
+  b.apply_rope(s.qkv.slice_last(0, q + kv).split_last(c.num_heads + c.num_kv_heads), lb.cos_sin);
   b.write_kv(k_heads, v_heads, lb.slots, kv_layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b.paged_attention(q_heads, kv_layer, lb.attention, scale, sliding_window, s.attn);
 
   b.linear(s.attn.reshape({t, q}), w.o_proj, w.o_bias, s.hidden);
-  b.add(residual, s.hidden, residual);
-  b.rms_norm(residual, w.post_norm, c.rms_norm_eps, s.hidden);
+  b.add_rms_norm(residual, s.hidden, w.post_norm, c.rms_norm_eps, s.hidden);
   b.linear(s.hidden, w.gate_up, TensorView{}, s.gate_up);
   b.silu_mul(s.gate_up, s.act);
   b.linear(s.act, w.down, TensorView{}, s.hidden);

@@ -182,6 +182,33 @@ void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float e
   });
 }
 
+void CpuBackend::add_rms_norm(const TensorView& residual, const TensorView& x, const TensorView& weight, float eps,
+                              const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
+  check_f32(residual, "add_rms_norm residual");
+  check_f32(x, "add_rms_norm input");
+  check_f32(out, "add_rms_norm output");
+  check_f32(weight, "add_rms_norm weight");
+  const Rows<float> rr(residual);
+  const Rows<const float> xr(x);
+  const Rows<float> outr(out);
+  BATON_CHECK(rr.count() == xr.count() && rr.count() == outr.count() && rr.cols() == xr.cols() &&
+                  rr.cols() == outr.cols() && weight.numel() == rr.cols(),
+              "add_rms_norm shapes: residual ", residual.describe(), ", x ", x.describe(), ", w ", weight.describe(),
+              ", out ", out.describe());
+  const float* w = weight.ptr<const float>();
+  const std::int64_t cols = rr.cols();
+  const KernelTable& k = *kernels_;
+  pool_.parallel_for(rr.count(), min_rows_per_thread(cols), 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      float* res = rr.row(r);
+      const float* in = xr.row(r);
+      for (std::int64_t i = 0; i < cols; ++i) res[i] = res[i] + in[i];  // add()'s one rounding
+      k.rms_norm_row(res, w, eps, outr.row(r), cols);
+    }
+  });
+}
+
 void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(gate_up, "silu_mul input");

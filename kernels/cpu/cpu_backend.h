@@ -45,6 +45,8 @@ class CpuBackend final : public Backend {
 
   void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) override;
+  void add_rms_norm(const TensorView& residual, const TensorView& x, const TensorView& weight, float eps,
+                    const TensorView& out) override;
   void linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
               const TensorView& out) override;
   void rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) override;

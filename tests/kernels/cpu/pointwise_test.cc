@@ -1,5 +1,6 @@
-// Row-wise and elementwise CPU ops against plain references: RMSNorm, SiLU·mul, exp, RoPE,
-// embedding lookup, gathers; tiers bit-identical where the op reduces.
+// Row-wise and elementwise CPU ops against plain references: RMSNorm (alone and fused with the
+// residual add), SiLU·mul, exp, RoPE, embedding lookup, gathers; tiers bit-identical where the op
+// reduces.
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -65,6 +66,27 @@ TEST(RmsNorm, BackendNormalizesStridedHeadsInPlace) {
       EXPECT_EQ(qkv[static_cast<std::size_t>(t * row + i)], original[static_cast<std::size_t>(t * row + i)]);
     }
   }
+}
+
+TEST(AddRmsNorm, EqualsAddThenNormBitForBit) {
+  // Enough rows of 768 for both threads to take a share; out aliases x as in the decoder layer.
+  const std::int64_t rows = 100, dim = 768;
+  const auto residual0 = random_floats(static_cast<std::size_t>(rows * dim), 5, 3.0f);
+  const auto x0 = random_floats(static_cast<std::size_t>(rows * dim), 6);
+  const auto w = random_floats(static_cast<std::size_t>(dim), 7);
+  auto view = [&](const std::vector<float>& v) {
+    return TensorView::contiguous(const_cast<float*>(v.data()), DType::kF32, {rows, dim});
+  };
+  const TensorView wv = TensorView::contiguous(const_cast<float*>(w.data()), DType::kF32, {dim});
+  auto b = backend();
+  std::vector<float> res_two = residual0, x_two = x0;
+  b->add(view(res_two), view(x_two), view(res_two));
+  b->rms_norm(view(res_two), wv, 1e-5f, view(x_two));
+  std::vector<float> res_fused = residual0, x_fused = x0;
+  b->add_rms_norm(view(res_fused), view(x_fused), wv, 1e-5f, view(x_fused));
+  EXPECT_TRUE(same_bits(res_fused, res_two));
+  EXPECT_TRUE(same_bits(x_fused, x_two));
+  EXPECT_FALSE(same_bits(x_fused, x0));
 }
 
 TEST(Exp, WithinTwoUlpOverTheUsefulRange) {
