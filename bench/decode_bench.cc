@@ -22,6 +22,12 @@
 // over rounds of each round's paired ratio: a machine whose speed drifts moves both sides of a
 // ratio together. The other figures are medians over all timed steps of all rounds.
 //
+// "fraction_of_bandwidth_floor" compares the median step with the fastest probe of the whole run
+// (before and after all rounds). On a host whose memory speed swings by 2x between minutes that
+// mostly measures the swing, so the batch-1 line also has "fraction_of_bandwidth_floor_paired":
+// each round's batch-1 run is bracketed by probes, its floor uses the faster of the two, and the
+// figure is the median over rounds of those paired fractions.
+//
 // usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--rounds 5] [--prefill-tokens 512] [--threads N]
 //                     [--cpu-isa auto|avx2|avx512|avx512bf16] [--profile 0|1] [--verify-k K]
 #include <algorithm>
@@ -187,7 +193,8 @@ int main(int argc, char** argv) {
   // The floor reads exactly the weights' bytes at the best bandwidth seen for that buffer size,
   // probed before and after the decode runs (the machine is shared; its speed drifts).
   cpu::ThreadPool probe_pool(args.threads);
-  BandwidthResult bw = measure_read_bandwidth(probe_pool, static_cast<std::size_t>(weight_bytes), 9);
+  ReadProbe probe(probe_pool, static_cast<std::size_t>(weight_bytes));
+  BandwidthResult bw = probe.measure(9);
   const std::int32_t vocab = engine->model_config().vocab_size;
 
   std::vector<nlohmann::json> results;
@@ -284,17 +291,25 @@ int main(int argc, char** argv) {
   Run verify_run;
   std::map<int, std::vector<double>> throughput_ratios;  // batch -> per-round B * t1 / tB
   std::vector<double> verify_ratios;                      // per-round verify forward / decode forward
+  std::vector<double> floor_fractions;                    // per-round batch-1 floor (probed around it) / step
   for (int round = 0; round < args.rounds; ++round) {
     std::map<int, double> step_median;
     double decode_forward = 0;
     for (int batch : args.batches) {
       const std::size_t before = decode_runs[batch].step_s.size();
+      // Batch 1 is bracketed by probes: its floor uses the faster memory either side of it.
+      const BandwidthResult probe_before = batch == 1 ? probe.measure(3) : BandwidthResult{};
       const std::vector<double> fwd = run_decode(batch, round, decode_runs[batch]);
+      const BandwidthResult probe_after = batch == 1 ? probe.measure(3) : BandwidthResult{};
       const std::vector<double> steps(decode_runs[batch].step_s.begin() + static_cast<std::ptrdiff_t>(before),
                                       decode_runs[batch].step_s.end());
       if (steps.empty()) continue;
       step_median[batch] = median(steps);
-      if (batch == 1) decode_forward = median(fwd);
+      if (batch == 1) {
+        decode_forward = median(fwd);
+        const double bw_near = std::max(probe_before.best_bytes_per_second, probe_after.best_bytes_per_second);
+        floor_fractions.push_back(static_cast<double>(weight_bytes) / bw_near / step_median[1]);
+      }
     }
     if (step_median.contains(1)) {
       for (const auto& [batch, t] : step_median) {
@@ -321,6 +336,11 @@ int main(int argc, char** argv) {
       // The median over rounds of the paired ratio (each round's batch-1 and batch-B medians).
       j["throughput_over_batch1"] = median(throughput_ratios[batch]);
       j["throughput_over_batch1_rounds"] = throughput_ratios[batch];
+    }
+    if (batch == 1 && !floor_fractions.empty()) {
+      // The median over rounds of the batch-1 step against the floor probed right around it.
+      j["fraction_of_bandwidth_floor_paired"] = median(floor_fractions);
+      j["fraction_of_bandwidth_floor_paired_rounds"] = floor_fractions;
     }
     if (args.profile) j["profile"] = r.prof.to_json();
     results.push_back(j);
@@ -373,7 +393,7 @@ int main(int argc, char** argv) {
   pj["gflop_per_s_over_openblas"] = flops / med / 1e9 / blas;
   results.push_back(pj);
 
-  const BandwidthResult after = measure_read_bandwidth(probe_pool, static_cast<std::size_t>(weight_bytes), 9);
+  const BandwidthResult after = probe.measure(9);
   const double best_bw = std::max(bw.best_bytes_per_second, after.best_bytes_per_second);
   const double floor_step_s = static_cast<double>(weight_bytes) / best_bw;
   // The avx512bf16 tier multiplies BF16 weights with VDPBF16PS, whose peak is its ceiling; every

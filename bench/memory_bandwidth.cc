@@ -63,25 +63,28 @@ HugePageFloats::HugePageFloats(std::size_t n) : n_(n) {
   std::memset(p_.get(), 0, bytes);
 }
 
-BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions) {
-  const std::size_t n = buffer_bytes / sizeof(float);
-  HugePageFloats buffer(n);
-  // Touch every page from the threads that will read it (first-touch placement).
-  pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) buffer[static_cast<std::size_t>(i)] = static_cast<float>(i & 7);
+ReadProbe::ReadProbe(cpu::ThreadPool& pool, std::size_t buffer_bytes)
+    : pool_(pool), buffer_(buffer_bytes / sizeof(float)), bytes_(buffer_bytes) {
+  const auto n = static_cast<std::int64_t>(buffer_.size());
+  pool_.parallel_for(n, 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) buffer_[static_cast<std::size_t>(i)] = static_cast<float>(i & 7);
   });
+}
+
+BandwidthResult ReadProbe::measure(int repetitions) {
+  const auto n = static_cast<std::int64_t>(buffer_.size());
   std::vector<double> rates;
   std::atomic<float> sink{0};
   for (int r = 0; r < repetitions + 1; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
-      sink.store(sum_slice(buffer.data() + b, static_cast<std::size_t>(e - b)), std::memory_order_relaxed);
+    pool_.parallel_for(n, 1 << 16, 16, [&](std::int64_t b, std::int64_t e) {
+      sink.store(sum_slice(buffer_.data() + b, static_cast<std::size_t>(e - b)), std::memory_order_relaxed);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) rates.push_back(static_cast<double>(buffer_bytes) / s);  // the first pass warms up
+    if (r > 0) rates.push_back(static_cast<double>(bytes_) / s);  // the first pass warms up
   }
   std::sort(rates.begin(), rates.end());
-  return {rates[rates.size() / 2], rates.back(), buffer_bytes};
+  return {rates[rates.size() / 2], rates.back(), bytes_};
 }
 
 }  // namespace baton::bench

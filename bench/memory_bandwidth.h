@@ -36,6 +36,18 @@ class HugePageFloats {
   std::size_t n_ = 0;
 };
 
-BandwidthResult measure_read_bandwidth(cpu::ThreadPool& pool, std::size_t buffer_bytes, int repetitions);
+// A buffer of the given size, touched once by the pool's threads (first-touch placement), that
+// measure() streams again and again, so that a benchmark can probe between its timed runs.
+class ReadProbe {
+ public:
+  ReadProbe(cpu::ThreadPool& pool, std::size_t buffer_bytes);
+  // The first pass warms up; the result covers the `repetitions` after it.
+  BandwidthResult measure(int repetitions);
+
+ private:
+  cpu::ThreadPool& pool_;
+  HugePageFloats buffer_;
+  std::size_t bytes_;
+};
 
 }  // namespace baton::bench
