@@ -17,6 +17,8 @@
 // into GEMM, attention, norm/rope/activation, sampling/verification, proposer and overhead, per
 // output token; and the same split per step for plain decode steps and for steps in which every
 // request verified k drafts, with the ratio of the two (--profile 0 turns the timer off).
+// "tokens_per_step_median" is each request's tokens after its first over the steps that made them
+// (median over requests): the speedup if verifying cost nothing, the ceiling the proposer sets.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -100,6 +102,7 @@ struct RequestResult {
   std::vector<std::int32_t> tokens;
   double ttft = 0;  // s, from the engine's output times
   double tpot = 0;  // s, (latency - ttft) / (tokens - 1)
+  int decode_steps = 0;  // engine steps that gave it tokens after its first
 };
 
 // Where run_group adds its decode steps' profile (steps that emit no request's first token).
@@ -150,6 +153,7 @@ std::vector<RequestResult> run_group(Engine& engine, const std::vector<std::vect
     }
     for (const RequestOutput& o : *outs) {
       RequestResult& r = out[index.at(o.request_id)];
+      if (!r.tokens.empty() && !o.new_tokens.empty()) ++r.decode_steps;
       for (const TokenOutput& t : o.new_tokens) r.tokens.push_back(t.token);
       if (!o.finished) continue;
       r.ttft = std::chrono::duration<double>(o.first_token_time - o.arrival_time).count();
@@ -233,7 +237,7 @@ int main(int argc, char** argv) {
     for (const std::string& case_name : args.cases) {
       const Case c = case_named(case_name);
       const SpecDecodeStats before = *engine->spec_stats();
-      std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft;
+      std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft, tokens_per_step;
       int mismatches = 0;
       std::size_t group = 0;
       StepProfiles base_profile, spec_profile;
@@ -255,6 +259,9 @@ int main(int argc, char** argv) {
           base_ttft.push_back(b[i].ttft);
           spec_ttft.push_back(s[i].ttft);
           tpot_ratio.push_back(s[i].tpot / b[i].tpot);
+          if (s[i].decode_steps > 0) {
+            tokens_per_step.push_back(static_cast<double>(s[i].tokens.size() - 1) / s[i].decode_steps);
+          }
           ttft_ratio.push_back(s[i].ttft / b[i].ttft);
         }
       }
@@ -276,6 +283,10 @@ int main(int argc, char** argv) {
                           {"tpot_ms_spec_median", median(spec_tpot) * 1e3},
                           {"tpot_ratio_median", median(tpot_ratio)},  // spec / baseline, paired per request
                           {"speedup", 1.0 / median(tpot_ratio)},
+                          // Tokens per decode step per request (median over requests): the speedup
+                          // if a step with drafts cost no more than a plain one, so the ceiling the
+                          // proposer's guesses set.
+                          {"tokens_per_step_median", tokens_per_step.empty() ? 0.0 : median(tokens_per_step)},
                           {"ttft_ms_baseline_median", median(base_ttft) * 1e3},
                           {"ttft_ms_spec_median", median(spec_ttft) * 1e3},
                           {"ttft_ratio_median", median(ttft_ratio)},
