@@ -29,7 +29,7 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
 
 void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
                    const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
-                   const LayerBatch& lb, const TensorView& kv_layer) {
+                   const LayerBatch& lb, const TensorView& kv_layer, bool add_mlp_output) {
   const std::int64_t q = c.q_size(), kv = c.kv_size();
   const TensorView q_heads = s.qkv.slice_last(0, q).split_last(c.num_heads);
   const TensorView k_heads = s.qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
@@ -52,7 +52,7 @@ void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std:
   b.linear(s.hidden, w.gate_up, TensorView{}, s.gate_up);
   b.silu_mul(s.gate_up, s.act);
   b.linear(s.act, w.down, TensorView{}, s.hidden);
-  b.add(residual, s.hidden, residual);
+  if (add_mlp_output) b.add(residual, s.hidden, residual);
 }
 
 }  // namespace baton

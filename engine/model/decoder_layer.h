@@ -42,9 +42,11 @@ struct LayerBatch {
 
 // residual += attention(attn_input); residual += mlp(post_norm(residual)).
 // attn_input: [T, in] (in = the width w.qkv expects); residual: [T, hidden]; kv_layer: this
-// layer's pool [blocks, 2, block_size, kv_heads, head_dim].
+// layer's pool [blocks, 2, block_size, kv_heads, head_dim]. With add_mlp_output false the MLP's
+// output is left in s.hidden instead of added, for the caller to add in one pass with the norm
+// that follows (Backend::add_rms_norm).
 void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
                    const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
-                   const LayerBatch& lb, const TensorView& kv_layer);
+                   const LayerBatch& lb, const TensorView& kv_layer, bool add_mlp_output = true);
 
 }  // namespace baton

@@ -79,7 +79,8 @@ absl::Status Transformer::reserve_captures(std::size_t layer_inputs, bool final_
   return absl::OkStatus();
 }
 
-void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache) {
+void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache, const ForwardBatch& batch,
+                                const ForwardOutput& out) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(i)];
   const ModelConfig& c = config_;
   const TensorView residual = residual_.view(DType::kF32, {t, c.hidden_size});
@@ -88,9 +89,16 @@ void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cach
   lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
   lb.slots = plan_.slots();
   lb.attention = plan_.attention();
-  backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
+  if (i == 0) {
+    backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
+  } else {
+    backend_.add_rms_norm(residual, s.hidden, w.input_norm, c.rms_norm_eps, s.hidden);
+  }
+  for (std::size_t k = 0; k < batch.capture_layer_inputs.size(); ++k) {
+    if (batch.capture_layer_inputs[k] == i) backend_.copy(residual, out.layer_inputs[k]);
+  }
   decoder_layer(backend_, c, w, c.sliding_window[static_cast<std::size_t>(i)], s.hidden, residual, s, lb,
-                kv_cache.layer(i));
+                kv_cache.layer(i), /*add_mlp_output=*/false);
 }
 
 absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, KvCache& kv_cache) {
@@ -123,15 +131,14 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
                         inv_freq_.view(DType::kF32, {config_.head_dim / 2}),
                         cos_sin_.view(DType::kF32, {t, config_.head_dim}));
   for (std::int32_t i = 0; i < config_.num_layers; ++i) {
-    for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
-      if (batch.capture_layer_inputs[c] == i) backend_.copy(residual, out.layer_inputs[c]);
-    }
-    layer_forward(i, t, kv_cache);
+    layer_forward(i, t, kv_cache, batch, out);
     if (batch.on_layer_written) {
       backend_.synchronize();
       batch.on_layer_written(i);
     }
   }
+  // The last layer's MLP output.
+  backend_.add(residual, layer_workspace_.views(config_, t).hidden, residual);
 
   const TensorView rows = plan_.logits_rows();
   const TensorView selected = selected_.view(DType::kF32, {n_logits, h});

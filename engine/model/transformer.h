@@ -56,7 +56,12 @@ class Transformer {
  private:
   Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);
   absl::Status allocate_workspace();
-  void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache);
+  // Layer `layer` over the residual stream. The layer before it left its MLP output in the layer
+  // scratch's hidden (layers after the first): it is added to the residual in one pass with this
+  // layer's input norm. Layer inputs to capture are copied once that add is done; this layer's
+  // MLP output is left in the scratch in turn.
+  void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache, const ForwardBatch& batch,
+                     const ForwardOutput& out);
 
   Backend& backend_;
   ModelConfig config_;
