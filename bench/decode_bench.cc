@@ -8,7 +8,9 @@
 // norm/rope/activation, sampling/verification, proposer and overhead (kernels/step_profile.h).
 // --verify-k K (default 4, 0: skip) adds a "verify" line: batch-1 steps that verify K drafts from
 // the model itself as draft model (greedy, so every draft is accepted and every step verifies K + 1
-// tokens); its forward time over the batch-1 decode forward is the verification/decode cost ratio.
+// tokens); its forward time over a batch-1 decode forward of the same engine (a request with
+// speculation off) is the verification/decode cost ratio, forward_over_decode_forward (over the
+// plain engine's decode forward, whose weights are another copy: forward_over_plain_engine_...).
 // The prefill line also times OpenBLAS sgemm (F32) on the same GEMM shapes in the same run.
 //
 // Every line also has a compute floor: the step's matrix flops over this machine's measured F32
@@ -279,6 +281,28 @@ int main(int argc, char** argv) {
     into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
     return forward_s;
   };
+  // Batch-1 decode forwards on the verifying engine itself: a request with speculation off
+  // (max_speculative_tokens 0) runs 1-token target forwards over the same weights. Two engines'
+  // weights are separate copies, and on a VM their memory can differ in speed by a quarter, so the
+  // verification is compared with these, not with the plain engine's steps.
+  auto run_decode_on_spec = [&](int round) -> std::vector<double> {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = args.steps + 3;
+    p.max_speculative_tokens = 0;
+    (void)spec_engine->add_request("s" + std::to_string(round), random_prompt(16, vocab, 0u), p);
+    std::vector<double> forward_s;
+    int step = 0;
+    while (spec_engine->has_unfinished()) {
+      const double fwd0 = spec_engine->stats().forward_seconds;
+      auto outs = spec_engine->step();
+      if (!outs.ok()) std::exit(1);
+      if (step >= 3) forward_s.push_back(spec_engine->stats().forward_seconds - fwd0);
+      ++step;
+    }
+    return forward_s;
+  };
   if (args.verify_k > 0) {
     spec_engine = make_engine(args, 1, args.verify_k);
     Run unused;
@@ -290,7 +314,8 @@ int main(int argc, char** argv) {
   std::map<int, Run> decode_runs;
   Run verify_run;
   std::map<int, std::vector<double>> throughput_ratios;  // batch -> per-round B * t1 / tB
-  std::vector<double> verify_ratios;                      // per-round verify forward / decode forward
+  std::vector<double> verify_ratios;                      // per-round verify forward / decode forward (same engine)
+  std::vector<double> verify_ratios_plain;                // ... / the plain engine's decode forward
   std::vector<double> floor_fractions;                    // per-round batch-1 floor (probed around it) / step
   for (int round = 0; round < args.rounds; ++round) {
     std::map<int, double> step_median;
@@ -318,7 +343,9 @@ int main(int argc, char** argv) {
     }
     if (spec_engine) {
       const std::vector<double> fwd = run_verify(round, verify_run);
-      if (!fwd.empty() && decode_forward > 0) verify_ratios.push_back(median(fwd) / decode_forward);
+      const std::vector<double> fwd1 = run_decode_on_spec(round);
+      if (!fwd.empty() && !fwd1.empty()) verify_ratios.push_back(median(fwd) / median(fwd1));
+      if (!fwd.empty() && decode_forward > 0) verify_ratios_plain.push_back(median(fwd) / decode_forward);
     }
   }
   for (int batch : args.batches) {
@@ -356,6 +383,7 @@ int main(int argc, char** argv) {
     if (!verify_ratios.empty()) {
       j["forward_over_decode_forward"] = median(verify_ratios);
       j["forward_over_decode_forward_rounds"] = verify_ratios;
+      j["forward_over_plain_engine_decode_forward"] = median(verify_ratios_plain);
     }
     if (args.profile) j["profile"] = verify_run.prof.to_json();
     results.push_back(j);
