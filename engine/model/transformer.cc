@@ -138,7 +138,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     }
   }
   // The last layer's MLP output.
-  backend_.add(residual, layer_workspace_.views(config_, t).hidden, residual);
+  if (config_.num_layers > 0) backend_.add(residual, layer_workspace_.views(config_, t).hidden, residual);
 
   const TensorView rows = plan_.logits_rows();
   const TensorView selected = selected_.view(DType::kF32, {n_logits, h});

@@ -117,9 +117,9 @@ inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t kc) {
 
 // Panels per register tile for a call of `rows` rows. An output element is one serial chain of
 // multiply-adds, so only a tile's rows x panels accumulators can be in flight at once; with one or
-// two rows the default kPackedPanels leaves the FMA units waiting on latency (and the weights
-// stream slower than memory could deliver them), so such calls take wider tiles. Calls of more
-// rows tile them by kPackedRows, whatever their last tile's size.
+// two rows the default kPackedPanels leaves the FMA units waiting on latency when the weights come
+// from cache (a small model's), so such calls take wider tiles (from DRAM it makes no difference).
+// Calls of more rows tile them by kPackedRows, whatever their last tile's size.
 inline int packed_group_panels(std::int64_t rows) {
   return rows == 1 ? kPackedPanelsOneRow : rows == 2 ? kPackedPanelsTwoRows : kPackedPanels;
 }

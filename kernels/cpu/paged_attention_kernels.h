@@ -9,7 +9,10 @@
 //              vreduce_add16, which adds the same pairs);
 //   softmax over the token's own keys (max, vexp, 16-lane sum, tree, times 1 / sum);
 //   out = sum over keys in increasing position of p[j] * value[j] (one fma per key and element,
-//         from zero; the accumulators stay in registers across keys).
+//         from zero; the accumulators stay in registers across a block of keys and wait, exact,
+//         in out between blocks).
+// Several rows of one kv head (a GQA group's heads, a run's tokens) share each key's and value's
+// loads: keys outside, rows inside.
 // Softmax uses vexp (activation_kernels.h), so include that first.
 // Part of the tier kernels: included only by kernels_impl.h, inside a tier's namespace after that
 // tier's simd16_*.h (never on its own; it has no include guard of its own and no includes). The
@@ -107,8 +110,8 @@ inline void weighted_values_tail(const float* p, const float* const* value, std:
   vstore_n(out + c0, acc, width);
 }
 
-// Keys [j0, j1) of out[0, hd) = sum over keys j < n of p[j] * value[j], in chunks of
-// kAttentionValueRegs V16. With j0 > 0 the sums resume from what out holds (the earlier keys'
+// out[0, hd) = sum over keys j of p[j] * value[j], for the keys [j0, j1) of a block, in chunks of
+// kAttentionValueRegs V16. With j0 > 0 the sums resume from what out holds (the earlier blocks'
 // exact partial sums), so splitting the keys into blocks changes no bit.
 inline void weighted_values(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
                             std::int64_t hd, float* out) {
@@ -186,7 +189,7 @@ inline void weighted_values_rows(const float* const* p, const std::int64_t* n, f
   }
 }
 
-// Rows [q, q + count) (count < kRows, the rows a full pass leaves) in passes of fewer rows.
+// The first `count` (<= kRows) rows of p, n and out, the rows a full pass leaves, in one pass.
 template <int kRows>
 inline void weighted_values_leftover(const float* const* p, const std::int64_t* n, float* const* out, int count,
                                      const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
@@ -301,7 +304,7 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   auto out_row = [&](std::int64_t q) { return a.out + (t0 + q / group) * a.out_stride + (kvh * group + q % group) * hd; };
   for (std::int64_t q = 0; q < rows; ++q) softmax_row(score_row(q / group, q % group), n_keys(q / group));
   // Blocks of keys outside, rows inside: a block's value rows (about 16 KiB) stay in L1 while every
-  // row pair passes over them, the sums waiting in out between blocks.
+  // pass of rows goes over them, the sums waiting in out between blocks.
   const std::int64_t key_block = std::max<std::int64_t>(16, 4096 / hd);
   constexpr int kRows = kAttentionValueRows;
   for (std::int64_t j0 = 0; j0 < n_max; j0 += key_block) {
