@@ -222,28 +222,31 @@ int main(int argc, char** argv) {
     ProfileSum prof;
   };
   // Decode: B requests with short prompts, all prefilled in the first step; time each later step.
-  auto run_decode = [&](int batch, int round, Run& into) -> std::vector<double> {
+  // On the plain engine, or on `on` (the verifying engine) with speculation off for these requests.
+  auto run_decode = [&](int batch, int round, Run& into, Engine* on = nullptr) -> std::vector<double> {
+    Engine& e = on != nullptr ? *on : *engine;
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = args.steps + 3;
+    if (on != nullptr) p.max_speculative_tokens = 0;
     for (int i = 0; i < batch; ++i) {
-      (void)engine->add_request("d" + std::to_string(batch) + "-" + std::to_string(round) + "-" + std::to_string(i),
+      (void)e.add_request("d" + std::to_string(batch) + "-" + std::to_string(round) + "-" + std::to_string(i),
                                 random_prompt(16, vocab, static_cast<std::uint32_t>(i)), p);
     }
     std::vector<double> forward_s;
     int step = 0;
-    while (engine->has_unfinished()) {
+    while (e.has_unfinished()) {
       StepProfile::reset();
-      const double fwd0 = engine->stats().forward_seconds;
+      const double fwd0 = e.stats().forward_seconds;
       const auto t0 = Clock::now();
-      auto outs = engine->step();
+      auto outs = e.step();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!outs.ok()) std::exit(1);
       // Step 0 prefills, steps 1-2 warm up; the rest are pure decode steps of `batch` tokens.
       if (step >= 3 && static_cast<int>(outs->size()) == batch) {
         into.step_s.push_back(s);
-        forward_s.push_back(engine->stats().forward_seconds - fwd0);
+        forward_s.push_back(e.stats().forward_seconds - fwd0);
         into.prof.add(StepProfile::totals(), s);
       }
       ++step;
@@ -279,28 +282,6 @@ int main(int argc, char** argv) {
       ++step;
     }
     into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
-    return forward_s;
-  };
-  // Batch-1 decode forwards on the verifying engine itself: a request with speculation off
-  // (max_speculative_tokens 0) runs 1-token target forwards over the same weights. Two engines'
-  // weights are separate copies, and on a VM their memory can differ in speed by a quarter, so the
-  // verification is compared with these, not with the plain engine's steps.
-  auto run_decode_on_spec = [&](int round) -> std::vector<double> {
-    SamplingParams p;
-    p.temperature = 0;
-    p.ignore_eos = true;
-    p.max_tokens = args.steps + 3;
-    p.max_speculative_tokens = 0;
-    (void)spec_engine->add_request("s" + std::to_string(round), random_prompt(16, vocab, 0u), p);
-    std::vector<double> forward_s;
-    int step = 0;
-    while (spec_engine->has_unfinished()) {
-      const double fwd0 = spec_engine->stats().forward_seconds;
-      auto outs = spec_engine->step();
-      if (!outs.ok()) std::exit(1);
-      if (step >= 3) forward_s.push_back(spec_engine->stats().forward_seconds - fwd0);
-      ++step;
-    }
     return forward_s;
   };
   if (args.verify_k > 0) {
@@ -343,7 +324,11 @@ int main(int argc, char** argv) {
     }
     if (spec_engine) {
       const std::vector<double> fwd = run_verify(round, verify_run);
-      const std::vector<double> fwd1 = run_decode_on_spec(round);
+      // Batch-1 decode forwards on the verifying engine itself (run_decode's requests there have
+      // speculation off): the same weights. Two engines' weights are separate copies, and on a VM
+      // their memory can differ in speed by a quarter, so the verification is compared with these.
+      Run on_spec;
+      const std::vector<double> fwd1 = run_decode(1, round, on_spec, spec_engine.get());
       if (!fwd.empty() && !fwd1.empty()) verify_ratios.push_back(median(fwd) / median(fwd1));
       if (!fwd.empty() && decode_forward > 0) verify_ratios_plain.push_back(median(fwd) / decode_forward);
     }

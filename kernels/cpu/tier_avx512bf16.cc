@@ -144,11 +144,6 @@ void packed_tile_dot_dyn(const std::uint16_t* xb, std::int64_t ldxb, const std::
   }
 }
 
-// Panels per tile for calls of one and of two rows: one VDPBF16PS per k-pair and accumulator is a
-// serial chain, so few rows need more panels to keep both units busy (see packed_group_panels).
-constexpr int kDotPanelsOneRow = 12;
-constexpr int kDotPanelsTwoRows = 6;
-
 // The exact path's loop nest (for_each_packed_tile) over x rounded to BF16 once per call (k
 // padded to even with zeros). F32 weights keep the exact path.
 void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std::int64_t panel_end) {
@@ -166,23 +161,14 @@ void gemm_packed_bf16_dot(const PackedGemmArgs& a, std::int64_t panel_begin, std
   }
   const auto* w = static_cast<const std::uint16_t*>(a.w);
   const std::int64_t ps = baton::cpu::panel_elements(a.k);
-  const int group = a.rows == 1 ? kDotPanelsOneRow : a.rows == 2 ? kDotPanelsTwoRows : kPackedPanels;
-  for_each_packed_tile(a, ldxb, packed_block_k(2), group, panel_begin, panel_end,
+  // Tiles of kPackedPanels panels whatever the row count: wider ones for one or two rows, as the
+  // exact tiers take, measured no faster here.
+  for_each_packed_tile(a, ldxb, packed_block_k(2), kPackedPanels, panel_begin, panel_end,
                        [&](std::int64_t m, int mr, std::int64_t p, int np, std::int64_t k0, std::int64_t kb,
                            int last_cols, const float* bias, bool resume, bool finish, std::int64_t ahead) {
-                         const std::uint16_t* x = xb.data() + m * ldxb + k0;
-                         const std::uint16_t* wp = w + p * ps + k0 * 16;
-                         float* y = a.y + m * a.ldy + p * 16;
-                         if (mr == 1) {
-                           packed_tile_dot_dyn<1, kDotPanelsOneRow>(x, ldxb, wp, ps, kb / 2, bias, y, a.ldy, last_cols,
-                                                                    resume, finish, ahead, mr, np);
-                         } else if (mr == 2) {
-                           packed_tile_dot_dyn<2, kDotPanelsTwoRows>(x, ldxb, wp, ps, kb / 2, bias, y, a.ldy, last_cols,
-                                                                     resume, finish, ahead, mr, np);
-                         } else {
-                           packed_tile_dot_dyn<kPackedRows, kPackedPanels>(x, ldxb, wp, ps, kb / 2, bias, y, a.ldy,
-                                                                           last_cols, resume, finish, ahead, mr, np);
-                         }
+                         packed_tile_dot_dyn<kPackedRows, kPackedPanels>(
+                             xb.data() + m * ldxb + k0, ldxb, w + p * ps + k0 * 16, ps, kb / 2, bias,
+                             a.y + m * a.ldy + p * 16, a.ldy, last_cols, resume, finish, ahead, mr, np);
                        });
 }
 
