@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   // A verifying request needs logits at its pending token and at each draft.
   to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (k_sized + 1));
   BATON_ASSIGN_OR_RETURN(e->model_, Transformer::create(*e->backend_, model_config, std::move(weights), to));
+  BATON_RETURN_IF_ERROR(e->step_batch_.allocate(*e->backend_, e->model_->options().max_num_logits));
   e->pool_ = std::make_unique<KvBlockPool>(num_blocks, config.block_size);
   if (config.speculative) {
     ProposerContext pc;
@@ -341,9 +342,20 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     if (!culprit) return fwd.status();
     return false;
   }
-  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size);
+  device_greedy_.resize(plan.chunks.size());
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) device_greedy_[i] = picks_on_device(plan.chunks[i]) ? 1 : 0;
+  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size, device_greedy_);
   stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  step_batch_.pick_greedy(*fwd, *backend_);
   return true;
+}
+
+bool Engine::picks_on_device(const ScheduledChunk& c) const {
+  const Request& r = *c.request;
+  // Logprobs need the row on the host; the deliberately broken verifier reads rows too.
+  return (c.samples || c.num_drafts > 0) && r.params.logprobs < 0 &&
+         Sampler::takes_raw_argmax(r.params, r.output().size()) &&
+         !(speculator_ && speculator_->broken_for_testing());
 }
 
 absl::Status Engine::observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
@@ -368,13 +380,24 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     }
     return;
   }
+  // A greedy request's picks come from the device (one id per row); other rows are read here.
+  const std::span<const std::int32_t> picks = step_batch_.greedy_tokens(index);
   const std::span<const float> logits = step_batch_.logits(index);
-  int any_nan = 0;  // a whole-row OR (vectorizes), not a search that branches per entry
-  for (const float x : logits) any_nan |= x != x;
-  if (any_nan != 0) {
+  bool bad_row = false, no_finite = false;
+  if (!picks.empty()) {
+    for (const std::int32_t t : picks) {
+      bad_row |= t < 0;
+      no_finite |= t == kArgmaxNoFinite;
+    }
+  } else {
+    int any_nan = 0;  // a whole-row OR (vectorizes), not a search that branches per entry
+    for (const float x : logits) any_nan |= x != x;
+    bad_row = any_nan != 0;
+  }
+  if (bad_row) {
     // Bad KV (e.g. a corrupt transfer) or weights: this request cannot go on; the others can.
-    fail(r, absl::DataLossError(str_cat("the target's logits are NaN at position ", c.start + c.num_tokens - 1,
-                                        " (corrupt KV cache contents?)")),
+    fail(r, absl::DataLossError(str_cat("the target's logits are ", no_finite ? "all -inf" : "NaN", " at position ",
+                                        c.start + c.num_tokens - 1, " (corrupt KV cache contents?)")),
          outs);
     return;
   }
@@ -382,7 +405,7 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   if (c.num_drafts > 0) {
     const VerifiedTokens verified = [&] {
       const ProfileScope profile(ProfileClass::kSampling);
-      return speculator_->verify(*r, logits);
+      return picks.empty() ? speculator_->verify(*r, logits) : speculator_->verify_greedy(*r, picks);
     }();
     // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
     r->num_computed = c.start + 1 + verified.num_accepted;
@@ -403,8 +426,9 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     // The draw that decides token num_tokens() (random.h): the same wherever this step runs.
     RandomStream rng = token_stream(r->seed, r->num_tokens());
     const ProfileScope profile(ProfileClass::kSampling);
-    const SampleResult s = sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
-                                           model_->config().eos_token_ids, rng);
+    const SampleResult s = !picks.empty() ? SampleResult{picks[0], 0.0f, {}}
+                                          : sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
+                                                            model_->config().eos_token_ids, rng);
     append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);
   }
   if (!r->finished()) {

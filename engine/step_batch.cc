@@ -1,6 +1,9 @@
 #include "engine/step_batch.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "common/status.h"
 
 namespace baton {
 
@@ -50,8 +53,31 @@ ForwardBatch& StepBatch::build(std::span<const ScheduledChunk> chunks, const Tar
   return batch;
 }
 
-void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden) {
+void host_row_ranges(std::span<const std::size_t> first_row, std::span<const std::int32_t> num_rows,
+                     std::span<const char> device_greedy, std::vector<RowRange>& out) {
+  out.clear();
+  for (std::size_t i = 0; i < first_row.size(); ++i) {
+    if (num_rows[i] == 0 || device_greedy[i] != 0) continue;
+    const std::size_t end = first_row[i] + static_cast<std::size_t>(num_rows[i]);
+    if (!out.empty() && out.back().end == first_row[i]) {
+      out.back().end = end;
+    } else {
+      out.push_back(RowRange{first_row[i], end});
+    }
+  }
+}
+
+absl::Status StepBatch::allocate(Backend& backend, std::int32_t max_num_logits) {
+  auto buffer = backend.allocate(static_cast<std::size_t>(std::max(max_num_logits, 1)) * sizeof(std::int32_t));
+  if (!buffer.ok()) return buffer.status();
+  greedy_device_ = std::move(*buffer);
+  return absl::OkStatus();
+}
+
+void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
+                      std::span<const char> device_greedy) {
   vocab_ = vocab;
+  device_greedy_.assign(device_greedy.begin(), device_greedy.end());
   const auto num_logits = static_cast<std::size_t>(out.logits.numel());
   if (backend.host_reads_device_memory()) {
     // Read in place (the rows are the model's workspace, valid until its next forward, which
@@ -59,8 +85,14 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
     backend.synchronize();
     logits_ = std::span<const float>(out.logits.ptr<const float>(), num_logits);
   } else {
+    // Only the rows the host samples, one copy per run of consecutive such chunks.
     host_logits_.resize(num_logits);
-    backend.copy_to_host(host_logits_.data(), out.logits.data, num_logits * sizeof(float));
+    const auto v = static_cast<std::size_t>(vocab);
+    host_row_ranges(logits_row_, num_logits_, device_greedy_, host_rows_);
+    for (const RowRange& rows : host_rows_) {
+      backend.copy_to_host(host_logits_.data() + rows.begin * v, out.logits.ptr<const float>() + rows.begin * v,
+                           (rows.end - rows.begin) * v * sizeof(float));
+    }
     logits_ = host_logits_;
   }
   width_ = states_.width(hidden);
@@ -79,6 +111,29 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
       std::memcpy(host_states_.data() + t * w + v * h, staging_.data() + t * h, h * sizeof(float));
     }
   }
+}
+
+void StepBatch::pick_greedy(const ForwardOutput& out, Backend& backend) {
+  greedy_ = {};
+  if (std::find(device_greedy_.begin(), device_greedy_.end(), 1) == device_greedy_.end()) return;
+  const std::int64_t rows = out.logits.numel() / std::max<std::int64_t>(vocab_, 1);
+  BATON_CHECK(static_cast<std::size_t>(rows) * sizeof(std::int32_t) <= greedy_device_.bytes(), "pick_greedy: ", rows,
+              " logits rows, room for ", greedy_device_.bytes() / sizeof(std::int32_t), " (allocate())");
+  const TensorView ids = greedy_device_.view(DType::kI32, {rows});
+  backend.argmax_rows(out.logits, ids);
+  if (backend.host_reads_device_memory()) {
+    backend.synchronize();
+    greedy_ = std::span<const std::int32_t>(ids.ptr<const std::int32_t>(), static_cast<std::size_t>(rows));
+  } else {
+    host_greedy_.resize(static_cast<std::size_t>(rows));
+    backend.copy_to_host(host_greedy_.data(), ids.data, host_greedy_.size() * sizeof(std::int32_t));
+    greedy_ = host_greedy_;
+  }
+}
+
+std::span<const std::int32_t> StepBatch::greedy_tokens(std::size_t chunk) const {
+  if (greedy_.empty() || device_greedy_[chunk] == 0) return {};
+  return greedy_.subspan(logits_row_[chunk], static_cast<std::size_t>(num_logits_[chunk]));
 }
 
 std::span<const float> StepBatch::logits(std::size_t chunk) const {

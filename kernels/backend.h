@@ -64,6 +64,10 @@ struct AttentionBatch {
   std::int64_t max_context_len = 0;  // longest (position + 1) in the batch
 };
 
+// argmax_rows()' answers for rows that have no greedy pick.
+inline constexpr std::int32_t kArgmaxHasNaN = -1;
+inline constexpr std::int32_t kArgmaxNoFinite = -2;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -152,6 +156,12 @@ class Backend {
   // (strided rows allowed); out: [tokens, heads, head_dim].
   virtual void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                                float scale, int sliding_window, const TensorView& out) = 0;
+
+  // Greedy picks where the logits are, so that only token ids need to reach the host:
+  // out[r] = the lowest index of the largest entry of logits row r (-0 and +0 tie), or
+  // kArgmaxHasNaN when the row holds a NaN, kArgmaxNoFinite when every entry is -inf.
+  // logits: [rows, vocab] F32 (strided rows allowed); out: [rows] I32.
+  virtual void argmax_rows(const TensorView& logits, const TensorView& out) = 0;
 
  protected:
   friend class DeviceBuffer;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/status.h"
+#include "kernels/cpu/argmax.h"
 
 namespace baton {
 namespace {
@@ -56,60 +57,6 @@ std::size_t checked_token(std::int32_t token, std::size_t vocab) {
   BATON_CHECK(token >= 0 && static_cast<std::size_t>(token) < vocab, "token id ", token,
               " in the request history is outside the vocabulary [0, ", vocab, ")");
   return static_cast<std::size_t>(token);
-}
-
-// The lowest index of the largest entry (-inf rows give 0), or nullopt when there is a NaN. Two
-// passes over 4-lane GCC vectors, four of them side by side (16 lanes): the compiler left the same
-// loop written over arrays scalar (one maxss and one NaN test per entry), and lowers wider
-// generic vectors to scalars too on the baseline x86-64 this layer is built for.
-std::optional<std::size_t> argmax_lowest(std::span<const float> v) {
-  using Floats = float __attribute__((vector_size(16)));
-  using Ints = int __attribute__((vector_size(16)));
-  constexpr std::size_t kVectors = 4, kLanes = 4 * kVectors;
-  const std::size_t n = v.size();
-  Floats lane[kVectors];
-  Ints nan[kVectors];
-  for (std::size_t u = 0; u < kVectors; ++u) {
-    lane[u] = Floats{v[0], v[0], v[0], v[0]};
-    nan[u] = Ints{};
-  }
-  std::size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (std::size_t u = 0; u < kVectors; ++u) {
-      Floats x;
-      std::memcpy(&x, v.data() + i + 4 * u, sizeof(x));
-      lane[u] = x > lane[u] ? x : lane[u];  // per lane, as a scalar "x > m ? x : m" scan: NaN never wins
-      nan[u] |= x != x;
-    }
-  }
-  float m = v[0];
-  int any_nan = 0;
-  for (std::size_t u = 0; u < kVectors; ++u) {
-    for (int j = 0; j < 4; ++j) {
-      m = lane[u][j] > m ? lane[u][j] : m;
-      any_nan |= nan[u][j];
-    }
-  }
-  for (; i < n; ++i) {
-    m = v[i] > m ? v[i] : m;
-    any_nan |= v[i] != v[i];
-  }
-  if (any_nan != 0) return std::nullopt;
-  // m is an entry of v (no NaN): the first one equal to it is the argmax (-0 == +0 keeps the first,
-  // as a strict > scan does).
-  const Floats target = {m, m, m, m};
-  std::size_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    Ints hit{};
-    for (std::size_t u = 0; u < kVectors; ++u) {
-      Floats x;
-      std::memcpy(&x, v.data() + k + 4 * u, sizeof(x));
-      hit |= x == target;
-    }
-    if ((hit[0] | hit[1] | hit[2] | hit[3]) != 0) break;
-  }
-  while (v[k] != m) ++k;
-  return k;
 }
 
 }  // namespace
@@ -161,21 +108,25 @@ void Sampler::load_logits(std::span<const float> logits, const SamplingParams& p
 }
 
 std::size_t Sampler::argmax() const {
-  const std::optional<std::size_t> best = argmax_lowest(work_);
+  const std::optional<std::size_t> best = cpu::argmax_lowest(work_);
   BATON_CHECK(best.has_value(), "NaN in the logits row (vocab ", work_.size(), ")");
   return *best;
+}
+
+bool Sampler::takes_raw_argmax(const SamplingParams& params, std::size_t output_len) {
+  const bool penalties =
+      params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
+  const bool masks_stops = output_len < static_cast<std::size_t>(std::max(params.min_tokens, 0));
+  return params.greedy() && !penalties && !masks_stops;
 }
 
 std::int32_t Sampler::greedy_token(std::span<const float> logits, const SamplingParams& params,
                                    const TokenHistory& history, std::span<const std::int32_t> eos_token_ids) {
   const std::size_t vocab = logits.size();
   BATON_CHECK(vocab > 0, "empty logits row");
-  const bool penalties =
-      params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
-  const bool masks_stops = history.output.size() < static_cast<std::size_t>(std::max(params.min_tokens, 0));
-  if (!penalties && !masks_stops) {
+  if (takes_raw_argmax(params, history.output.size())) {
     // Nothing to process: the argmax of the logits as they are (no copy).
-    const std::optional<std::size_t> best = argmax_lowest(logits);
+    const std::optional<std::size_t> best = cpu::argmax_lowest(logits);
     BATON_CHECK(best.has_value(), "NaN in the logits row (vocab ", vocab, ")");
     BATON_CHECK(logits[*best] > kNegInf, "logits row has no finite entry (vocab ", vocab, ")");
     return static_cast<std::int32_t>(*best);

@@ -69,6 +69,11 @@ class Sampler {
   void target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                     std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
 
+  // Whether a request's greedy token is the argmax of its raw logits: greedy, no penalties, and
+  // no min_tokens mask after `output_len` output tokens. Such a token can be picked where the
+  // logits are (Backend::argmax_rows) instead of by greedy_token().
+  static bool takes_raw_argmax(const SamplingParams& params, std::size_t output_len);
+
   // The greedy token: the argmax (lowest id on ties) of the processed logits, the token that
   // target_probs() puts its one-hot at for a greedy request, without writing a distribution.
   // Rows that need no processing (no penalties, no min_tokens mask) are read in place.

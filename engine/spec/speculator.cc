@@ -95,11 +95,37 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
           : config_.rejection_sample_method == RejectionMethod::kBlock ? verify_block(in, random)
                                                                        : verify_standard(in, random);
   }
+  return accept(r, res, logits);
+}
+
+VerifiedTokens Speculator::verify_greedy(Request& r, std::span<const std::int32_t> target_picks) {
+  const auto k = static_cast<std::int32_t>(r.drafts.size());
+  BATON_CHECK(target_picks.size() == static_cast<std::size_t>(k) + 1, "verify_greedy: ", target_picks.size(),
+              " picks for ", k, " drafts");
+  BATON_CHECK(r.params.logprobs < 0 && !broken_for_testing_ &&
+                  Sampler::takes_raw_argmax(r.params, static_cast<std::size_t>(r.num_output())),
+              "verify_greedy on a request whose tokens are not the raw argmax");
+  // The greedy rule of verify(): accept while each draft is its row's pick; the first other pick
+  // (or the bonus row's) comes next.
+  VerifyResult res{k, target_picks[static_cast<std::size_t>(k)]};
+  for (std::int32_t i = 0; i < k; ++i) {
+    if (target_picks[static_cast<std::size_t>(i)] != r.drafts[static_cast<std::size_t>(i)]) {
+      res = VerifyResult{i, target_picks[static_cast<std::size_t>(i)]};
+      break;
+    }
+  }
+  return accept(r, res, {});
+}
+
+VerifiedTokens Speculator::accept(Request& r, const VerifyResult& res, std::span<const float> logits) {
+  const auto k = static_cast<std::int32_t>(r.drafts.size());
+  const auto v = static_cast<std::size_t>(vocab_);
   VerifiedTokens out;
   out.num_accepted = res.num_accepted;
   out.tokens.assign(r.drafts.begin(), r.drafts.begin() + res.num_accepted);
   out.tokens.push_back(res.next_token);
   if (r.params.logprobs >= 0) {
+    BATON_CHECK(!logits.empty(), "logprobs without the logits rows");
     for (std::size_t i = 0; i < out.tokens.size(); ++i) {
       out.logprobs.push_back(Sampler::raw_logprobs(logits.subspan(i * v, v), out.tokens[i], r.params.logprobs));
     }

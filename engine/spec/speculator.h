@@ -20,6 +20,7 @@
 #include "engine/spec/config.h"
 #include "engine/spec/model_proposer.h"
 #include "engine/spec/proposer.h"
+#include "engine/spec/rejection_sampler.h"
 
 namespace baton {
 
@@ -69,6 +70,12 @@ class Speculator {
 
   // Verifies r.drafts against logits rows [r.drafts.size() + 1, vocab] of the target forward.
   VerifiedTokens verify(Request& r, std::span<const float> logits);
+  // The same for a greedy request whose rows are picked by their raw argmax
+  // (Sampler::takes_raw_argmax): target_picks [r.drafts.size() + 1] holds each row's argmax, as
+  // Backend::argmax_rows() gives it, so the logits never reach the host.
+  VerifiedTokens verify_greedy(Request& r, std::span<const std::int32_t> target_picks);
+  // Whether verification is the deliberately lossy one (it must see the logits rows).
+  bool broken_for_testing() const { return broken_for_testing_; }
 
   // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
   absl::Status observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
@@ -82,6 +89,9 @@ class Speculator {
  private:
   // Builds the proposal for r into batch_[i] / streams_[i].
   void prepare(Request* r, std::int32_t max_model_len, std::size_t i);
+  // The tokens a verification emits, its logprobs (from `logits`, when asked for) and its counts;
+  // clears r's drafts.
+  VerifiedTokens accept(Request& r, const VerifyResult& res, std::span<const float> logits);
   // Checks what the proposer returned for batch_[i]; the failure, if any.
   absl::Status check(const ProposalRequest& p) const;
 

@@ -2,8 +2,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
 #include <vector>
 
+#include "kernels/cpu/argmax.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/step_profile.h"
@@ -221,6 +225,25 @@ void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
   const KernelTable& k = *kernels_;
   pool_.parallel_for(in.count(), min_rows_per_thread(in.cols()), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) k.silu_mul_row(in.row(r), in.row(r) + inter, o.row(r), inter);
+  });
+}
+
+void CpuBackend::argmax_rows(const TensorView& logits, const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kSampling);
+  check_f32(logits, "argmax_rows logits");
+  const Rows<const float> rows(logits);
+  BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == rows.count() && rows.cols() > 0,
+              "argmax_rows shapes: ", logits.describe(), " -> ", out.describe());
+  auto* ids = out.ptr<std::int32_t>();
+  const auto cols = static_cast<std::size_t>(rows.cols());
+  pool_.parallel_for(rows.count(), min_rows_per_thread(rows.cols()), 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::span<const float> row(rows.row(r), cols);
+      const std::optional<std::size_t> best = argmax_lowest(row);
+      ids[r] = !best.has_value()                                     ? kArgmaxHasNaN
+               : row[*best] == -std::numeric_limits<float>::infinity() ? kArgmaxNoFinite
+                                                                        : static_cast<std::int32_t>(*best);
+    }
   });
 }
 

@@ -59,6 +59,7 @@ class CpuBackend final : public Backend {
                 const TensorView& kv_cache) override;
   void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                        float scale, int sliding_window, const TensorView& out) override;
+  void argmax_rows(const TensorView& logits, const TensorView& out) override;
 
   ThreadPool& pool() { return pool_; }
   const KernelTable& kernels() const { return *kernels_; }

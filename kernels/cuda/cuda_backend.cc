@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "common/status.h"
+#include "kernels/cuda/argmax.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/pointwise.cuh"
@@ -278,6 +279,14 @@ class CudaBackend final : public Backend {
     a.sliding_window = sliding_window;
     if (a.q.tokens == 0) return;
     check_cuda(cuda::paged_attention(a, stream_), "paged_attention");
+  }
+
+  void argmax_rows(const TensorView& logits, const TensorView& out) override {
+    check_f32(logits, "argmax_rows logits");
+    const cuda::RowsArg l = rows(logits);
+    BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == l.count && l.cols > 0,
+                "argmax_rows shapes: ", logits.describe(), " -> ", out.describe());
+    check_cuda(cuda::argmax_rows(l, out.ptr<std::int32_t>(), kArgmaxHasNaN, kArgmaxNoFinite, stream_), "argmax_rows");
   }
 
  protected:

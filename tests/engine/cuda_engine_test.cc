@@ -1,8 +1,9 @@
 // The engine on the CUDA backend against the CPU backend: for every fixture architecture, plain
-// greedy decoding gives the same tokens on both devices; on the GPU, greedy output with every
-// speculative method is token-identical to the GPU's plain greedy output (the batch-invariant
-// kernels make a token's logits the same in a decode step and in a verification). Every test skips
-// on a machine without a GPU.
+// greedy decoding gives the same tokens on both devices, and seeded sampled requests in a batch of
+// greedy ones (picked on the device) sample what they sample alone; on the GPU, greedy output with
+// every speculative method is token-identical to the GPU's plain greedy output (the
+// batch-invariant kernels make a token's logits the same in a decode step and in a verification).
+// Every test skips on a machine without a GPU.
 #include <map>
 #include <random>
 
@@ -91,6 +92,23 @@ TEST_P(CudaFixture, GreedyTokensEqualTheCpuBackends) {
   auto gpu = make_engine(GetParam(), kCuda);
   expect_same_greedy(jobs, testing::run_jobs(*gpu, jobs), want, GetParam() + " cuda vs cpu");
   EXPECT_EQ(gpu->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+// Greedy rows are picked on the device and only the sampled requests' rows are copied to the
+// host: each seeded request samples the same tokens in the mixed batch as alone, so the rows it
+// got were its own.
+TEST_P(CudaFixture, SampledRowsBesideDevicePicksAreTheRequestsOwn) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_engine(GetParam(), kCuda);
+  const auto jobs = jobs_for(gpu->model_config().vocab_size);
+  const auto mixed = testing::run_jobs(*gpu, jobs);
+  for (const Job& j : jobs) {
+    if (j.params.greedy()) continue;
+    Job alone = j;
+    alone.id = j.id + "-alone";
+    const auto got = testing::run_jobs(*gpu, {alone});
+    EXPECT_EQ(got.at(alone.id), mixed.at(j.id)) << GetParam() << ", request " << j.id;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, CudaFixture, ::testing::ValuesIn(fixture_names()),
