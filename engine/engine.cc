@@ -342,20 +342,33 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     if (!culprit) return fwd.status();
     return false;
   }
-  device_greedy_.resize(plan.chunks.size());
-  for (std::size_t i = 0; i < plan.chunks.size(); ++i) device_greedy_[i] = picks_on_device(plan.chunks[i]) ? 1 : 0;
-  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size, device_greedy_);
+  device_picks_.resize(plan.chunks.size());
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) device_picks_[i] = device_pick(plan.chunks[i]);
+  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size, device_picks_);
   stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  step_batch_.pick_greedy(*fwd, *backend_);
+  step_batch_.pick_on_device(*fwd, *backend_);
   return true;
 }
 
-bool Engine::picks_on_device(const ScheduledChunk& c) const {
+SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {
   const Request& r = *c.request;
-  // Logprobs need the row on the host; the deliberately broken verifier reads rows too.
-  return (c.samples || c.num_drafts > 0) && r.params.logprobs < 0 &&
-         Sampler::takes_raw_argmax(r.params, r.output().size()) &&
-         !(speculator_ && speculator_->broken_for_testing());
+  SampleRowParams p;  // temperature -1: the host samples
+  // Logprobs and penalties need the rows on the host, and so do probabilistic drafts (their
+  // verification reads p and q) and the deliberately broken verifier. Greedy rows can be picked
+  // on every backend; sampled ones where the backend samples.
+  const bool host = !(c.samples || c.num_drafts > 0) || r.params.logprobs >= 0 ||
+                    Sampler::needs_history(r.params, r.output().size()) || !r.draft_probs.empty() ||
+                    (speculator_ && speculator_->broken_for_testing()) ||
+                    (!r.params.greedy() && !backend_->samples_rows());
+  if (host) return p;
+  p.temperature = r.params.greedy() ? 0.0f : r.params.temperature;
+  p.top_k = r.params.top_k;
+  p.top_p = r.params.top_p;
+  p.min_p = r.params.min_p;
+  p.seed = r.seed;
+  // The first token the chunk decides (the draw plain decoding makes there; random.h).
+  p.position = r.num_tokens();
+  return p;
 }
 
 absl::Status Engine::observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
@@ -380,8 +393,8 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     }
     return;
   }
-  // A greedy request's picks come from the device (one id per row); other rows are read here.
-  const std::span<const std::int32_t> picks = step_batch_.greedy_tokens(index);
+  // Tokens picked on the device come as one id per row; other chunks' rows are read here.
+  const std::span<const std::int32_t> picks = step_batch_.device_tokens(index);
   const std::span<const float> logits = step_batch_.logits(index);
   bool bad_row = false, no_finite = false;
   if (!picks.empty()) {
@@ -405,7 +418,7 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   if (c.num_drafts > 0) {
     const VerifiedTokens verified = [&] {
       const ProfileScope profile(ProfileClass::kSampling);
-      return picks.empty() ? speculator_->verify(*r, logits) : speculator_->verify_greedy(*r, picks);
+      return picks.empty() ? speculator_->verify(*r, logits) : speculator_->verify_picks(*r, picks);
     }();
     // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
     r->num_computed = c.start + 1 + verified.num_accepted;

@@ -222,9 +222,10 @@ class Engine {
   void propose_pending(std::vector<RequestOutput>& outs);
   absl::StatusOr<bool> run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs);
   void process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs);
-  // Whether chunk c's token(s) are the raw argmax of the target's logits (a greedy request with
-  // nothing for the host to process or report), picked by Backend::argmax_rows where they are.
-  bool picks_on_device(const ScheduledChunk& c) const;
+  // How chunk c's token(s) are picked where the logits are (Backend::argmax_rows / sample_rows),
+  // or temperature -1 when the host must read its rows (logprobs, penalties, probabilistic drafts,
+  // a sampled request on a backend that does not sample).
+  SampleRowParams device_pick(const ScheduledChunk& c) const;
   // speculator_->observe, timed as proposer work when the step profile is on.
   absl::Status observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
                        std::int32_t num_valid);
@@ -251,7 +252,7 @@ class Engine {
   TextDecoderFactory decoder_factory_;
   KvLayerCallback layer_callback_;
   std::vector<KvLayerWrite> layer_writes_;
-  std::vector<char> device_greedy_;     // run_forward()'s picks_on_device() per chunk, reused
+  std::vector<SampleRowParams> device_picks_;  // run_forward()'s device_pick() per chunk, reused
   std::vector<Request*> want_drafts_;  // propose_pending()'s list, reused from step to step
   EngineStats stats_;
   std::uint64_t next_key_ = 1;

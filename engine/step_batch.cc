@@ -54,10 +54,10 @@ ForwardBatch& StepBatch::build(std::span<const ScheduledChunk> chunks, const Tar
 }
 
 void host_row_ranges(std::span<const std::size_t> first_row, std::span<const std::int32_t> num_rows,
-                     std::span<const char> device_greedy, std::vector<RowRange>& out) {
+                     std::span<const char> on_device, std::vector<RowRange>& out) {
   out.clear();
   for (std::size_t i = 0; i < first_row.size(); ++i) {
-    if (num_rows[i] == 0 || device_greedy[i] != 0) continue;
+    if (num_rows[i] == 0 || on_device[i] != 0) continue;
     const std::size_t end = first_row[i] + static_cast<std::size_t>(num_rows[i]);
     if (!out.empty() && out.back().end == first_row[i]) {
       out.back().end = end;
@@ -70,14 +70,16 @@ void host_row_ranges(std::span<const std::size_t> first_row, std::span<const std
 absl::Status StepBatch::allocate(Backend& backend, std::int32_t max_num_logits) {
   auto buffer = backend.allocate(static_cast<std::size_t>(std::max(max_num_logits, 1)) * sizeof(std::int32_t));
   if (!buffer.ok()) return buffer.status();
-  greedy_device_ = std::move(*buffer);
+  picks_device_ = std::move(*buffer);
   return absl::OkStatus();
 }
 
 void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
-                      std::span<const char> device_greedy) {
+                      std::span<const SampleRowParams> device) {
   vocab_ = vocab;
-  device_greedy_.assign(device_greedy.begin(), device_greedy.end());
+  device_.assign(device.begin(), device.end());
+  on_device_.resize(device_.size());
+  for (std::size_t i = 0; i < device_.size(); ++i) on_device_[i] = device_[i].temperature >= 0.0f ? 1 : 0;
   const auto num_logits = static_cast<std::size_t>(out.logits.numel());
   if (backend.host_reads_device_memory()) {
     // Read in place (the rows are the model's workspace, valid until its next forward, which
@@ -88,7 +90,7 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
     // Only the rows the host samples, one copy per run of consecutive such chunks.
     host_logits_.resize(num_logits);
     const auto v = static_cast<std::size_t>(vocab);
-    host_row_ranges(logits_row_, num_logits_, device_greedy_, host_rows_);
+    host_row_ranges(logits_row_, num_logits_, on_device_, host_rows_);
     for (const RowRange& rows : host_rows_) {
       backend.copy_to_host(host_logits_.data() + rows.begin * v, out.logits.ptr<const float>() + rows.begin * v,
                            (rows.end - rows.begin) * v * sizeof(float));
@@ -113,27 +115,49 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
   }
 }
 
-void StepBatch::pick_greedy(const ForwardOutput& out, Backend& backend) {
-  greedy_ = {};
-  if (std::find(device_greedy_.begin(), device_greedy_.end(), 1) == device_greedy_.end()) return;
+void StepBatch::pick_on_device(const ForwardOutput& out, Backend& backend) {
+  picks_ = {};
+  bool any = false, any_sampled = false;
+  for (std::size_t i = 0; i < device_.size(); ++i) {
+    if (on_device_[i] == 0 || num_logits_[i] == 0) continue;
+    any = true;
+    any_sampled |= device_[i].temperature > 1e-5f;
+  }
+  if (!any) return;
   const std::int64_t rows = out.logits.numel() / std::max<std::int64_t>(vocab_, 1);
-  BATON_CHECK(static_cast<std::size_t>(rows) * sizeof(std::int32_t) <= greedy_device_.bytes(), "pick_greedy: ", rows,
-              " logits rows, room for ", greedy_device_.bytes() / sizeof(std::int32_t), " (allocate())");
-  const TensorView ids = greedy_device_.view(DType::kI32, {rows});
-  backend.argmax_rows(out.logits, ids);
+  BATON_CHECK(static_cast<std::size_t>(rows) * sizeof(std::int32_t) <= picks_device_.bytes(), "pick_on_device: ", rows,
+              " logits rows, room for ", picks_device_.bytes() / sizeof(std::int32_t), " (allocate())");
+  const TensorView ids = picks_device_.view(DType::kI32, {rows});
+  if (any_sampled) {
+    // Row j of a chunk decides the token at its position + j (a verification's rows follow the
+    // pending token); the host's rows are skipped.
+    BATON_CHECK(backend.samples_rows(), "pick_on_device: sampled chunks flagged on ", backend.describe());
+    row_params_.assign(static_cast<std::size_t>(rows), SampleRowParams{});
+    for (std::size_t i = 0; i < device_.size(); ++i) {
+      if (on_device_[i] == 0) continue;
+      for (std::int32_t j = 0; j < num_logits_[i]; ++j) {
+        SampleRowParams& p = row_params_[logits_row_[i] + static_cast<std::size_t>(j)];
+        p = device_[i];
+        p.position += j;
+      }
+    }
+    backend.sample_rows(out.logits, row_params_, ids);
+  } else {
+    backend.argmax_rows(out.logits, ids);
+  }
   if (backend.host_reads_device_memory()) {
     backend.synchronize();
-    greedy_ = std::span<const std::int32_t>(ids.ptr<const std::int32_t>(), static_cast<std::size_t>(rows));
+    picks_ = std::span<const std::int32_t>(ids.ptr<const std::int32_t>(), static_cast<std::size_t>(rows));
   } else {
-    host_greedy_.resize(static_cast<std::size_t>(rows));
-    backend.copy_to_host(host_greedy_.data(), ids.data, host_greedy_.size() * sizeof(std::int32_t));
-    greedy_ = host_greedy_;
+    host_picks_.resize(static_cast<std::size_t>(rows));
+    backend.copy_to_host(host_picks_.data(), ids.data, host_picks_.size() * sizeof(std::int32_t));
+    picks_ = host_picks_;
   }
 }
 
-std::span<const std::int32_t> StepBatch::greedy_tokens(std::size_t chunk) const {
-  if (greedy_.empty() || device_greedy_[chunk] == 0) return {};
-  return greedy_.subspan(logits_row_[chunk], static_cast<std::size_t>(num_logits_[chunk]));
+std::span<const std::int32_t> StepBatch::device_tokens(std::size_t chunk) const {
+  if (picks_.empty() || on_device_[chunk] == 0) return {};
+  return picks_.subspan(logits_row_[chunk], static_cast<std::size_t>(num_logits_[chunk]));
 }
 
 std::span<const float> StepBatch::logits(std::size_t chunk) const {

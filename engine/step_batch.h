@@ -6,9 +6,9 @@
 //                  where the host can read device memory, else copied, only those chunks' rows)
 //                  and copies the captured states to the host in one copy per tensor, interleaved
 //                  per token as TargetStateConsumer::observe() takes them;
-//   pick_greedy()  picks the argmax of every logits row where the logits are
-//                  (Backend::argmax_rows), for chunks whose tokens are the raw argmax: only their
-//                  ids reach the host.
+//   pick_on_device()  picks the tokens of the chunks the engine flagged where the logits are:
+//                  argmax_rows() when they are all greedy, else sample_rows() (row j of a chunk
+//                  draws at its position + j); only their ids reach the host.
 // Buffers are reused from step to step and sized once (allocate()). It owns no request state and
 // never samples.
 #pragma once
@@ -32,32 +32,32 @@ struct RowRange {
 };
 
 // The logits rows the host must read when it cannot read device memory: the rows of every chunk
-// that is not flagged device_greedy, with the rows of consecutive such chunks merged into one
+// that is not flagged on_device, with the rows of consecutive such chunks merged into one
 // range (one copy each). first_row[i], num_rows[i]: chunk i's rows, in row order.
 void host_row_ranges(std::span<const std::size_t> first_row, std::span<const std::int32_t> num_rows,
-                     std::span<const char> device_greedy, std::vector<RowRange>& out);
+                     std::span<const char> on_device, std::vector<RowRange>& out);
 
 class StepBatch {
  public:
   // The chunks must outlive the batch's use (their token spans point into the requests). The
   // batch is this object's own, valid (and reused) until the next build().
-  // Device memory for the greedy ids of up to max_num_logits rows per forward.
+  // Device memory for the picked ids of up to max_num_logits rows per forward.
   absl::Status allocate(Backend& backend, std::int32_t max_num_logits);
 
   ForwardBatch& build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states);
-  // device_greedy[i]: chunk i's tokens are picked by pick_greedy(), so the host never needs its
-  // logits rows.
+  // device[i]: how chunk i's tokens are picked on the device (its first row's settings), or
+  // temperature < 0 when the host samples it and needs its logits rows.
   void fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
-             std::span<const char> device_greedy);
-  // The argmax of each logits row for the chunks flagged in fetch() (see greedy_tokens()).
-  void pick_greedy(const ForwardOutput& out, Backend& backend);
+             std::span<const SampleRowParams> device);
+  // The tokens of the chunks flagged in fetch() (see device_tokens()).
+  void pick_on_device(const ForwardOutput& out, Backend& backend);
 
   // Chunk i's logits: [drafts + 1, vocab] for a verification, [1, vocab] when it samples, empty
   // otherwise.
   std::span<const float> logits(std::size_t chunk) const;
-  // Chunk i's greedy picks, one per logits row (kArgmaxHasNaN / kArgmaxNoFinite for a row without
-  // one), for a chunk flagged in fetch(); empty otherwise.
-  std::span<const std::int32_t> greedy_tokens(std::size_t chunk) const;
+  // Chunk i's tokens picked on the device, one per logits row (kArgmaxHasNaN / kArgmaxNoFinite for
+  // a row without one), for a chunk flagged in fetch(); empty otherwise.
+  std::span<const std::int32_t> device_tokens(std::size_t chunk) const;
   // Chunk i's captured states: [num_tokens, width], or empty when nothing is captured.
   std::span<const float> states(std::size_t chunk) const;
 
@@ -71,11 +71,13 @@ class StepBatch {
   std::int32_t vocab_ = 0, width_ = 0;
   std::span<const float> logits_;  // this step's logits: host_logits_, or the device's own rows
   std::vector<float> host_logits_;  // only the rows of chunks the host samples are filled
-  std::vector<char> device_greedy_;  // per chunk, as fetch() was told
+  std::vector<SampleRowParams> device_;  // per chunk, as fetch() was told
+  std::vector<char> on_device_;          // per chunk: device_[i].temperature >= 0
   std::vector<RowRange> host_rows_;
-  DeviceBuffer greedy_device_;       // [max_num_logits] I32
-  std::span<const std::int32_t> greedy_;  // this step's picks: host_greedy_, or the device's own
-  std::vector<std::int32_t> host_greedy_;
+  std::vector<SampleRowParams> row_params_;  // per logits row, for sample_rows()
+  DeviceBuffer picks_device_;                // [max_num_logits] I32
+  std::span<const std::int32_t> picks_;      // this step's picks: host_picks_, or the device's own
+  std::vector<std::int32_t> host_picks_;
   std::vector<float> host_states_;
   std::vector<float> staging_;
 };

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/status.h"
+
 namespace baton {
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -33,6 +35,11 @@ TensorView DeviceBuffer::view(DType dtype, std::initializer_list<std::int64_t> s
   BATON_CHECK(static_cast<std::size_t>(v.numel()) * dtype_size(dtype) <= bytes_, "view ", v.describe(),
               " does not fit a buffer of ", bytes_, " bytes");
   return v;
+}
+
+void Backend::sample_rows(const TensorView& /*logits*/, std::span<const SampleRowParams> /*params*/,
+                          const TensorView& /*out*/) {
+  BATON_CHECK(false, "sample_rows() on ", describe(), ", which does not sample (samples_rows() is false)");
 }
 
 }  // namespace baton

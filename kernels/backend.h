@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,18 @@ struct AttentionBatch {
   TensorView block_tables;  // [num_seqs, max_blocks_per_seq] physical KV block ids
   std::int64_t num_tokens = 0;
   std::int64_t max_context_len = 0;  // longest (position + 1) in the batch
+};
+
+// One row's settings for sample_rows(): the host Sampler's processing of a request without
+// penalties or a min_tokens mask (temperature, top-k, top-p, min-p; engine/sample/sampler.h), and
+// the row's draw: uniform 0 of the token stream (seed, position) (engine/sample/random.h).
+struct SampleRowParams {
+  float temperature = -1.0f;  // <= 1e-5: greedy (argmax_rows' pick); < 0: skip the row
+  std::int32_t top_k = 0;     // <= 0 or >= vocab: off
+  float top_p = 1.0f;         // >= 1: off
+  float min_p = 0.0f;         // <= 0: off
+  std::uint64_t seed = 0;
+  std::int64_t position = 0;
 };
 
 // argmax_rows()' answers for rows that have no greedy pick.
@@ -162,6 +175,13 @@ class Backend {
   // kArgmaxHasNaN when the row holds a NaN, kArgmaxNoFinite when every entry is -inf.
   // logits: [rows, vocab] F32 (strided rows allowed); out: [rows] I32.
   virtual void argmax_rows(const TensorView& logits, const TensorView& out) = 0;
+
+  // Whether sample_rows() exists here. The CPU has none: its host Sampler reads the rows in place.
+  virtual bool samples_rows() const { return false; }
+  // Draws every row's token where the logits are (rows whose temperature is < 0 are left alone),
+  // with argmax_rows()' codes for rows without one. logits: [rows, vocab] F32; params: [rows]
+  // host; out: [rows] I32. Only where samples_rows().
+  virtual void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out);
 
  protected:
   friend class DeviceBuffer;

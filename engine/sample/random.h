@@ -21,12 +21,15 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/philox.h"
+
 namespace baton {
 
 // One Philox4x32-10 block: 4 x 32 random bits for a 128-bit counter under a 64-bit key.
 std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key);
 
 enum class RandomPurpose : std::uint32_t { kToken = 1, kVerify = 2, kDraft = 3 };
+static_assert(static_cast<std::uint32_t>(RandomPurpose::kToken) == kPhiloxTokenPurpose);
 
 // A sequence of uniforms in (0, 1] for one (seed, purpose, position); draw i uses counter
 // {i, position low, position high, purpose} and key = seed. Cheap to create and copy.

@@ -113,11 +113,11 @@ std::size_t Sampler::argmax() const {
   return *best;
 }
 
-bool Sampler::takes_raw_argmax(const SamplingParams& params, std::size_t output_len) {
+bool Sampler::needs_history(const SamplingParams& params, std::size_t output_len) {
   const bool penalties =
       params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
   const bool masks_stops = output_len < static_cast<std::size_t>(std::max(params.min_tokens, 0));
-  return params.greedy() && !penalties && !masks_stops;
+  return penalties || masks_stops;
 }
 
 std::int32_t Sampler::greedy_token(std::span<const float> logits, const SamplingParams& params,

@@ -98,15 +98,15 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   return accept(r, res, logits);
 }
 
-VerifiedTokens Speculator::verify_greedy(Request& r, std::span<const std::int32_t> target_picks) {
+VerifiedTokens Speculator::verify_picks(Request& r, std::span<const std::int32_t> target_picks) {
   const auto k = static_cast<std::int32_t>(r.drafts.size());
-  BATON_CHECK(target_picks.size() == static_cast<std::size_t>(k) + 1, "verify_greedy: ", target_picks.size(),
+  BATON_CHECK(target_picks.size() == static_cast<std::size_t>(k) + 1, "verify_picks: ", target_picks.size(),
               " picks for ", k, " drafts");
-  BATON_CHECK(r.params.logprobs < 0 && !broken_for_testing_ &&
-                  Sampler::takes_raw_argmax(r.params, static_cast<std::size_t>(r.num_output())),
-              "verify_greedy on a request whose tokens are not the raw argmax");
-  // The greedy rule of verify(): accept while each draft is its row's pick; the first other pick
-  // (or the bonus row's) comes next.
+  BATON_CHECK(r.params.logprobs < 0 && !broken_for_testing_ && r.draft_probs.empty() &&
+                  !Sampler::needs_history(r.params, static_cast<std::size_t>(r.num_output())),
+              "verify_picks on a request whose rows the host must process");
+  // The matching rule of verify() (greedy, and sampled with one-hot drafts, standard or block):
+  // accept while each draft is its row's pick; the first other pick (or the bonus row's) comes next.
   VerifyResult res{k, target_picks[static_cast<std::size_t>(k)]};
   for (std::int32_t i = 0; i < k; ++i) {
     if (target_picks[static_cast<std::size_t>(i)] != r.drafts[static_cast<std::size_t>(i)]) {

@@ -70,10 +70,12 @@ class Speculator {
 
   // Verifies r.drafts against logits rows [r.drafts.size() + 1, vocab] of the target forward.
   VerifiedTokens verify(Request& r, std::span<const float> logits);
-  // The same for a greedy request whose rows are picked by their raw argmax
-  // (Sampler::takes_raw_argmax): target_picks [r.drafts.size() + 1] holds each row's argmax, as
-  // Backend::argmax_rows() gives it, so the logits never reach the host.
-  VerifiedTokens verify_greedy(Request& r, std::span<const std::int32_t> target_picks);
+  // The same from the token the target picks at each row, where the logits are
+  // (Backend::argmax_rows / sample_rows): target_picks [r.drafts.size() + 1]. For a greedy request
+  // the picks are the argmaxes; for a sampled one with one-hot drafts, row i's pick is the draw
+  // token_stream(seed, position + i) makes from p_i, which is exactly what verify() matches the
+  // drafts against (rejection_sampler.h). Not for logprobs, penalties or probabilistic drafts.
+  VerifiedTokens verify_picks(Request& r, std::span<const std::int32_t> target_picks);
   // Whether verification is the deliberately lossy one (it must see the logits rows).
   bool broken_for_testing() const { return broken_for_testing_; }
 

@@ -2,9 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
+
 #include "common/status.h"
 #include "kernels/cuda/argmax.cuh"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/pointwise.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -71,6 +75,15 @@ cuda::KvCacheArg kv_cache_arg(const TensorView& kv) {
   return a;
 }
 
+// sample_rows() hands SampleRowParams to the kernel as cuda::SampleRowArgs.
+static_assert(sizeof(SampleRowParams) == sizeof(cuda::SampleRowArgs) &&
+              offsetof(SampleRowParams, temperature) == offsetof(cuda::SampleRowArgs, temperature) &&
+              offsetof(SampleRowParams, top_k) == offsetof(cuda::SampleRowArgs, top_k) &&
+              offsetof(SampleRowParams, top_p) == offsetof(cuda::SampleRowArgs, top_p) &&
+              offsetof(SampleRowParams, min_p) == offsetof(cuda::SampleRowArgs, min_p) &&
+              offsetof(SampleRowParams, seed) == offsetof(cuda::SampleRowArgs, seed) &&
+              offsetof(SampleRowParams, position) == offsetof(cuda::SampleRowArgs, position));
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaBackend>> create(const BackendOptions& options) {
@@ -97,6 +110,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    sample_params_ = DeviceBuffer();
     if (gemm_ != nullptr) cuda::gemm_destroy(gemm_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -289,6 +303,27 @@ class CudaBackend final : public Backend {
     check_cuda(cuda::argmax_rows(l, out.ptr<std::int32_t>(), kArgmaxHasNaN, kArgmaxNoFinite, stream_), "argmax_rows");
   }
 
+  bool samples_rows() const override { return true; }
+  void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override {
+    check_f32(logits, "sample_rows logits");
+    const cuda::RowsArg l = rows(logits);
+    BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == l.count && l.cols > 0 &&
+                    static_cast<std::int64_t>(params.size()) == l.count,
+                "sample_rows shapes: ", logits.describe(), " with ", params.size(), " params -> ", out.describe());
+    if (l.count == 0) return;
+    // The row settings travel in a buffer kept from call to call (grown, never per step).
+    const std::size_t bytes = params.size() * sizeof(SampleRowParams);
+    if (sample_params_.bytes() < bytes) {
+      auto b = allocate(std::max<std::size_t>(bytes, 256 * sizeof(SampleRowParams)));
+      BATON_CHECK(b.ok(), "sample_rows: ", b.status().ToString());
+      sample_params_ = std::move(*b);
+    }
+    copy_to_device(sample_params_.data(), params.data(), bytes);
+    check_cuda(cuda::sample_rows(l, static_cast<const cuda::SampleRowArgs*>(sample_params_.data()), out.ptr<std::int32_t>(),
+                                 kArgmaxHasNaN, kArgmaxNoFinite, stream_),
+               "sample_rows");
+  }
+
  protected:
   void free(void* data, std::size_t /*bytes*/) override {
     // cudaFree waits for the device; a failure here means the context is already broken.
@@ -302,6 +337,7 @@ class CudaBackend final : public Backend {
   std::string name_ = "unknown GPU";
   cudaStream_t stream_ = nullptr;
   cuda::GemmContext* gemm_ = nullptr;
+  DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
 };
 
 }  // namespace

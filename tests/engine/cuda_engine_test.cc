@@ -1,8 +1,9 @@
 // The engine on the CUDA backend against the CPU backend: for every fixture architecture, plain
-// greedy decoding gives the same tokens on both devices, and seeded sampled requests in a batch of
-// greedy ones (picked on the device) sample what they sample alone; on the GPU, greedy output with
-// every speculative method is token-identical to the GPU's plain greedy output (the
-// batch-invariant kernels make a token's logits the same in a decode step and in a verification).
+// greedy decoding gives the same tokens on both devices, and requests whose tokens are picked on
+// the device or on the host get in one batch what they get alone; on the GPU, greedy output with
+// every speculative method is token-identical to the GPU's plain greedy output, and seeded sampled
+// output with one-hot drafts to plain sampling's (the batch-invariant kernels make a token's logits
+// the same in a decode step and in a verification).
 // Every test skips on a machine without a GPU.
 #include <map>
 #include <random>
@@ -94,16 +95,23 @@ TEST_P(CudaFixture, GreedyTokensEqualTheCpuBackends) {
   EXPECT_EQ(gpu->block_pool().num_in_use(), 0) << "blocks leaked";
 }
 
-// Greedy rows are picked on the device and only the sampled requests' rows are copied to the
-// host: each seeded request samples the same tokens in the mixed batch as alone, so the rows it
-// got were its own.
-TEST_P(CudaFixture, SampledRowsBesideDevicePicksAreTheRequestsOwn) {
+// Tokens picked on the device (greedy: argmax_rows; seeded sampling: sample_rows) and rows the
+// host must read (logprobs, a repetition penalty) share batches: every request gets the tokens it
+// gets alone, so each got its own rows and its own draws.
+TEST_P(CudaFixture, DevicePicksAndHostRowsInOneBatchAreEachRequestsOwn) {
   SKIP_WITHOUT_GPU();
   auto gpu = make_engine(GetParam(), kCuda);
-  const auto jobs = jobs_for(gpu->model_config().vocab_size);
+  std::vector<Job> jobs = jobs_for(gpu->model_config().vocab_size);
+  Job logprobs = jobs[6];
+  logprobs.id = "logprobs";
+  logprobs.params.logprobs = 2;
+  Job penalty = jobs[1];
+  penalty.id = "penalty";
+  penalty.params.repetition_penalty = 1.3f;
+  jobs.push_back(logprobs);
+  jobs.push_back(penalty);
   const auto mixed = testing::run_jobs(*gpu, jobs);
   for (const Job& j : jobs) {
-    if (j.params.greedy()) continue;
     Job alone = j;
     alone.id = j.id + "-alone";
     const auto got = testing::run_jobs(*gpu, {alone});
@@ -124,7 +132,15 @@ TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices)
   const auto jobs = jobs_for(plain_gpu->model_config().vocab_size);
   const auto plain = testing::run_jobs(*plain_gpu, jobs);
   auto spec_gpu = make_engine(m.target, kCuda, m.config(k));
-  expect_same_greedy(jobs, testing::run_jobs(*spec_gpu, jobs), plain, m.label + " on cuda vs plain cuda");
+  const auto spec = testing::run_jobs(*spec_gpu, jobs);
+  expect_same_greedy(jobs, spec, plain, m.label + " on cuda vs plain cuda");
+  if (!m.probabilistic) {
+    // One-hot drafts are matched against the token each row samples with the plain decoding draw
+    // (sampled on the device, sample_rows), so seeded sampled output is plain sampling's too.
+    for (const Job& j : jobs) {
+      if (!j.params.greedy()) EXPECT_EQ(spec.at(j.id), plain.at(j.id)) << m.label << ", sampled request " << j.id;
+    }
+  }
   EXPECT_GT(spec_gpu->spec_stats()->num_draft_tokens, 0) << m.label << ": never speculated";
   EXPECT_EQ(spec_gpu->block_pool().num_in_use(), 0) << "blocks leaked";
   auto plain_cpu = make_engine(m.target, kCpu);
