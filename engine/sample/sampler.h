@@ -16,6 +16,7 @@
 
 #include "engine/sample/random.h"
 #include "engine/sample/sampling_params.h"
+#include "kernels/cpu/row_sampler.h"
 
 namespace baton {
 
@@ -101,30 +102,14 @@ class Sampler {
   void load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                    std::span<const std::int32_t> eos_token_ids, bool mask_stops);
   std::size_t argmax() const;                   // of work_, lowest id on ties; checks for NaN
-  float scale_and_max(float temperature);       // work_ /= temperature; returns the max
-  float kth_largest(std::size_t k, std::span<float> scratch) const;
   // Writes the target distribution into probs; returns the argmax for greedy requests, else -1.
   std::int32_t process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                        std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
-  // A position in the order (logit descending, id ascending) that top-p cuts.
-  struct TokenOrder {
-    float logit;
-    std::int32_t id;
-  };
-  // Top-p over every token: writes e = exp(logit - max) ([vocab]) and returns the last kept token.
-  // Top-p over the list index_[0, n) (e already written): moves the kept tokens to index_[0,
-  // returned) and zeros e of the others. Both sort only one boundary bucket (see sampler.cc).
-  TokenOrder dense_top_p(float max_logit, float top_p, std::span<float> e);
-  std::size_t listed_top_p(float max_logit, float top_p, std::span<float> e, std::size_t n);
-  std::vector<std::int32_t>::iterator cut_boundary_bucket(std::vector<std::int32_t>::iterator first,
-                                                          std::vector<std::int32_t>::iterator last,
-                                                          double mass_before, double target,
-                                                          std::span<const float> e) const;
 
   std::vector<float> work_;            // [vocab] processed logits
   std::vector<float> probs_;           // [vocab] sample()'s target distribution
-  std::vector<std::int32_t> index_;    // [vocab] candidate token ids
   std::vector<std::int32_t> counts_;   // [vocab] all zero between calls
+  cpu::RowSampler row_;                // temperature onwards (kernels/cpu/row_sampler.h)
 };
 
 }  // namespace baton

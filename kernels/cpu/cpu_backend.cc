@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/argmax.h"
 #include "kernels/cpu/host_memory.h"
+#include "kernels/philox.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/step_profile.h"
 
@@ -245,6 +246,53 @@ void CpuBackend::argmax_rows(const TensorView& logits, const TensorView& out) {
                                                                         : static_cast<std::int32_t>(*best);
     }
   });
+}
+
+void CpuBackend::sample_rows(const TensorView& logits, std::span<const SampleRowParams> params,
+                             const TensorView& out) {
+  const ProfileScope profile(ProfileClass::kSampling);
+  check_f32(logits, "sample_rows logits");
+  const Rows<const float> rows(logits);
+  BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == rows.count() && rows.cols() > 0 &&
+                  static_cast<std::int64_t>(params.size()) == rows.count(),
+              "sample_rows shapes: ", logits.describe(), " with ", params.size(), " params -> ", out.describe());
+  auto* ids = out.ptr<std::int32_t>();
+  const auto vocab = static_cast<std::size_t>(rows.cols());
+  const std::int64_t tasks = std::min<std::int64_t>(rows.count(), pool_.size());
+  if (sample_scratch_.size() < static_cast<std::size_t>(tasks)) sample_scratch_.resize(static_cast<std::size_t>(tasks));
+  // Task t takes rows t, t + tasks, ...: rows are independent, so no result depends on the split.
+  auto task = [&](int t) {
+    if (t >= tasks) return;
+    SampleScratch& s = sample_scratch_[static_cast<std::size_t>(t)];
+    for (std::int64_t r = t; r < rows.count(); r += tasks) {
+      const SampleRowParams& p = params[static_cast<std::size_t>(r)];
+      if (p.temperature < 0.0f) continue;
+      const std::span<const float> row(rows.row(r), vocab);
+      const std::optional<std::size_t> best = argmax_lowest(row);
+      if (!best.has_value() || row[*best] == -std::numeric_limits<float>::infinity()) {
+        ids[r] = !best.has_value() ? kArgmaxHasNaN : kArgmaxNoFinite;
+        continue;
+      }
+      if (p.temperature <= 1e-5f) {
+        ids[r] = static_cast<std::int32_t>(*best);
+        continue;
+      }
+      s.work.assign(row.begin(), row.end());
+      s.probs.resize(vocab);
+      const float max_logit = RowSampler::scale_and_max(s.work, p.temperature);
+      if (max_logit == -std::numeric_limits<float>::infinity()) {  // every x / T underflowed
+        ids[r] = kArgmaxNoFinite;
+        continue;
+      }
+      s.sampler.distribution(s.work, max_logit, p.top_k, p.top_p, p.min_p, s.probs);
+      ids[r] = RowSampler::draw(s.probs, philox_uniform(p.seed, kPhiloxTokenPurpose, p.position, 0));
+    }
+  };
+  if (tasks <= 1) {
+    task(0);
+  } else {
+    pool_.run(task);
+  }
 }
 
 void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,

@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/row_sampler.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace baton::cpu {
@@ -60,6 +61,8 @@ class CpuBackend final : public Backend {
   void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                        float scale, int sliding_window, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& out) override;
+  bool samples_rows() const override { return true; }
+  void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override;
 
   ThreadPool& pool() { return pool_; }
   const KernelTable& kernels() const { return *kernels_; }
@@ -86,6 +89,12 @@ class CpuBackend final : public Backend {
   WeightSlabs weight_slabs_;  // small packed weights
   mutable std::mutex packed_mu_;
   std::unordered_map<const void*, PackedWeight> packed_;  // buffer start -> what it holds
+  // sample_rows()' scratch, one per pool task (grown to the vocabulary on first use).
+  struct SampleScratch {
+    RowSampler sampler;
+    std::vector<float> work, probs;
+  };
+  std::vector<SampleScratch> sample_scratch_;
 };
 
 const KernelTable& kernel_table_for(CpuIsa isa);

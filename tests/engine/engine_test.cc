@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/model_harness.h"
 
 namespace baton {
 namespace {
@@ -98,6 +99,54 @@ TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
   std::set<std::vector<std::int32_t>> distinct;
   for (int i = 0; i < 5; ++i) distinct.insert(batched.at(jobs[static_cast<std::size_t>(i)].id));
   EXPECT_GT(distinct.size(), 1u);
+}
+
+// The draw that decides token p is uniform 0 of token_stream(seed, p) applied to the row's
+// processed distribution (random.h), whether the token comes from a decode step or from a
+// verification of one-hot drafts: replayed here by the host Sampler on the logits of one prefill
+// forward over the request's final tokens (batch-invariant kernels make them the same rows).
+TEST(Engine, SeededSamplingDrawsTheDocumentedStreamAtEachPosition) {
+  const std::string fixture = "llama-f32";
+  Job job;
+  job.id = "s";
+  job.prompt = {5, 9, 14, 5, 9, 14, 5, 9, 14, 5, 9};  // repeats, so n-gram drafts often
+  job.params.temperature = 0.7f;
+  job.params.top_k = 40;
+  job.params.top_p = 0.95f;
+  job.params.min_p = 0.01f;
+  job.params.seed = 4242;
+  job.params.max_tokens = 24;
+  job.params.ignore_eos = true;
+  EngineConfig plain = config_for(fixture);
+  EngineConfig spec = plain;
+  auto ngram = SpeculativeConfig::parse(
+      R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3, "num_speculative_tokens": 3})",
+      NodeRole::kColocated);
+  ASSERT_TRUE(ngram.ok()) << ngram.status();
+  spec.speculative = *ngram;
+  auto harness = testing::ModelHarness::load(fixture_path(fixture));
+  Sampler sampler;
+  for (const EngineConfig& c : {plain, spec}) {
+    auto engine = make_engine(c);
+    const std::vector<std::int32_t> out = run(*engine, {job}).at(job.id);
+    ASSERT_EQ(out.size(), 24u);
+    testing::TestSequence seq;
+    seq.tokens = job.prompt;
+    seq.tokens.insert(seq.tokens.end(), out.begin(), out.end() - 1);
+    ForwardBatch batch;
+    batch.sequences.push_back(seq.chunk(*harness.pool, static_cast<std::int32_t>(seq.tokens.size())));
+    const auto rows = harness.forward(batch);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::size_t position = job.prompt.size() + i;  // of the token decided
+      RandomStream rng = token_stream(*job.params.seed, static_cast<std::int64_t>(position));
+      const std::span<const std::int32_t> so_far(out.data(), i);
+      const SampleResult want = sampler.sample(rows[position - 1], job.params, TokenHistory{job.prompt, so_far},
+                                               engine->model_config().eos_token_ids, rng);
+      ASSERT_EQ(out[i], want.token) << (c.speculative ? "ngram" : "plain") << ", output token " << i;
+    }
+    if (c.speculative) EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << "no draft was ever accepted";
+    seq.table.release_all(*harness.pool);
+  }
 }
 
 TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
