@@ -254,7 +254,7 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
 }
 
 absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatch& batch, std::span<const float> features,
-                                              bool from_target, KvCache& cache) {
+                                              bool from_target, KvCache& cache, bool logits_to_host) {
   BATON_CHECK(mi >= 0 && mi < num_modules(), "head module ", mi);
   const HeadModule& m = modules_[static_cast<std::size_t>(mi)];
   BATON_RETURN_IF_ERROR(plan_.plan(batch, cache.num_blocks()));
@@ -326,9 +326,12 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   }
   const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
   b.linear(head_in, m.lm_head, TensorView{}, logits);
-  out.logits.resize(static_cast<std::size_t>(n_logits * out_vocab_));
+  out.device_logits = logits;
+  if (logits_to_host) {
+    out.logits.resize(static_cast<std::size_t>(n_logits * out_vocab_));
+    b.copy_to_host(out.logits.data(), logits.data, out.logits.size() * sizeof(float));
+  }
   out.outputs.resize(static_cast<std::size_t>(n_logits * h));
-  b.copy_to_host(out.logits.data(), logits.data, out.logits.size() * sizeof(float));
   // The state fed back while drafting: the pre-norm output, except Qwen3-Next's MTP, which
   // returns (and vLLM feeds back) its normed output.
   const TensorView fed_back = kind_ == HeadKind::kMtpQwen3Next ? head_in : sel;

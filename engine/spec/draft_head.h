@@ -47,7 +47,8 @@ struct HeadOptions {
 };
 
 struct HeadOutput {
-  std::vector<float> logits;   // [rows, out_vocab()] host
+  TensorView device_logits;    // [rows, out_vocab()] on the backend, valid until the next forward
+  std::vector<float> logits;   // [rows, out_vocab()] host, when forward() was asked for them
   std::vector<float> outputs;  // [rows, hidden()] host: the state fed back at the next step (the
                                // pre-norm output; normed for Qwen3-Next's MTP)
 };
@@ -74,8 +75,9 @@ class DraftHead {
 
   // Runs module `m` over a batch. features: host [batch tokens, width] — target features
   // (from_target) or the head's own outputs ([.., hidden()]).
+  // logits_to_host: also copy the logits rows to HeadOutput::logits (probabilistic drafting).
   absl::StatusOr<HeadOutput> forward(std::int32_t m, const ForwardBatch& batch, std::span<const float> features,
-                                     bool from_target, KvCache& cache);
+                                     bool from_target, KvCache& cache, bool logits_to_host);
 
  private:
   DraftHead(Backend& backend) : backend_(backend) {}

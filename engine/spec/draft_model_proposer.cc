@@ -104,6 +104,15 @@ void DraftModelProposer::sync(ModelState& s, std::span<const std::int32_t> token
 
 absl::Status DraftModelProposer::run(const ForwardBatch& batch, std::span<Work* const> owners) {
   BATON_ASSIGN_OR_RETURN(ForwardOutput out, model_->forward(batch, *cache_));
+  if (!probabilistic_) {
+    // Greedy drafts: only the argmax ids leave the device. A row without one ends that request's
+    // drafting for this step.
+    const std::span<const std::int32_t> ids = argmax_on_device(out.logits);
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+      if (ids[i] >= 0) owners[i]->p->drafts->push_back(ids[i]);
+    }
+    return absl::OkStatus();
+  }
   host_logits_.resize(static_cast<std::size_t>(out.logits.numel()));
   model_->backend().copy_to_host(host_logits_.data(), out.logits.data, host_logits_.size() * sizeof(float));
   const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);

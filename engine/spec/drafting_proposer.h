@@ -95,12 +95,18 @@ class DraftingProposer : public Proposer {
   // The draft token from a row of logits over the target vocabulary (see the header comment);
   // appends q to p.draft_probs when probabilistic.
   std::int32_t pick(std::span<const float> target_logits, ProposalRequest& p);
+  // Greedy drafting: each row of `logits` ([rows <= max_num_seqs, vocab], the network's own rows
+  // on the backend) reduced to its argmax where it is (Backend::argmax_rows), so only ids reach
+  // the host; kArgmaxHasNaN / kArgmaxNoFinite for a row without one (that request stops drafting).
+  // Valid until the next call.
+  std::span<const std::int32_t> argmax_on_device(const TensorView& logits);
 
   // The table's blocks covering positions [0, positions).
   static std::vector<BlockId> blocks_for_positions(const State& s, std::int32_t positions);
   // Decode side: takes over the reserved blocks for [0, positions) (the transport filled them).
   absl::Status adopt_handoff_kv(RequestKey key, const ProposerHandoff& h, State** state);
 
+  Backend* backend_ = nullptr;  // init_kv()'s
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvBlockPool> pool_;
   std::unordered_map<RequestKey, std::unique_ptr<State>> states_;
@@ -109,6 +115,8 @@ class DraftingProposer : public Proposer {
   std::int64_t kv_exhausted_ = 0;
 
  private:
+  DeviceBuffer picks_device_;  // [max_num_seqs] I32, argmax_on_device()'s
+  std::vector<std::int32_t> picks_host_;
   Sampler sampler_;
   std::vector<std::int32_t> eos_;
   std::vector<float> probs_;

@@ -77,11 +77,19 @@ absl::Status HeadProposer::observe(RequestKey key, std::int32_t start, std::span
   return absl::OkStatus();
 }
 
+std::span<const std::int32_t> HeadProposer::greedy_ids(const HeadOutput& out) {
+  if (probabilistic_ || out.device_logits.data == nullptr) return {};  // no rows wanted logits
+  return argmax_on_device(out.device_logits);
+}
+
+std::int32_t HeadProposer::draft_from(const HeadOutput& out, std::span<const std::int32_t> greedy_ids, std::size_t i,
+                                      ProposalRequest& p) {
+  if (!probabilistic_) return greedy_ids[i] >= 0 ? head_->to_target_id(greedy_ids[i]) : -1;
+  const auto out_vocab = static_cast<std::size_t>(head_->out_vocab());
+  return pick_head(std::span<const float>(out.logits).subspan(i * out_vocab, out_vocab), p);
+}
+
 std::int32_t HeadProposer::pick_head(std::span<const float> logits, ProposalRequest& p) {
-  if (!probabilistic_) {
-    const auto best = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    return head_->to_target_id(best);
-  }
   // q over the target vocabulary: the head's logits at their target ids, nothing elsewhere.
   row_.assign(static_cast<std::size_t>(vocab_), -std::numeric_limits<float>::infinity());
   for (std::size_t i = 0; i < logits.size(); ++i) {
@@ -108,11 +116,14 @@ absl::Status HeadProposer::catch_up(std::vector<Drafting>& work) {
       items, width_, [&](const ForwardBatch& batch, std::span<const float> features, std::span<Work* const> owners) {
         // Every module learns the same positions; module 0's output gives the first draft.
         for (std::int32_t mi = head_->num_modules() - 1; mi >= 0; --mi) {
-          BATON_ASSIGN_OR_RETURN(HeadOutput out, head_->forward(mi, batch, features, /*from_target=*/true, *cache_));
+          BATON_ASSIGN_OR_RETURN(HeadOutput out, head_->forward(mi, batch, features, /*from_target=*/true, *cache_,
+                                                                /*logits_to_host=*/mi == 0 && probabilistic_));
           if (mi != 0) continue;
+          const std::span<const std::int32_t> ids = greedy_ids(out);
           for (std::size_t i = 0; i < owners.size(); ++i) {
             auto& d = static_cast<Drafting&>(*owners[i]);
-            d.p->drafts->push_back(pick_head(std::span<const float>(out.logits).subspan(i * out_vocab, out_vocab), *d.p));
+            const std::int32_t t = draft_from(out, ids, i, *d.p);
+            if (t >= 0) d.p->drafts->push_back(t);
             d.outputs.assign(1, std::vector<float>(out.outputs.begin() + static_cast<std::ptrdiff_t>(i * hidden),
                                                    out.outputs.begin() + static_cast<std::ptrdiff_t>((i + 1) * hidden)));
           }
@@ -165,10 +176,13 @@ absl::Status HeadProposer::draft_steps(std::vector<Drafting>& work) {
       owners.push_back(&d);
     }
     if (batch.sequences.empty()) break;
-    BATON_ASSIGN_OR_RETURN(HeadOutput out, head_->forward(module, batch, features, /*from_target=*/false, *cache_));
+    BATON_ASSIGN_OR_RETURN(HeadOutput out, head_->forward(module, batch, features, /*from_target=*/false, *cache_,
+                                                          /*logits_to_host=*/probabilistic_));
+    const std::span<const std::int32_t> ids = greedy_ids(out);
     for (std::size_t i = 0; i < owners.size(); ++i) {
       Drafting& d = *owners[i];
-      d.p->drafts->push_back(pick_head(std::span<const float>(out.logits).subspan(i * out_vocab, out_vocab), *d.p));
+      const std::int32_t t = draft_from(out, ids, i, *d.p);
+      if (t >= 0) d.p->drafts->push_back(t);
       d.outputs.emplace_back(out.outputs.begin() + static_cast<std::ptrdiff_t>(i * hidden),
                              out.outputs.begin() + static_cast<std::ptrdiff_t>((i + 1) * hidden));
     }

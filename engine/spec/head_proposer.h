@@ -61,7 +61,14 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
   std::int32_t rows_end(const HeadState& s) const {
     return s.rows_start + static_cast<std::int32_t>(s.rows.size() / static_cast<std::size_t>(width_));
   }
+  // Probabilistic drafting: q over the target vocabulary from a row of the head's logits.
   std::int32_t pick_head(std::span<const float> head_logits, ProposalRequest& p);
+  // Greedy drafting: the argmax of each row of a head forward, picked on the backend (empty when
+  // probabilistic).
+  std::span<const std::int32_t> greedy_ids(const HeadOutput& out);
+  // The draft (a target id) from row i of a head forward, or -1 when the row has none.
+  std::int32_t draft_from(const HeadOutput& out, std::span<const std::int32_t> greedy_ids, std::size_t i,
+                          ProposalRequest& p);
   absl::Status catch_up(std::vector<Drafting>& work);
   absl::Status draft_steps(std::vector<Drafting>& work);
 

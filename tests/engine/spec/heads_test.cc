@@ -177,7 +177,7 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
     batch.sequences.push_back(seq.chunk(pool, static_cast<std::int32_t>(seq.tokens.size())));
     std::vector<std::int32_t> last = {static_cast<std::int32_t>(seq.tokens.size()) - 1};
     batch.sequences[0].logits_indices = last;
-    auto out = (*head)->forward(0, batch, capture.rows, /*from_target=*/true, *cache);
+    auto out = (*head)->forward(0, batch, capture.rows, /*from_target=*/true, *cache, /*logits_to_host=*/true);
     ASSERT_TRUE(out.ok()) << c.name << ": " << out.status();
     ASSERT_EQ(out->logits.size(), c.logits.size()) << c.name;
     double worst = 0;
