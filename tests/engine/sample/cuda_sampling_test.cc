@@ -12,22 +12,23 @@
 namespace baton {
 namespace {
 
-TEST(CudaSampling, SameTokensAsTheHostSampler) {
-  if (available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
+std::unique_ptr<Backend> cuda_backend() {
   BackendOptions o;
   o.device = Device{DeviceType::kCuda, 0};
   auto made = make_backend(o);
-  ASSERT_TRUE(made.ok()) << made.status();
-  testing::expect_samples_like_the_host(**made);
+  BATON_CHECK(made.ok(), made.status().ToString());
+  return std::move(*made);
+}
+
+TEST(CudaSampling, SameTokensAsTheHostSampler) {
+  if (available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::expect_samples_like_the_host(*cuda_backend());
 }
 
 TEST(CudaSampling, NanRowsGetTheirCodeAndSkippedRowsAreLeftAlone) {
   if (available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
-  BackendOptions o;
-  o.device = Device{DeviceType::kCuda, 0};
-  auto made = make_backend(o);
-  ASSERT_TRUE(made.ok()) << made.status();
-  Backend& gpu = **made;
+  const std::unique_ptr<Backend> backend = cuda_backend();
+  Backend& gpu = *backend;
   const std::int64_t vocab = 300;
   std::vector<float> logits = testing::sampling_rows(3, vocab, 5);
   logits[static_cast<std::size_t>(vocab + 123)] = std::nanf("");
