@@ -409,8 +409,9 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   }
   if (bad_row) {
     // Bad KV (e.g. a corrupt transfer) or weights: this request cannot go on; the others can.
-    fail(r, absl::DataLossError(str_cat("the target's logits are ", no_finite ? "all -inf" : "NaN", " at position ",
-                                        c.start + c.num_tokens - 1, " (corrupt KV cache contents?)")),
+    const char* what = no_finite ? "all -inf" : "NaN (or +inf after temperature)";
+    fail(r, absl::DataLossError(str_cat("the target's logits are ", what, " at position ", c.start + c.num_tokens - 1,
+                                        " (corrupt KV cache contents?)")),
          outs);
     return;
   }

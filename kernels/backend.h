@@ -179,7 +179,8 @@ class Backend {
   // Whether sample_rows() exists here. The CPU has none: its host Sampler reads the rows in place.
   virtual bool samples_rows() const { return false; }
   // Draws every row's token where the logits are (rows whose temperature is < 0 are left alone),
-  // with argmax_rows()' codes for rows without one. logits: [rows, vocab] F32; params: [rows]
+  // with argmax_rows()' codes for rows without one (kArgmaxHasNaN also for a sampled row whose
+  // max is +inf after temperature: it has no distribution). logits: [rows, vocab] F32; params: [rows]
   // host; out: [rows] I32. Only where samples_rows().
   virtual void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out);
 

@@ -3,7 +3,9 @@
 //
 // The processing order is the one REFERENCE.md §2 fixes for speculative decoding, so the
 // rejection sampler can reuse target_probs() as p: penalties (seeing prompt + output so far),
-// temperature, top-k, top-p, min-p, softmax in fp32.
+// temperature, top-k, top-p, min-p, softmax in fp32. From temperature on, a row is handled by
+// cpu::RowSampler (kernels/cpu/row_sampler.h), the code CpuBackend::sample_rows runs too, so a
+// request the engine samples through the backend gets the tokens this class would draw.
 //
 // Must not: allocate per call once warmed up (scratch is reused), keep per-request state, or depend
 // on anything but the row, the params, the history and the stream the caller passes (a keyed

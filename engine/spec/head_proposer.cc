@@ -99,7 +99,6 @@ std::int32_t HeadProposer::pick_head(std::span<const float> logits, ProposalRequ
 }
 
 absl::Status HeadProposer::catch_up(std::vector<Drafting>& work) {
-  const auto out_vocab = static_cast<std::size_t>(head_->out_vocab());
   const auto hidden = static_cast<std::size_t>(head_->hidden());
   const auto w = static_cast<std::size_t>(width_);
   std::vector<CatchUp> items;
@@ -141,7 +140,6 @@ absl::Status HeadProposer::catch_up(std::vector<Drafting>& work) {
 }
 
 absl::Status HeadProposer::draft_steps(std::vector<Drafting>& work) {
-  const auto out_vocab = static_cast<std::size_t>(head_->out_vocab());
   const auto hidden = static_cast<std::size_t>(head_->hidden());
   const std::int32_t modules = head_->num_modules();
   std::vector<float> features;

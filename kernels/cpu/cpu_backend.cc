@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -280,8 +281,8 @@ void CpuBackend::sample_rows(const TensorView& logits, std::span<const SampleRow
       s.work.assign(row.begin(), row.end());
       s.probs.resize(vocab);
       const float max_logit = RowSampler::scale_and_max(s.work, p.temperature);
-      if (max_logit == -std::numeric_limits<float>::infinity()) {  // every x / T underflowed
-        ids[r] = kArgmaxNoFinite;
+      if (!std::isfinite(max_logit)) {  // x / T overflowed to +inf: no distribution to draw from
+        ids[r] = kArgmaxHasNaN;
         continue;
       }
       s.sampler.distribution(s.work, max_logit, p.top_k, p.top_p, p.min_p, s.probs);

@@ -1,5 +1,6 @@
 #include "kernels/cuda/sampling.cuh"
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -190,17 +191,21 @@ __global__ void sample_rows_kernel(RowsArg logits, const SampleRowArgs* __restri
     if (threadIdx.x == 0) out[r] = nan != 0 ? has_nan : no_finite;
     return;
   }
+  if (!greedy && m == INFINITY) {  // x / T overflowed: no distribution to draw from
+    if (threadIdx.x == 0) out[r] = has_nan;
+    return;
+  }
   if (greedy) {
     // The lowest index holding the max (argmax_rows' rule).
-    std::int64_t best = -1;
+    std::int64_t first = INT64_MIN;  // -(this thread's lowest index holding m), or none
     for (std::int64_t i = threadIdx.x; i < n; i += kThreads) {
       if (row[i] == m) {
-        best = -(i + 1);  // reduce by max of -(i + 1): the lowest i
+        first = -i;
         break;
       }
     }
-    best = block_reduce(best == -1 ? std::int64_t{INT64_MIN} : best, MaxI{}, lscratch);
-    if (threadIdx.x == 0) out[r] = static_cast<std::int32_t>(-best - 1);
+    first = block_reduce(first, MaxI{}, lscratch);  // the max of -i: the lowest i
+    if (threadIdx.x == 0) out[r] = static_cast<std::int32_t>(-first);
     return;
   }
 
@@ -302,16 +307,17 @@ __global__ void sample_rows_kernel(RowsArg logits, const SampleRowArgs* __restri
     p_part += p;
     if (p > 0.0f) last_positive = i;
   }
-  // Thread j owns the cumulative interval (before[j], before[j + 1]]: the intervals partition
-  // (0, total] exactly, so at most one thread claims u.
+  // Thread j owns the cumulative interval (before[j], before[j + 1]]. The scan's rounding could
+  // in principle make two intervals overlap; the lowest claimed id wins, so the result is still
+  // fixed by the inputs.
   __shared__ double bounds[kThreads + 1];
   const double before = block_exclusive_scan(p_part, dscratch);
   bounds[threadIdx.x] = before;
   if (threadIdx.x == kThreads - 1) bounds[kThreads] = before + p_part;
   __syncthreads();
   const double u = philox_uniform(a.seed, kPhiloxTokenPurpose, a.position, 0);
-  __shared__ std::int64_t drawn;
-  if (threadIdx.x == 0) drawn = -1;
+  __shared__ long long drawn;
+  if (threadIdx.x == 0) drawn = LLONG_MAX;
   __syncthreads();
   if (bounds[threadIdx.x] < u && u <= bounds[threadIdx.x + 1]) {
     // Within the range, the host's rule; if rounding leaves the running sum short of u, the
@@ -325,11 +331,11 @@ __global__ void sample_rows_kernel(RowsArg logits, const SampleRowArgs* __restri
         break;
       }
     }
-    drawn = pick;
+    if (pick >= 0) atomicMin(&drawn, static_cast<long long>(pick));
   }
   // u above the total (rounding): the last entry with a positive probability, as on the host.
   last_positive = block_reduce(last_positive, MaxI{}, lscratch);  // its barriers publish `drawn`
-  if (threadIdx.x == 0) out[r] = static_cast<std::int32_t>(drawn >= 0 ? drawn : last_positive);
+  if (threadIdx.x == 0) out[r] = static_cast<std::int32_t>(drawn != LLONG_MAX ? drawn : last_positive);
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ struct SampleRowArgs {
   std::int64_t position;  // the row's draw is uniform 0 of stream (seed, token purpose, position)
 };
 
-// out[r] = row r's token, `has_nan` when the row holds a NaN, `no_finite` when no entry is above
-// -inf. rows: device [logits.count] SampleRowArgs.
+// out[r] = row r's token, `has_nan` when the row holds a NaN (or, sampled, its max is +inf after
+// temperature), `no_finite` when no entry is above -inf. rows: device [logits.count] SampleRowArgs.
 cudaError_t sample_rows(RowsArg logits, const SampleRowArgs* rows, std::int32_t* out, std::int32_t has_nan,
                         std::int32_t no_finite, cudaStream_t stream);
 

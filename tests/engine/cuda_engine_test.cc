@@ -138,7 +138,9 @@ TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices)
     // One-hot drafts are matched against the token each row samples with the plain decoding draw
     // (sampled on the device, sample_rows), so seeded sampled output is plain sampling's too.
     for (const Job& j : jobs) {
-      if (!j.params.greedy()) EXPECT_EQ(spec.at(j.id), plain.at(j.id)) << m.label << ", sampled request " << j.id;
+      if (!j.params.greedy()) {
+        EXPECT_EQ(spec.at(j.id), plain.at(j.id)) << m.label << ", sampled request " << j.id;
+      }
     }
   }
   EXPECT_GT(spec_gpu->spec_stats()->num_draft_tokens, 0) << m.label << ": never speculated";

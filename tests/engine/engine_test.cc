@@ -144,7 +144,9 @@ TEST(Engine, SeededSamplingDrawsTheDocumentedStreamAtEachPosition) {
                                                engine->model_config().eos_token_ids, rng);
       ASSERT_EQ(out[i], want.token) << (c.speculative ? "ngram" : "plain") << ", output token " << i;
     }
-    if (c.speculative) EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << "no draft was ever accepted";
+    if (c.speculative) {
+      EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << "no draft was ever accepted";
+    }
     seq.table.release_all(*harness.pool);
   }
 }

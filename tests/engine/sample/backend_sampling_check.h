@@ -1,10 +1,13 @@
 // The check that a backend's sample_rows() draws the host Sampler's tokens, shared by the CPU
 // backend's test and its CUDA twin: the same token for every row, over temperature, top-k (ties at
 // the k-th value), top-p (cuts inside runs of tied logits), min-p and their mixes, for
-// vocabularies from 7 to Llama 3's 128256, with greedy rows among them.
+// vocabularies from 7 to Llama 3's 128256, with greedy rows among them; and the codes of rows that
+// have no token.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -84,6 +87,38 @@ inline void expect_samples_like_the_host(Backend& backend) {
       }
     }
   }
+}
+
+// Rows without a token get argmax_rows()' codes (NaN; all -inf; a sampled row whose max is +inf
+// after temperature), a greedy row's +inf is its pick, and a skipped row's id is left alone.
+inline void expect_bad_rows_coded(Backend& backend) {
+  const std::int64_t vocab = 300, rows = 6;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits = sampling_rows(rows, vocab, 5);
+  auto row = [&](std::int64_t r) { return logits.begin() + r * vocab; };
+  row(1)[123] = std::numeric_limits<float>::quiet_NaN();
+  std::fill(row(2), row(3), -kInf);
+  row(4)[77] = kInf;  // sampled: no distribution to draw from
+  row(5)[88] = kInf;  // greedy: the pick
+  std::vector<SampleRowParams> params(static_cast<std::size_t>(rows));
+  for (auto& p : params) p.temperature = 0.8f;
+  params[3].temperature = -1.0f;  // skipped
+  params[5].temperature = 0.0f;
+  auto d_logits = backend.allocate(logits.size() * sizeof(float));
+  auto d_ids = backend.allocate(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  ASSERT_TRUE(d_logits.ok() && d_ids.ok());
+  backend.copy_to_device(d_logits->data(), logits.data(), logits.size() * sizeof(float));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(rows), -7);
+  backend.copy_to_device(d_ids->data(), ids.data(), ids.size() * sizeof(std::int32_t));
+  backend.sample_rows(d_logits->view(DType::kF32, {rows, vocab}), params, d_ids->view(DType::kI32, {rows}));
+  backend.copy_to_host(ids.data(), d_ids->data(), ids.size() * sizeof(std::int32_t));
+  EXPECT_GE(ids[0], 0);
+  EXPECT_LT(ids[0], vocab);
+  EXPECT_EQ(ids[1], kArgmaxHasNaN);
+  EXPECT_EQ(ids[2], kArgmaxNoFinite);
+  EXPECT_EQ(ids[3], -7);
+  EXPECT_EQ(ids[4], kArgmaxHasNaN);
+  EXPECT_EQ(ids[5], 88);
 }
 
 }  // namespace baton::testing
