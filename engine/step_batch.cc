@@ -68,10 +68,7 @@ void host_row_ranges(std::span<const std::size_t> first_row, std::span<const std
 }
 
 absl::Status StepBatch::allocate(Backend& backend, std::int32_t max_num_logits) {
-  auto buffer = backend.allocate(static_cast<std::size_t>(std::max(max_num_logits, 1)) * sizeof(std::int32_t));
-  if (!buffer.ok()) return buffer.status();
-  picks_device_ = std::move(*buffer);
-  return absl::OkStatus();
+  return picks_.allocate(backend, max_num_logits);
 }
 
 void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
@@ -116,21 +113,23 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
 }
 
 void StepBatch::pick_on_device(const ForwardOutput& out, Backend& backend) {
-  picks_ = {};
-  bool any = false, any_sampled = false;
+  step_picks_ = {};
+  bool any = false, any_sampled = false, any_host = false;
   for (std::size_t i = 0; i < device_.size(); ++i) {
-    if (on_device_[i] == 0 || num_logits_[i] == 0) continue;
+    if (num_logits_[i] == 0) continue;
+    any_host |= on_device_[i] == 0;
+    if (on_device_[i] == 0) continue;
     any = true;
     any_sampled |= device_[i].temperature > 1e-5f;
   }
   if (!any) return;
   const std::int64_t rows = out.logits.numel() / std::max<std::int64_t>(vocab_, 1);
-  BATON_CHECK(static_cast<std::size_t>(rows) * sizeof(std::int32_t) <= picks_device_.bytes(), "pick_on_device: ", rows,
-              " logits rows, room for ", picks_device_.bytes() / sizeof(std::int32_t), " (allocate())");
-  const TensorView ids = picks_device_.view(DType::kI32, {rows});
-  if (any_sampled) {
+  const TensorView ids = picks_.ids(rows);
+  // argmax_rows() reads every row; sample_rows() skips the host's rows (temperature < 0) and takes
+  // greedy rows by the same argmax, so it also serves a greedy batch with host rows in it.
+  if (any_sampled || (any_host && backend.samples_rows())) {
     // Row j of a chunk decides the token at its position + j (a verification's rows follow the
-    // pending token); the host's rows are skipped.
+    // pending token).
     BATON_CHECK(backend.samples_rows(), "pick_on_device: sampled chunks flagged on ", backend.describe());
     row_params_.assign(static_cast<std::size_t>(rows), SampleRowParams{});
     for (std::size_t i = 0; i < device_.size(); ++i) {
@@ -145,19 +144,12 @@ void StepBatch::pick_on_device(const ForwardOutput& out, Backend& backend) {
   } else {
     backend.argmax_rows(out.logits, ids);
   }
-  if (backend.host_reads_device_memory()) {
-    backend.synchronize();
-    picks_ = std::span<const std::int32_t>(ids.ptr<const std::int32_t>(), static_cast<std::size_t>(rows));
-  } else {
-    host_picks_.resize(static_cast<std::size_t>(rows));
-    backend.copy_to_host(host_picks_.data(), ids.data, host_picks_.size() * sizeof(std::int32_t));
-    picks_ = host_picks_;
-  }
+  step_picks_ = picks_.fetch(rows);
 }
 
 std::span<const std::int32_t> StepBatch::device_tokens(std::size_t chunk) const {
-  if (picks_.empty() || on_device_[chunk] == 0) return {};
-  return picks_.subspan(logits_row_[chunk], static_cast<std::size_t>(num_logits_[chunk]));
+  if (step_picks_.empty() || on_device_[chunk] == 0) return {};
+  return step_picks_.subspan(logits_row_[chunk], static_cast<std::size_t>(num_logits_[chunk]));
 }
 
 std::span<const float> StepBatch::logits(std::size_t chunk) const {

@@ -7,8 +7,9 @@
 //                  and copies the captured states to the host in one copy per tensor, interleaved
 //                  per token as TargetStateConsumer::observe() takes them;
 //   pick_on_device()  picks the tokens of the chunks the engine flagged where the logits are:
-//                  argmax_rows() when they are all greedy, else sample_rows() (row j of a chunk
-//                  draws at its position + j); only their ids reach the host.
+//                  argmax_rows() when every row of the forward is a greedy device row, else
+//                  sample_rows(), which skips the host's rows (row j of a chunk draws at its
+//                  position + j); only their ids reach the host (DevicePicks).
 // Buffers are reused from step to step and sized once (allocate()). It owns no request state and
 // never samples.
 #pragma once
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/model/device_picks.h"
 #include "engine/model/forward_batch.h"
 #include "engine/scheduler.h"
 #include "engine/spec/model_proposer.h"
@@ -75,9 +77,8 @@ class StepBatch {
   std::vector<char> on_device_;          // per chunk: device_[i].temperature >= 0
   std::vector<RowRange> host_rows_;
   std::vector<SampleRowParams> row_params_;  // per logits row, for sample_rows()
-  DeviceBuffer picks_device_;                // [max_num_logits] I32
-  std::span<const std::int32_t> picks_;      // this step's picks: host_picks_, or the device's own
-  std::vector<std::int32_t> host_picks_;
+  DevicePicks picks_;                          // [max_num_logits] ids
+  std::span<const std::int32_t> step_picks_;  // this step's, from picks_
   std::vector<float> host_states_;
   std::vector<float> staging_;
 };

@@ -27,9 +27,7 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
   cache_ = std::make_unique<KvCache>(std::move(cache));
   pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size);
   backend_ = &backend;
-  BATON_ASSIGN_OR_RETURN(picks_device_,
-                         backend.allocate(static_cast<std::size_t>(std::max(max_seqs_, 1)) * sizeof(std::int32_t)));
-  return absl::OkStatus();
+  return picks_.allocate(backend, max_seqs_);
 }
 
 void DraftingProposer::init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx) {
@@ -138,13 +136,7 @@ absl::Status DraftingProposer::run_catch_ups(std::span<CatchUp> items, std::int3
 }
 
 std::span<const std::int32_t> DraftingProposer::argmax_on_device(const TensorView& logits) {
-  const std::int64_t rows = logits.dim(0);
-  BATON_CHECK(rows <= max_seqs_, "argmax_on_device: ", rows, " rows, room for ", max_seqs_);
-  const TensorView ids = picks_device_.view(DType::kI32, {rows});
-  backend_->argmax_rows(logits, ids);
-  picks_host_.resize(static_cast<std::size_t>(rows));
-  backend_->copy_to_host(picks_host_.data(), ids.data, picks_host_.size() * sizeof(std::int32_t));
-  return picks_host_;
+  return picks_.argmax(logits);
 }
 
 std::int32_t DraftingProposer::pick(std::span<const float> logits, ProposalRequest& p) {

@@ -25,6 +25,7 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/block_table.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/model/device_picks.h"
 #include "engine/model/forward_batch.h"
 #include "engine/spec/proposer.h"
 #include "engine/spec/proposer_factory.h"
@@ -115,8 +116,7 @@ class DraftingProposer : public Proposer {
   std::int64_t kv_exhausted_ = 0;
 
  private:
-  DeviceBuffer picks_device_;  // [max_num_seqs] I32, argmax_on_device()'s
-  std::vector<std::int32_t> picks_host_;
+  DevicePicks picks_;  // [max_num_seqs] ids, argmax_on_device()'s
   Sampler sampler_;
   std::vector<std::int32_t> eos_;
   std::vector<float> probs_;

@@ -269,20 +269,19 @@ void CpuBackend::sample_rows(const TensorView& logits, std::span<const SampleRow
       const SampleRowParams& p = params[static_cast<std::size_t>(r)];
       if (p.temperature < 0.0f) continue;
       const std::span<const float> row(rows.row(r), vocab);
-      const std::optional<std::size_t> best = argmax_lowest(row);
-      if (!best.has_value() || row[*best] == -std::numeric_limits<float>::infinity()) {
-        ids[r] = !best.has_value() ? kArgmaxHasNaN : kArgmaxNoFinite;
-        continue;
-      }
       if (p.temperature <= 1e-5f) {
-        ids[r] = static_cast<std::int32_t>(*best);
+        const std::optional<std::size_t> best = argmax_lowest(row);
+        ids[r] = !best.has_value()                                            ? kArgmaxHasNaN
+                 : row[*best] == -std::numeric_limits<float>::infinity() ? kArgmaxNoFinite
+                                                                          : static_cast<std::int32_t>(*best);
         continue;
       }
       s.work.assign(row.begin(), row.end());
       s.probs.resize(vocab);
       const float max_logit = RowSampler::scale_and_max(s.work, p.temperature);
-      if (!std::isfinite(max_logit)) {  // x / T overflowed to +inf: no distribution to draw from
-        ids[r] = kArgmaxHasNaN;
+      if (!std::isfinite(max_logit)) {
+        // NaN in the row, or x / T overflowed to +inf: no distribution to draw from.
+        ids[r] = max_logit == -std::numeric_limits<float>::infinity() ? kArgmaxNoFinite : kArgmaxHasNaN;
         continue;
       }
       s.sampler.distribution(s.work, max_logit, p.top_k, p.top_p, p.min_p, s.probs);

@@ -60,8 +60,7 @@ float RowSampler::scale_and_max(std::span<float> work, float temperature) {
     max_logit = x > max_logit ? x : max_logit;
     any_nan |= std::isnan(x);
   }
-  BATON_CHECK(!any_nan, "NaN in the logits row (vocab ", work.size(), ")");
-  return max_logit;
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : max_logit;
 }
 
 // The k-th largest of work (0 < k < vocab), using `scratch` ([vocab]) as workspace.

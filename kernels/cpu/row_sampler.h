@@ -16,7 +16,7 @@ namespace baton::cpu {
 
 class RowSampler {
  public:
-  // work /= temperature in place; returns the max. Checks that no entry is NaN.
+  // work /= temperature in place; returns the max, or NaN when an entry is NaN.
   static float scale_and_max(std::span<float> work, float temperature);
 
   // The processed distribution over work (already scaled, max_logit its finite max): top-k keeps
