@@ -317,6 +317,10 @@ void Engine::propose_pending(std::vector<RequestOutput>& outs) {
 absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs) {
   const TargetStateSpec states = speculator_ ? speculator_->target_states() : TargetStateSpec{};
   ForwardBatch& batch = step_batch_.build(plan.chunks, states);
+  if (speculator_) {
+    const ProfileScope profile(ProfileClass::kProposer);
+    speculator_->before_target_forward();  // the forward overwrites the last one's captured states
+  }
   if (layer_callback_) {
     layer_writes_.clear();
     for (const ScheduledChunk& c : plan.chunks) {
@@ -344,7 +348,7 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
   }
   device_picks_.resize(plan.chunks.size());
   for (std::size_t i = 0; i < plan.chunks.size(); ++i) device_picks_[i] = device_pick(plan.chunks[i]);
-  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, model_->config().hidden_size, device_picks_);
+  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, device_picks_);
   stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   step_batch_.pick_on_device(*fwd, *backend_);
   return true;
@@ -371,7 +375,7 @@ SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {
   return p;
 }
 
-absl::Status Engine::observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
+absl::Status Engine::observe(Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t num_tokens,
                              std::int32_t num_valid) {
   const ProfileScope profile(ProfileClass::kProposer);  // proposers that read target states work here
   return speculator_->observe(r, start, rows, num_tokens, num_valid);
@@ -380,7 +384,7 @@ absl::Status Engine::observe(Request& r, std::int32_t start, std::span<const flo
 void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs) {
   Request* r = c.request;
   if (r->finished()) return;
-  const std::span<const float> rows = step_batch_.states(index);
+  const TargetStateRows rows = step_batch_.states(index);
   if (!c.samples) {
     r->num_computed = c.start + c.num_tokens;
     if (speculator_) {

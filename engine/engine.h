@@ -227,7 +227,7 @@ class Engine {
   // a sampled request on a backend that does not sample).
   SampleRowParams device_pick(const ScheduledChunk& c) const;
   // speculator_->observe, timed as proposer work when the step profile is on.
-  absl::Status observe(Request& r, std::int32_t start, std::span<const float> rows, std::int32_t num_tokens,
+  absl::Status observe(Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t num_tokens,
                        std::int32_t num_valid);
   void park_prefilled(std::vector<RequestOutput>& outs);
   absl::StatusOr<HandoffRecord> make_handoff(Request* r);

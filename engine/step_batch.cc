@@ -71,7 +71,7 @@ absl::Status StepBatch::allocate(Backend& backend, std::int32_t max_num_logits) 
   return picks_.allocate(backend, max_num_logits);
 }
 
-void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
+void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab,
                       std::span<const SampleRowParams> device) {
   vocab_ = vocab;
   device_.assign(device.begin(), device.end());
@@ -94,22 +94,10 @@ void StepBatch::fetch(const ForwardOutput& out, Backend& backend, std::int32_t v
     }
     logits_ = host_logits_;
   }
-  width_ = states_.width(hidden);
-  if (width_ == 0) return;
-  // One copy per captured tensor, then interleave on the host: [tokens, width] with each state's
-  // hidden vector in TargetStateSpec order.
-  std::vector<TensorView> views = out.layer_inputs;
-  if (states_.final_hidden) views.push_back(out.final_hidden);
-  const auto tokens = static_cast<std::size_t>(views.empty() ? 0 : views.front().dim(0));
-  const auto h = static_cast<std::size_t>(hidden), w = static_cast<std::size_t>(width_);
-  host_states_.resize(tokens * w);
-  staging_.resize(tokens * h);
-  for (std::size_t v = 0; v < views.size(); ++v) {
-    backend.copy_to_host(staging_.data(), views[v].data, staging_.size() * sizeof(float));
-    for (std::size_t t = 0; t < tokens; ++t) {
-      std::memcpy(host_states_.data() + t * w + v * h, staging_.data() + t * h, h * sizeof(float));
-    }
-  }
+  // The captured states stay where the forward wrote them (the proposer reads them there).
+  ++forward_id_;
+  state_tensors_ = out.layer_inputs;
+  if (states_.final_hidden) state_tensors_.push_back(out.final_hidden);
 }
 
 void StepBatch::pick_on_device(const ForwardOutput& out, Backend& backend) {
@@ -157,10 +145,9 @@ std::span<const float> StepBatch::logits(std::size_t chunk) const {
   return logits_.subspan(logits_row_[chunk] * v, static_cast<std::size_t>(num_logits_[chunk]) * v);
 }
 
-std::span<const float> StepBatch::states(std::size_t chunk) const {
-  if (width_ == 0) return {};
-  const auto w = static_cast<std::size_t>(width_);
-  return std::span<const float>(host_states_).subspan(token_row_[chunk] * w, static_cast<std::size_t>(num_tokens_[chunk]) * w);
+TargetStateRows StepBatch::states(std::size_t chunk) const {
+  if (state_tensors_.empty()) return {};
+  return TargetStateRows{state_tensors_, static_cast<std::int64_t>(token_row_[chunk]), forward_id_};
 }
 
 }  // namespace baton

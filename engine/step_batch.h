@@ -4,8 +4,8 @@
 //                  want logits, and the hidden states the proposer wants captured;
 //   fetch()        gives each chunk that the host samples its logits [rows, vocab] (read in place
 //                  where the host can read device memory, else copied, only those chunks' rows)
-//                  and copies the captured states to the host in one copy per tensor, interleaved
-//                  per token as TargetStateConsumer::observe() takes them;
+//                  and points each chunk at its rows of the captured states, which stay on the
+//                  backend (TargetStateConsumer::observe() reads them there);
 //   pick_on_device()  picks the tokens of the chunks the engine flagged where the logits are:
 //                  argmax_rows() when every row of the forward is a greedy device row, else
 //                  sample_rows(), which skips the host's rows (row j of a chunk draws at its
@@ -49,7 +49,7 @@ class StepBatch {
   ForwardBatch& build(std::span<const ScheduledChunk> chunks, const TargetStateSpec& states);
   // device[i]: how chunk i's tokens are picked on the device (its first row's settings), or
   // temperature < 0 when the host samples it and needs its logits rows.
-  void fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab, std::int32_t hidden,
+  void fetch(const ForwardOutput& out, Backend& backend, std::int32_t vocab,
              std::span<const SampleRowParams> device);
   // The tokens of the chunks flagged in fetch() (see device_tokens()).
   void pick_on_device(const ForwardOutput& out, Backend& backend);
@@ -60,8 +60,9 @@ class StepBatch {
   // Chunk i's tokens picked on the device, one per logits row (kArgmaxHasNaN / kArgmaxNoFinite for
   // a row without one), for a chunk flagged in fetch(); empty otherwise.
   std::span<const std::int32_t> device_tokens(std::size_t chunk) const;
-  // Chunk i's captured states: [num_tokens, width], or empty when nothing is captured.
-  std::span<const float> states(std::size_t chunk) const;
+  // Chunk i's captured states (its rows of the forward's capture tensors; no tensors when nothing
+  // is captured). Valid until the next forward.
+  TargetStateRows states(std::size_t chunk) const;
 
  private:
   ForwardBatch batch_;
@@ -70,7 +71,7 @@ class StepBatch {
   std::vector<std::size_t> logits_row_, token_row_;        // per chunk: first logits row / token
   std::vector<std::int32_t> num_logits_, num_tokens_;
   TargetStateSpec states_;
-  std::int32_t vocab_ = 0, width_ = 0;
+  std::int32_t vocab_ = 0;
   std::span<const float> logits_;  // this step's logits: host_logits_, or the device's own rows
   std::vector<float> host_logits_;  // only the rows of chunks the host samples are filled
   std::vector<SampleRowParams> device_;  // per chunk, as fetch() was told
@@ -79,8 +80,8 @@ class StepBatch {
   std::vector<SampleRowParams> row_params_;  // per logits row, for sample_rows()
   DevicePicks picks_;                          // [max_num_logits] ids
   std::span<const std::int32_t> step_picks_;  // this step's, from picks_
-  std::vector<float> host_states_;
-  std::vector<float> staging_;
+  std::vector<TensorView> state_tensors_;  // the forward's captures, in TargetStateSpec order
+  std::uint64_t forward_id_ = 0;           // fetch() calls so far
 };
 
 }  // namespace baton

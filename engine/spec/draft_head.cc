@@ -225,6 +225,7 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   limits.block_size = o.block_size;
   limits.vocab_size = vocab;
   max_num_logits_ = o.max_num_seqs;
+  max_num_tokens_ = o.max_num_tokens;
   BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
   const auto t = static_cast<std::size_t>(o.max_num_tokens);
   const auto h = static_cast<std::size_t>(config_.hidden_size);
@@ -253,7 +254,13 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatch& batch, std::span<const float> features,
+TensorView DraftHead::feature_input(std::int64_t tokens, std::int64_t width) const {
+  BATON_CHECK(tokens <= max_num_tokens_ && width <= std::max(hidden(), target_feature_width()), "draft head: features of ",
+              tokens, " tokens of width ", width, " exceed its buffer");
+  return features_.view(DType::kF32, {tokens, width});
+}
+
+absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatch& batch, const TensorView& feat,
                                               bool from_target, KvCache& cache, bool logits_to_host) {
   BATON_CHECK(mi >= 0 && mi < num_modules(), "head module ", mi);
   const HeadModule& m = modules_[static_cast<std::size_t>(mi)];
@@ -261,12 +268,10 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   const std::int64_t t = plan_.num_tokens(), n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
   const std::int64_t width = from_target ? target_feature_width() : h;
-  if (static_cast<std::int64_t>(features.size()) != t * width) {
-    return absl::InternalError(str_cat("draft head: ", features.size(), " feature floats for ", t, " tokens of width ", width));
+  if (feat.dtype != DType::kF32 || feat.ndim != 2 || feat.dim(0) != t || feat.dim(1) != width) {
+    return absl::InternalError(str_cat("draft head: features ", feat.describe(), " for ", t, " tokens of width ", width));
   }
   Backend& b = backend_;
-  const TensorView feat = features_.view(DType::kF32, {t, width});
-  b.copy_to_device(feat.data, features.data(), features.size() * sizeof(float));
   const TensorView emb = emb_.view(DType::kF32, {t, h});
   b.embedding(m.embed, plan_.tokens(), emb);
   if (kind_ == HeadKind::kMtpDeepSeek) {
@@ -331,11 +336,9 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
     out.logits.resize(static_cast<std::size_t>(n_logits * out_vocab_));
     b.copy_to_host(out.logits.data(), logits.data, out.logits.size() * sizeof(float));
   }
-  out.outputs.resize(static_cast<std::size_t>(n_logits * h));
   // The state fed back while drafting: the pre-norm output, except Qwen3-Next's MTP, which
   // returns (and vLLM feeds back) its normed output.
-  const TensorView fed_back = kind_ == HeadKind::kMtpQwen3Next ? head_in : sel;
-  b.copy_to_host(out.outputs.data(), fed_back.data, out.outputs.size() * sizeof(float));
+  out.outputs = kind_ == HeadKind::kMtpQwen3Next ? head_in : sel;
   return out;
 }
 

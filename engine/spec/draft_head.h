@@ -46,11 +46,13 @@ struct HeadOptions {
   std::optional<DType> dtype;
 };
 
+// What a forward gives for its logits rows. The views are the head's own buffers, valid until its
+// next forward.
 struct HeadOutput {
-  TensorView device_logits;    // [rows, out_vocab()] on the backend, valid until the next forward
+  TensorView device_logits;    // [rows, out_vocab()] on the backend
   std::vector<float> logits;   // [rows, out_vocab()] host, when forward() was asked for them
-  std::vector<float> outputs;  // [rows, hidden()] host: the state fed back at the next step (the
-                               // pre-norm output; normed for Qwen3-Next's MTP)
+  TensorView outputs;          // [rows, hidden()] on the backend: the state fed back at the next step
+                               // (the pre-norm output; normed for Qwen3-Next's MTP)
 };
 
 class DraftHead {
@@ -73,10 +75,15 @@ class DraftHead {
   const ModelConfig& layer_config() const { return config_; }
   DType weight_dtype() const { return modules_.front().fuse.dtype; }
 
-  // Runs module `m` over a batch. features: host [batch tokens, width] — target features
-  // (from_target) or the head's own outputs ([.., hidden()]).
+  // The head's input buffer for a forward's features, [tokens, width] F32 on the backend
+  // (tokens <= max_num_tokens, width <= max(hidden(), target_feature_width())), for the caller to
+  // fill and pass to forward().
+  TensorView feature_input(std::int64_t tokens, std::int64_t width) const;
+
+  // Runs module `m` over a batch. features: [batch tokens, width] on the backend — target features
+  // (from_target; width target_feature_width()) or the head's own outputs (width hidden()).
   // logits_to_host: also copy the logits rows to HeadOutput::logits (probabilistic drafting).
-  absl::StatusOr<HeadOutput> forward(std::int32_t m, const ForwardBatch& batch, std::span<const float> features,
+  absl::StatusOr<HeadOutput> forward(std::int32_t m, const ForwardBatch& batch, const TensorView& features,
                                      bool from_target, KvCache& cache, bool logits_to_host);
 
  private:
@@ -94,7 +101,7 @@ class DraftHead {
   std::vector<HeadModule> modules_;
   std::vector<DeviceBuffer> owned_;
   std::shared_ptr<const Checkpoint> checkpoint_;
-  std::int32_t max_num_logits_ = 0;
+  std::int32_t max_num_logits_ = 0, max_num_tokens_ = 0;
   std::int32_t block_size_ = 16;
   BatchPlan plan_;
   LayerWorkspace layer_workspace_;

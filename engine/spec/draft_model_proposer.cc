@@ -141,9 +141,9 @@ absl::Status DraftModelProposer::propose(std::span<ProposalRequest> batch) {
   std::vector<CatchUp> items;
   for (Work& w : work) {
     const auto computed = static_cast<std::size_t>(w.s->computed);
-    items.push_back(CatchUp{&w, w.s->computed, w.p->tokens.subspan(computed), {}});
+    items.push_back(CatchUp{&w, w.s->computed, w.p->tokens.subspan(computed)});
   }
-  BATON_RETURN_IF_ERROR(run_catch_ups(items, 0, [&](const ForwardBatch& b, std::span<const float>, std::span<Work* const> owners) {
+  BATON_RETURN_IF_ERROR(run_catch_ups(items, [&](const ForwardBatch& b, std::span<const CatchUpSlice>, std::span<Work* const> owners) {
     return run(b, owners);
   }));
   for (Work& w : work) {

@@ -75,18 +75,16 @@ bool DraftingProposer::reserve_positions(Work& w, std::int32_t positions) {
   return false;
 }
 
-absl::Status DraftingProposer::run_catch_ups(std::span<CatchUp> items, std::int32_t width,
-                                             const CatchUpForward& forward) {
+absl::Status DraftingProposer::run_catch_ups(std::span<CatchUp> items, const CatchUpForward& forward) {
   std::vector<std::size_t> done(items.size(), 0);  // positions of each item already run
   std::vector<std::int32_t> last_index;
   last_index.reserve(items.size());
-  std::vector<float> features;
+  std::vector<CatchUpSlice> slices;
   std::vector<Work*> owners;
   for (bool pending = true; pending;) {
     pending = false;
     ForwardBatch batch;
-    std::vector<std::size_t> in_batch;
-    features.clear();
+    slices.clear();
     last_index.clear();
     owners.clear();
     std::int32_t budget = budget_;
@@ -113,23 +111,16 @@ absl::Status DraftingProposer::run_catch_ups(std::span<CatchUp> items, std::int3
       } else {
         pending = true;
       }
-      if (width > 0) {
-        const auto w = static_cast<std::size_t>(width);
-        features.insert(features.end(), c.features.begin() + static_cast<std::ptrdiff_t>(done[i] * w),
-                        c.features.begin() + static_cast<std::ptrdiff_t>((done[i] + static_cast<std::size_t>(m)) * w));
-      }
       batch.sequences.push_back(seq);
-      in_batch.push_back(i);
+      slices.push_back(CatchUpSlice{i, static_cast<std::int32_t>(done[i]), m});
       budget -= m;
     }
     if (batch.sequences.empty()) break;
-    BATON_RETURN_IF_ERROR(forward(batch, features, owners));
-    for (std::size_t j = 0; j < in_batch.size(); ++j) {
-      const std::size_t i = in_batch[j];
-      const auto m = batch.sequences[j].tokens.size();
-      done[i] += m;
-      State& s = *items[i].work->s;
-      s.computed = std::max(s.computed, items[i].start + static_cast<std::int32_t>(done[i]));
+    BATON_RETURN_IF_ERROR(forward(batch, slices, owners));
+    for (const CatchUpSlice& sl : slices) {
+      done[sl.item] += static_cast<std::size_t>(sl.count);
+      State& s = *items[sl.item].work->s;
+      s.computed = std::max(s.computed, items[sl.item].start + static_cast<std::int32_t>(done[sl.item]));
     }
   }
   return absl::OkStatus();

@@ -61,19 +61,23 @@ class DraftingProposer : public Proposer {
     bool ok = true;  // false: no (more) drafts for it this call
   };
 
-  // One request's positions to catch up on: [start, start + tokens.size()), one input token each,
-  // and `width` floats of features per position when the network takes them.
+  // One request's positions to catch up on: [start, start + tokens.size()), one input token each.
   struct CatchUp {
     Work* work = nullptr;
     std::int32_t start = 0;
     std::span<const std::int32_t> tokens;
-    std::span<const float> features;
+  };
+  // What one forward runs of items[item]: its positions [start + offset, start + offset + count).
+  struct CatchUpSlice {
+    std::size_t item = 0;
+    std::int32_t offset = 0, count = 0;
   };
 
-  // Runs one forward over `batch` (features: [batch tokens, width] or empty). For each sequence
-  // of the batch that asks for logits (in order), returns a row over the network's vocabulary.
-  using CatchUpForward =
-      std::function<absl::Status(const ForwardBatch& batch, std::span<const float> features, std::span<Work* const> owners)>;
+  // Runs one forward over `batch`, whose sequence j is slices[j] (the network's other inputs,
+  // such as features, come from there). owners: for each sequence that asks for logits (in
+  // order), its request.
+  using CatchUpForward = std::function<absl::Status(const ForwardBatch& batch, std::span<const CatchUpSlice> slices,
+                                                    std::span<Work* const> owners)>;
 
   DraftingProposer() = default;
   virtual std::unique_ptr<State> new_state() const;
@@ -90,8 +94,8 @@ class DraftingProposer : public Proposer {
 
   // Runs every catch-up through `forward` in batches limited by the token budget and max_num_seqs
   // (long ones in chunks); advances each state's `computed`; the chunk that ends a catch-up asks
-  // for logits at its last position. `width`: feature floats per position (0: none).
-  absl::Status run_catch_ups(std::span<CatchUp> items, std::int32_t width, const CatchUpForward& forward);
+  // for logits at its last position.
+  absl::Status run_catch_ups(std::span<CatchUp> items, const CatchUpForward& forward);
 
   // The draft token from a row of logits over the target vocabulary (see the header comment);
   // appends q to p.draft_probs when probabilistic.

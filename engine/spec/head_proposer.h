@@ -10,6 +10,12 @@
 // KV written while drafting is discarded at the next call (those positions are recomputed from
 // real target states).
 //
+// Where the features live: the target's states arrive in the target forward's capture buffers on
+// the backend (observe()), and a catch-up in the same step reads them there; only the rows still
+// needed when the next target forward comes (before_target_forward(): a prompt chunk that is not
+// the last, the row of the last computed position) are copied to the host, and go back up when
+// used. The head's own outputs, fed back while drafting, never leave the backend.
+//
 // Hand-off: a prefill engine's head has consumed the prompt's states; a decode engine receives the
 // head KV of positions [0, prompt_len - 1) and the target features of the last prompt position
 // (EAGLE-1/MTP: the final hidden state; EAGLE-3: its three aux layers' states).
@@ -32,8 +38,9 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
   absl::Status propose(std::span<ProposalRequest> batch) override;
 
   TargetStateSpec target_states() const override { return head_->target_states(); }
-  absl::Status observe(RequestKey key, std::int32_t start, std::span<const float> rows, std::int32_t n,
+  absl::Status observe(RequestKey key, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                        std::int32_t n_valid) override;
+  void before_target_forward() override;
 
   std::int32_t handoff_kv_positions(std::int32_t prompt_len) const override { return std::max(0, prompt_len - 1); }
   absl::StatusOr<ProposerHandoff> export_state(RequestKey key) const override;
@@ -47,20 +54,39 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
  private:
   struct HeadState : State {
     using State::State;
-    // Target features of positions [rows_start, rows_start + rows / width); after a catch-up the
-    // row of the last computed position stays, to recompute it when nothing new has arrived.
-    // Invariant: rows_start <= computed.
+    // Target features of positions [rows_start, rows_start + rows / width) on the host, then of
+    // the next live_count positions in the capture tensors (live_tensors_) from row live_row.
+    // After a catch-up the row of the last computed position stays, to recompute it when nothing
+    // new has arrived. Invariant: rows_start <= computed.
     std::int32_t rows_start = 0;
     std::vector<float> rows;
+    std::int32_t live_count = 0;
+    std::int64_t live_row = 0;
   };
   struct Drafting;
 
   HeadProposer() = default;
   std::unique_ptr<State> new_state() const override { return std::make_unique<HeadState>(block_size_); }
   static HeadState& head_state(State& s) { return static_cast<HeadState&>(s); }
-  std::int32_t rows_end(const HeadState& s) const {
+  std::int32_t host_end(const HeadState& s) const {
     return s.rows_start + static_cast<std::int32_t>(s.rows.size() / static_cast<std::size_t>(width_));
   }
+  std::int32_t rows_end(const HeadState& s) const { return host_end(s) + s.live_count; }
+  // Drops the features of positions before `from` (host rows and live rows alike).
+  void drop_rows_before(HeadState& s, std::int32_t from) const;
+  // Appends s's live rows, side by side per position, to `out` (host).
+  void read_live(const HeadState& s, std::vector<float>& out) const;
+  // Moves s's live rows to its host rows.
+  void keep_live_on_host(HeadState& s);
+  // Fills `features` ([batch tokens, width_]) with the target features of a catch-up forward.
+  void fill_target_features(std::span<const CatchUpSlice> slices, std::span<const CatchUp> items,
+                            const TensorView& features);
+  // Copies a forward's fed-back outputs ([n, hidden]) to drafted_; returns the first row.
+  std::int32_t keep_outputs(const HeadOutput& out);
+  // Fills `features` ([rows.size(), hidden]) with drafted_ rows `rows`.
+  void gather_drafted(std::span<const std::int32_t> rows, const TensorView& features);
+  // Uploads `index` to gather_index_ and returns it as a device tensor.
+  TensorView upload_index(std::span<const std::int32_t> index);
   // Probabilistic drafting: q over the target vocabulary from a row of the head's logits.
   std::int32_t pick_head(std::span<const float> head_logits, ProposalRequest& p);
   // Greedy drafting: the argmax of each row of a head forward, picked on the backend (empty when
@@ -77,6 +103,16 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
   std::unique_ptr<DraftHead> head_;
   std::int32_t width_ = 0;
   std::vector<float> row_;
+  // The target forward whose capture tensors hold the live rows, and the states that have some.
+  std::vector<TensorView> live_tensors_;
+  std::uint64_t live_forward_ = 0;
+  std::vector<RequestKey> live_keys_;
+  DeviceBuffer drafted_;                 // [k * max_num_seqs, hidden]: one propose() call's outputs
+  std::int32_t drafted_rows_ = 0;        // rows of drafted_ in use
+  DeviceBuffer gather_index_;            // [index_capacity_] I32
+  std::int64_t index_capacity_ = 0;
+  std::vector<std::int32_t> index_;      // host side of a gather's rows
+  std::vector<float> staging_;           // host rows on their way up or down
 };
 
 }  // namespace baton

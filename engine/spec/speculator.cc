@@ -42,7 +42,7 @@ void Speculator::remove_request(const Request& r, bool finished) {
 
 void Speculator::reset_request(const Request& r) { proposer_->reset_request(r.key); }
 
-absl::Status Speculator::observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
+absl::Status Speculator::observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                                  std::int32_t n_valid) {
   if (state_consumer_ == nullptr) return absl::OkStatus();
   return state_consumer_->observe(r.key, start, rows, n, n_valid);

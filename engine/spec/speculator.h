@@ -80,8 +80,13 @@ class Speculator {
   bool broken_for_testing() const { return broken_for_testing_; }
 
   // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
-  absl::Status observe(const Request& r, std::int32_t start, std::span<const float> rows, std::int32_t n,
+  absl::Status observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                        std::int32_t n_valid);
+  // Call before every target forward: the proposer keeps what it still needs of the last one's
+  // states (TargetStateConsumer::before_target_forward).
+  void before_target_forward() {
+    if (state_consumer_ != nullptr) state_consumer_->before_target_forward();
+  }
 
   // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens,
   // max_model_len and the request's own max_speculative_tokens. Returns the requests the proposer failed for (they got no drafts); if the

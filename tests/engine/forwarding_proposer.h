@@ -40,10 +40,13 @@ class ForwardingProposer : public Proposer, public TargetStateConsumer {
     const auto* c = dynamic_cast<const TargetStateConsumer*>(real_.get());
     return c != nullptr ? c->target_states() : TargetStateSpec{};
   }
-  absl::Status observe(RequestKey key, std::int32_t start, std::span<const float> rows, std::int32_t n,
+  absl::Status observe(RequestKey key, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                        std::int32_t n_valid) override {
     auto* c = dynamic_cast<TargetStateConsumer*>(real_.get());
     return c != nullptr ? c->observe(key, start, rows, n, n_valid) : absl::OkStatus();
+  }
+  void before_target_forward() override {
+    if (auto* c = dynamic_cast<TargetStateConsumer*>(real_.get())) c->before_target_forward();
   }
 
  protected:

@@ -164,6 +164,12 @@ TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
   expect_no_blocks_held(*decode, "decode engine");
   if (m != nullptr) {
     EXPECT_GT(decode->spec_stats()->num_draft_tokens, 0) << "the decode engine never speculated";
+    // The decode engine drafts from what the hand-off carried (head KV, target features, n-gram
+    // history) exactly what the colocated engine drafts from its own: a lost or stale part would
+    // lose acceptances, not tokens.
+    EXPECT_EQ(decode->spec_stats()->num_draft_tokens, colocated->spec_stats()->num_draft_tokens) << method_label(GetParam());
+    EXPECT_EQ(decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens)
+        << method_label(GetParam());
   }
 }
 

@@ -5,6 +5,7 @@
 // tensor names, shapes, fusions and feedback rules; a mismatched vocabulary is refused.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/spec/draft_head.h"
 #include "engine/spec/proposer_factory.h"
@@ -61,35 +62,49 @@ ProposerContext context_for(ModelHarness& h, const std::string& target) {
   return pc;
 }
 
-// Runs the target over tokens[0, n - 1) (the positions whose next token is known) and hands the
-// states the proposer wants to it, as the engine does after a prefill.
-void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std::vector<std::int32_t>& tokens) {
+// Runs the target over tokens[0, n - 1) (the positions whose next token is known), in forwards of
+// at most `chunk` tokens, and hands the states the proposer wants to it, as the engine does over a
+// (chunked) prefill: before_target_forward() before each forward, the rows left in the forward's
+// capture buffers.
+void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std::vector<std::int32_t>& tokens,
+                        std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
   auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
   if (consumer == nullptr) return;
+  static std::uint64_t forward_id = 0;
   const TargetStateSpec spec = consumer->target_states();
   TestSequence seq;
   seq.tokens = tokens;
   const auto n = static_cast<std::int32_t>(tokens.size()) - 1;
-  ForwardBatch batch;
-  batch.sequences.push_back(seq.chunk(*h.pool, n));
-  batch.capture_layer_inputs = spec.layer_inputs;
-  batch.capture_final_hidden = spec.final_hidden;
-  auto out = h.model->forward(batch, *h.cache);
-  BATON_CHECK(out.ok(), out.status().ToString());
-  const std::int32_t hidden = h.model->config().hidden_size;
-  const std::int32_t width = spec.width(hidden);
-  std::vector<TensorView> views = out->layer_inputs;
-  if (spec.final_hidden) views.push_back(out->final_hidden);
-  std::vector<float> rows(static_cast<std::size_t>(n) * static_cast<std::size_t>(width));
-  for (std::size_t v = 0; v < views.size(); ++v) {
+  while (seq.computed < n) {
+    consumer->before_target_forward();
+    const std::int32_t start = seq.computed, m = std::min(chunk, n - start);
+    ForwardBatch batch;
+    batch.sequences.push_back(seq.chunk(*h.pool, m));
+    batch.capture_layer_inputs = spec.layer_inputs;
+    batch.capture_final_hidden = spec.final_hidden;
+    auto out = h.model->forward(batch, *h.cache);
+    BATON_CHECK(out.ok(), out.status().ToString());
+    std::vector<TensorView> views = out->layer_inputs;
+    if (spec.final_hidden) views.push_back(out->final_hidden);
+    const absl::Status s = consumer->observe(key, start, TargetStateRows{views, 0, ++forward_id}, m, m);
+    BATON_CHECK(s.ok(), s.ToString());
+  }
+}
+
+// Interleaves a forward's captured states on the host, [rows, width] (TargetStateSpec order).
+std::vector<float> interleave(const TargetStateRows& rows, std::int32_t n) {
+  std::vector<float> out;
+  if (rows.tensors.empty()) return out;
+  const auto h = static_cast<std::size_t>(rows.tensors.front().dim(1));
+  const std::size_t w = h * rows.tensors.size();
+  out.resize(static_cast<std::size_t>(n) * w);
+  for (std::size_t v = 0; v < rows.tensors.size(); ++v) {
     for (std::int32_t t = 0; t < n; ++t) {
-      std::memcpy(rows.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width) + v * static_cast<std::size_t>(hidden),
-                  views[v].ptr<const float>() + static_cast<std::size_t>(t) * static_cast<std::size_t>(hidden),
-                  static_cast<std::size_t>(hidden) * sizeof(float));
+      std::memcpy(out.data() + static_cast<std::size_t>(t) * w + v * h,
+                  rows.tensors[v].ptr<const float>() + static_cast<std::size_t>(rows.first_row + t) * h, h * sizeof(float));
     }
   }
-  const absl::Status s = consumer->observe(key, 0, rows, n, n);
-  BATON_CHECK(s.ok(), s.ToString());
+  return out;
 }
 
 SpecMethod method_of(const std::string& m) {
@@ -126,12 +141,29 @@ TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
     ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
     EXPECT_EQ(drafts, c.drafts) << c.name;
     // A second call with nothing new drafts the same again (the drafting KV of the first call is
-    // dropped and the last position recomputed).
+    // dropped and the last position recomputed), also after another target forward has
+    // overwritten the capture buffers the states arrived in: what the head kept must be its own.
+    const std::vector<std::int32_t> other(c.tokens.rbegin(), c.tokens.rend());
+    feed_target_states(h, **proposer, 2, other);  // key 2 was never added: only the forward counts
     std::vector<std::int32_t> again;
     req.drafts = &again;
     ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
     EXPECT_EQ(again, c.drafts) << c.name;
     (*proposer)->remove_request(1, true);
+    // The same prompt in chunks of 3 (the head reads the earlier chunks' rows from the host and
+    // the last one's from the capture buffers) drafts the same.
+    (*proposer)->add_request(3, c.tokens);
+    feed_target_states(h, **proposer, 3, c.tokens, /*chunk=*/3);
+    std::vector<std::int32_t> chunked;
+    ProposalRequest creq;
+    creq.key = 3;
+    creq.tokens = c.tokens;
+    creq.prompt_len = static_cast<std::int32_t>(c.tokens.size()) - 4;
+    creq.max_drafts = c.k;
+    creq.drafts = &chunked;
+    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&creq, 1)).ok()) << c.name;
+    EXPECT_EQ(chunked, c.drafts) << c.name << " (prompt states in chunks of 3)";
+    (*proposer)->remove_request(3, true);
   }
 }
 
@@ -149,8 +181,8 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
       TargetStateSpec spec;
       std::vector<float> rows;
       TargetStateSpec target_states() const override { return spec; }
-      absl::Status observe(RequestKey, std::int32_t, std::span<const float> r, std::int32_t, std::int32_t) override {
-        rows.assign(r.begin(), r.end());
+      absl::Status observe(RequestKey, std::int32_t, const TargetStateRows& r, std::int32_t n, std::int32_t) override {
+        rows = interleave(r, n);
         return absl::OkStatus();
       }
     } capture;
@@ -162,7 +194,7 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
       void remove_request(RequestKey, bool) override {}
       absl::Status propose(std::span<ProposalRequest>) override { return absl::OkStatus(); }
       TargetStateSpec target_states() const override { return c->spec; }
-      absl::Status observe(RequestKey k, std::int32_t s, std::span<const float> r, std::int32_t n, std::int32_t v) override {
+      absl::Status observe(RequestKey k, std::int32_t s, const TargetStateRows& r, std::int32_t n, std::int32_t v) override {
         return c->observe(k, s, r, n, v);
       }
     } dummy;
@@ -177,7 +209,11 @@ TEST(DraftHeads, CatchUpLogitsMatchTheReference) {
     batch.sequences.push_back(seq.chunk(pool, static_cast<std::int32_t>(seq.tokens.size())));
     std::vector<std::int32_t> last = {static_cast<std::int32_t>(seq.tokens.size()) - 1};
     batch.sequences[0].logits_indices = last;
-    auto out = (*head)->forward(0, batch, capture.rows, /*from_target=*/true, *cache, /*logits_to_host=*/true);
+    const TensorView features = (*head)->feature_input(static_cast<std::int64_t>(seq.tokens.size()),
+                                                       (*head)->target_feature_width());
+    ASSERT_EQ(static_cast<std::size_t>(features.numel()), capture.rows.size()) << c.name;
+    h.backend->copy_to_device(features.data, capture.rows.data(), capture.rows.size() * sizeof(float));
+    auto out = (*head)->forward(0, batch, features, /*from_target=*/true, *cache, /*logits_to_host=*/true);
     ASSERT_TRUE(out.ok()) << c.name << ": " << out.status();
     ASSERT_EQ(out->logits.size(), c.logits.size()) << c.name;
     double worst = 0;
