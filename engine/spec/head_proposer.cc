@@ -76,7 +76,8 @@ absl::Status HeadProposer::observe(RequestKey key, std::int32_t start, const Tar
                                        rows.tensors.empty() ? std::string("none") : rows.tensors.front().describe(),
                                        ") from row ", rows.first_row, " for ", n, " rows of width ", width_));
   }
-  keep_live_on_host(s);  // one chunk per request per forward, so normally nothing
+  const bool listed = s.live_count > 0;  // already in live_keys_
+  keep_live_on_host(s);                  // one chunk per request per forward, so normally nothing
   if (rows_end(s) > s.rows_start && start >= s.rows_start) {
     if (start > rows_end(s)) {
       return absl::InternalError(str_cat(name_, " proposer: target states for position ", start, " but position ",
@@ -97,20 +98,45 @@ absl::Status HeadProposer::observe(RequestKey key, std::int32_t start, const Tar
   if (n_valid == 0) return absl::OkStatus();
   if (live_keys_.empty()) live_tensors_.assign(rows.tensors.begin(), rows.tensors.end());
   live_forward_ = rows.forward_id;
-  live_keys_.push_back(key);
+  if (!listed) live_keys_.push_back(key);
   s.live_row = rows.first_row;
   s.live_count = n_valid;
   return absl::OkStatus();
 }
 
 void HeadProposer::before_target_forward() {
+  // What a later catch-up can still read: from each state's last computed position on. Those rows
+  // of every state come down together: gathered side by side into the head's (idle) input buffer,
+  // then one copy, not a copy per request and tensor.
+  std::vector<HeadState*> keep;
+  index_.clear();
   for (RequestKey key : live_keys_) {
     State* base = state_of(key);
     if (base == nullptr) continue;  // removed since
     HeadState& s = head_state(*base);
-    // What a later catch-up can still read: from the last computed position on.
     drop_rows_before(s, std::max(s.rows_start, s.computed - 1));
-    keep_live_on_host(s);
+    if (s.live_count == 0) continue;
+    keep.push_back(&s);
+    for (std::int32_t r = 0; r < s.live_count; ++r) index_.push_back(static_cast<std::int32_t>(s.live_row + r));
+  }
+  if (!index_.empty()) {
+    const auto n = static_cast<std::int64_t>(index_.size());
+    const TensorView rows = head_->feature_input(n, width_);
+    const TensorView idx = upload_index(index_);
+    const std::int64_t h = live_tensors_.front().dim(1);
+    for (std::size_t c = 0; c < live_tensors_.size(); ++c) {
+      const auto col = static_cast<std::int64_t>(c) * h;
+      backend_->gather_rows(live_tensors_[c], idx, rows.slice_last(col, col + h));
+    }
+    staging_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_));
+    backend_->copy_to_host(staging_.data(), rows.data, staging_.size() * sizeof(float));
+    auto from = staging_.begin();
+    for (HeadState* s : keep) {
+      const auto count = static_cast<std::ptrdiff_t>(s->live_count) * width_;
+      s->rows.insert(s->rows.end(), from, from + count);
+      from += count;
+      s->live_count = 0;
+    }
   }
   live_keys_.clear();
   live_tensors_.clear();

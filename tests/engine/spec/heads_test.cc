@@ -91,6 +91,61 @@ void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std:
   }
 }
 
+// Like feed_target_states for several requests at once: each forward runs the next chunk of every
+// prompt (so several requests' rows are live in one forward's capture buffers).
+void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& keys,
+                   const std::vector<std::vector<std::int32_t>>& prompts, std::int32_t chunk) {
+  auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
+  BATON_CHECK(consumer != nullptr, "not a target-state consumer");
+  static std::uint64_t forward_id = 1u << 20;
+  const TargetStateSpec spec = consumer->target_states();
+  std::vector<TestSequence> seqs(prompts.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = prompts[i];
+  for (bool more = true; more;) {
+    consumer->before_target_forward();
+    ForwardBatch batch;
+    std::vector<std::int32_t> starts, counts;
+    for (TestSequence& seq : seqs) {
+      const auto n = static_cast<std::int32_t>(seq.tokens.size()) - 1;
+      starts.push_back(seq.computed);
+      counts.push_back(std::min(chunk, n - seq.computed));
+      if (counts.back() > 0) batch.sequences.push_back(seq.chunk(*h.pool, counts.back()));
+    }
+    if (batch.sequences.empty()) break;
+    batch.capture_layer_inputs = spec.layer_inputs;
+    batch.capture_final_hidden = spec.final_hidden;
+    auto out = h.model->forward(batch, *h.cache);
+    BATON_CHECK(out.ok(), out.status().ToString());
+    std::vector<TensorView> views = out->layer_inputs;
+    if (spec.final_hidden) views.push_back(out->final_hidden);
+    ++forward_id;
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      if (counts[i] <= 0) continue;
+      const absl::Status s = consumer->observe(keys[i], starts[i], TargetStateRows{views, row, forward_id}, counts[i], counts[i]);
+      BATON_CHECK(s.ok(), s.ToString());
+      row += counts[i];
+    }
+  }
+}
+
+// Drafts for request `key` (its tokens: the prompt plus 4 generated) in one propose() call.
+std::vector<std::vector<std::int32_t>> propose_for(Proposer& p, const std::vector<RequestKey>& keys,
+                                                   const std::vector<std::vector<std::int32_t>>& tokens, std::int32_t k) {
+  std::vector<std::vector<std::int32_t>> drafts(keys.size());
+  std::vector<ProposalRequest> reqs(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    reqs[i].key = keys[i];
+    reqs[i].tokens = tokens[i];
+    reqs[i].prompt_len = static_cast<std::int32_t>(tokens[i].size()) - 4;
+    reqs[i].max_drafts = k;
+    reqs[i].drafts = &drafts[i];
+  }
+  const absl::Status s = p.propose(reqs);
+  BATON_CHECK(s.ok(), s.ToString());
+  return drafts;
+}
+
 // Interleaves a forward's captured states on the host, [rows, width] (TargetStateSpec order).
 std::vector<float> interleave(const TargetStateRows& rows, std::int32_t n) {
   std::vector<float> out;
@@ -164,6 +219,38 @@ TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
     ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&creq, 1)).ok()) << c.name;
     EXPECT_EQ(chunked, c.drafts) << c.name << " (prompt states in chunks of 3)";
     (*proposer)->remove_request(3, true);
+  }
+}
+
+// Several requests' states arriving together, in chunks, so that before_target_forward() moves
+// several requests' rows to the host at once: each request drafts what it drafts fed alone.
+TEST(DraftHeads, RequestsFedTogetherInChunksDraftWhatEachDraftsAlone) {
+  for (const HeadCase& c : head_cases()) {
+    if (c.method == "draft_model") continue;
+    auto h = ModelHarness::load(fixture_path(c.target));
+    SpeculativeConfig sc;
+    sc.method = method_of(c.method);
+    sc.model = fixture_path("spec/" + c.name);
+    sc.num_speculative_tokens = c.k;
+    auto proposer = make_proposer(sc, context_for(h, c.target));
+    ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
+    Proposer& p = **proposer;
+    // Three prompts of different lengths and contents.
+    std::vector<std::vector<std::int32_t>> prompts = {c.tokens, {c.tokens.rbegin(), c.tokens.rend()}, {}};
+    prompts[2].assign(c.tokens.begin() + 3, c.tokens.end());
+    std::vector<std::vector<std::int32_t>> alone;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      const RequestKey key = 100 + static_cast<RequestKey>(i);
+      p.add_request(key, prompts[i]);
+      feed_target_states(h, p, key, prompts[i]);
+      alone.push_back(propose_for(p, {key}, {prompts[i]}, c.k)[0]);
+      p.remove_request(key, true);
+    }
+    EXPECT_EQ(alone[0], c.drafts) << c.name;
+    const std::vector<RequestKey> keys = {1, 2, 3};
+    for (std::size_t i = 0; i < keys.size(); ++i) p.add_request(keys[i], prompts[i]);
+    feed_together(h, p, keys, prompts, /*chunk=*/4);
+    EXPECT_EQ(propose_for(p, keys, prompts, c.k), alone) << c.name;
   }
 }
 
