@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
+#include <new>
 #include <utility>
 
 #include "common/status.h"
@@ -9,7 +11,8 @@ namespace baton {
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       data_(std::exchange(other.data_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      staging_(std::exchange(other.staging_, false)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
@@ -17,6 +20,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     owner_ = std::exchange(other.owner_, nullptr);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    staging_ = std::exchange(other.staging_, false);
   }
   return *this;
 }
@@ -24,18 +28,37 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 void DeviceBuffer::release() {
-  if (owner_ != nullptr && data_ != nullptr) owner_->free(data_, bytes_);
+  if (owner_ != nullptr && data_ != nullptr) {
+    if (staging_) {
+      owner_->free_staging(data_, bytes_);
+    } else {
+      owner_->free(data_, bytes_);
+    }
+  }
   owner_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;
+  staging_ = false;
 }
 
 TensorView DeviceBuffer::view(DType dtype, std::initializer_list<std::int64_t> shape) const {
-  TensorView v = TensorView::contiguous(data_, dtype, shape, owner_ != nullptr ? owner_->device() : Device{});
+  TensorView v = TensorView::contiguous(data_, dtype, shape, owner_ != nullptr && !staging_ ? owner_->device() : Device{});
   BATON_CHECK(static_cast<std::size_t>(v.numel()) * dtype_size(dtype) <= bytes_, "view ", v.describe(),
               " does not fit a buffer of ", bytes_, " bytes");
   return v;
 }
+
+namespace {
+constexpr std::align_val_t kStagingAlignment{64};
+}  // namespace
+
+absl::StatusOr<DeviceBuffer> Backend::allocate_staging(std::size_t bytes) {
+  void* p = ::operator new(std::max<std::size_t>(bytes, 1), kStagingAlignment, std::nothrow);
+  if (p == nullptr) return absl::ResourceExhaustedError(str_cat("cannot allocate ", bytes, " bytes of host staging memory"));
+  return DeviceBuffer(this, p, bytes, /*staging=*/true);
+}
+
+void Backend::free_staging(void* data, std::size_t /*bytes*/) { ::operator delete(data, kStagingAlignment); }
 
 void Backend::sample_rows(const TensorView& /*logits*/, std::span<const SampleRowParams> /*params*/,
                           const TensorView& /*out*/) {

@@ -25,11 +25,13 @@ namespace baton {
 
 class Backend;
 
-// Memory owned by a backend; returned to it on destruction.
+// Memory owned by a backend, returned to it on destruction: device memory (allocate()), or host
+// staging memory (allocate_staging(); `staging`).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend* owner, void* data, std::size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(Backend* owner, void* data, std::size_t bytes, bool staging = false)
+      : owner_(owner), data_(data), bytes_(bytes), staging_(staging) {}
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -38,7 +40,9 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
-  // A contiguous view of the buffer's start with this dtype and shape (must fit).
+  bool staging() const { return staging_; }
+  // A contiguous view of the buffer's start with this dtype and shape (must fit); on the host for
+  // staging memory.
   TensorView view(DType dtype, std::initializer_list<std::int64_t> shape) const;
 
  private:
@@ -47,6 +51,7 @@ class DeviceBuffer {
   Backend* owner_ = nullptr;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+  bool staging_ = false;
 };
 
 struct BackendOptions {
@@ -100,6 +105,17 @@ class Backend {
   // synchronize() has returned, so results need no copy_to_host.
   virtual bool host_reads_device_memory() const { return false; }
   virtual void synchronize() = 0;
+
+  // Host memory for the copies every step makes (a forward's metadata upload, the picked ids):
+  // page-locked on a GPU, so a copy from it is a DMA the host does not wait for and a copy to it
+  // needs no bounce buffer. Plain host memory by default (the CPU). A copy_to_device() source in
+  // staging memory may still be in flight when the call returns: rewrite it only once a fence
+  // taken after the copy has passed.
+  virtual absl::StatusOr<DeviceBuffer> allocate_staging(std::size_t bytes);
+  // A point in the queue of enqueued work: wait_for(f) returns once everything enqueued before
+  // fence() returned f has run. Free where ops run at the call (the CPU); 0 is always passed.
+  virtual std::uint64_t fence() { return 0; }
+  virtual void wait_for(std::uint64_t fence) { (void)fence; }
 
   // A copy of a linear() weight [n, k] in the layout this backend's linear() reads fastest, made
   // once at model load. Returns an empty buffer when the backend has no such layout for this
@@ -187,6 +203,7 @@ class Backend {
  protected:
   friend class DeviceBuffer;
   virtual void free(void* data, std::size_t bytes) = 0;
+  virtual void free_staging(void* data, std::size_t bytes);
 };
 
 // The CPU backend with these options (kernels/cpu/cpu_backend.h has the class). Most callers want

@@ -14,7 +14,9 @@ absl::Status BatchPlan::allocate(Backend& backend, const BatchLimits& limits) {
                                static_cast<std::size_t>(std::max(1, limits.max_num_logits)) +
                                static_cast<std::size_t>(limits.max_num_seqs) * static_cast<std::size_t>(max_blocks_per_seq_);
   BATON_ASSIGN_OR_RETURN(device_, backend.allocate(elements * sizeof(std::int32_t)));
-  packed_.reserve(elements);
+  for (DeviceBuffer& slot : staging_) {
+    BATON_ASSIGN_OR_RETURN(slot, backend.allocate_staging(elements * sizeof(std::int32_t)));
+  }
   return absl::OkStatus();
 }
 
@@ -92,14 +94,22 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks)
     }
     max_context_len_ = std::max(max_context_len_, end);
   }
-  packed_.clear();
+  // Pack into the staging slot the forward before last used: its upload has run once its fence
+  // has passed (on the CPU at once), and the last forward's may still be in flight.
+  const std::size_t slot = next_slot_;
+  next_slot_ = (next_slot_ + 1) % staging_.size();
+  backend_->wait_for(staging_fence_[slot]);
+  auto* packed = static_cast<std::int32_t*>(staging_[slot].data());
+  std::int64_t used = 0;
   const std::vector<std::int32_t>* parts[] = {&h_tokens_, &h_positions_, &h_token_seq_, &h_slots_, &h_logits_rows_,
                                               &h_block_tables_};
   for (int r = 0; r < static_cast<int>(Region::kCount); ++r) {
-    offsets_[r] = static_cast<std::int64_t>(packed_.size());
-    packed_.insert(packed_.end(), parts[r]->begin(), parts[r]->end());
+    offsets_[r] = used;
+    std::copy(parts[r]->begin(), parts[r]->end(), packed + used);
+    used += static_cast<std::int64_t>(parts[r]->size());
   }
-  backend_->copy_to_device(device_.data(), packed_.data(), packed_.size() * sizeof(std::int32_t));
+  backend_->copy_to_device(device_.data(), packed, static_cast<std::size_t>(used) * sizeof(std::int32_t));
+  staging_fence_[slot] = backend_->fence();
   return absl::OkStatus();
 }
 

@@ -1,12 +1,14 @@
 // BatchPlan: the per-forward metadata of a varlen batch — token ids, positions, each token's
 // sequence and KV slot, padded block tables, the rows that want logits — validated on the host and
 // uploaded to the device once per forward, as one copy of one packed buffer (a copy to a GPU costs
-// microseconds whatever its size). Shared by the Transformer and the draft heads.
+// microseconds whatever its size), from page-locked staging memory on a GPU, which the host does
+// not wait for. Shared by the Transformer and the draft heads.
 //
 // It validates everything a batch claims (limits, block tables long enough, token ids in the
 // vocabulary, logits indices inside their chunk) so kernels never see an out-of-range index.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -53,9 +55,13 @@ class BatchPlan {
   std::int32_t max_blocks_per_seq_ = 0;
   std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
   std::int64_t num_seqs_ = 0, max_context_len_ = 0;
-  std::vector<std::int32_t> packed_;  // host copy of the device buffer's used prefix
   std::int64_t offsets_[static_cast<int>(Region::kCount)] = {};  // in int32 elements
   DeviceBuffer device_;
+  // The packed arrays on the host, in staging memory (Backend::allocate_staging), two slots used
+  // in turn so that packing the next forward's never waits for the last upload.
+  std::array<DeviceBuffer, 2> staging_;
+  std::array<std::uint64_t, 2> staging_fence_{};
+  std::size_t next_slot_ = 0;
 };
 
 }  // namespace baton

@@ -9,8 +9,11 @@ namespace baton {
 absl::Status DevicePicks::allocate(Backend& backend, std::int64_t max_rows) {
   backend_ = &backend;
   max_rows_ = std::max<std::int64_t>(max_rows, 1);
-  BATON_ASSIGN_OR_RETURN(device_, backend.allocate(static_cast<std::size_t>(max_rows_) * sizeof(std::int32_t)));
-  host_.reserve(static_cast<std::size_t>(max_rows_));
+  const std::size_t bytes = static_cast<std::size_t>(max_rows_) * sizeof(std::int32_t);
+  BATON_ASSIGN_OR_RETURN(device_, backend.allocate(bytes));
+  if (!backend.host_reads_device_memory()) {
+    BATON_ASSIGN_OR_RETURN(host_, backend.allocate_staging(bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -26,9 +29,9 @@ std::span<const std::int32_t> DevicePicks::fetch(std::int64_t rows) {
     backend_->synchronize();
     return {v.ptr<const std::int32_t>(), static_cast<std::size_t>(rows)};
   }
-  host_.resize(static_cast<std::size_t>(rows));
-  backend_->copy_to_host(host_.data(), v.data, host_.size() * sizeof(std::int32_t));
-  return host_;
+  auto* host = static_cast<std::int32_t*>(host_.data());
+  backend_->copy_to_host(host, v.data, static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  return {host, static_cast<std::size_t>(rows)};
 }
 
 std::span<const std::int32_t> DevicePicks::argmax(const TensorView& logits) {

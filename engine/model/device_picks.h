@@ -1,9 +1,9 @@
 // DevicePicks: one token id per logits row, written on the backend where the logits are
 // (Backend::argmax_rows / sample_rows), and those ids brought to the host: read in place where the
-// host can read device memory, else one copy of rows * 4 bytes. Shared by the engine's step (the
+// host can read device memory, else one copy of rows * 4 bytes into staging memory. Shared by the engine's step (the
 // target's picks) and the model proposers (greedy drafts), so the logits rows never cross.
 //
-// Sized once (allocate()); no allocation after the first fetch of the largest size. It picks
+// Sized once (allocate()); no allocation after that. It picks
 // nothing itself beyond argmax(): the caller says which backend op fills ids().
 #pragma once
 
@@ -30,8 +30,8 @@ class DevicePicks {
  private:
   Backend* backend_ = nullptr;
   std::int64_t max_rows_ = 0;
-  DeviceBuffer device_;              // [max_rows] I32
-  std::vector<std::int32_t> host_;   // where the host cannot read device memory
+  DeviceBuffer device_;  // [max_rows] I32
+  DeviceBuffer host_;    // [max_rows] I32 staging memory, where the host cannot read device memory
 };
 
 }  // namespace baton

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 
 #include "common/status.h"
@@ -111,6 +112,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
     sample_params_ = DeviceBuffer();
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
     if (gemm_ != nullptr) cuda::gemm_destroy(gemm_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -132,8 +136,31 @@ class CudaBackend final : public Backend {
     }
     return DeviceBuffer(this, p, bytes);
   }
+  absl::StatusOr<DeviceBuffer> allocate_staging(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, std::max<std::size_t>(bytes, 1));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(str_cat("cannot allocate ", bytes, " bytes of page-locked host memory: ",
+                                                  cudaGetErrorString(err)));
+    }
+    return DeviceBuffer(this, p, bytes, /*staging=*/true);
+  }
+  // Fences are events recorded on the stream, from a ring: waiting on a fence whose event has been
+  // recorded again since waits for that later point, which is later still, so never too little.
+  std::uint64_t fence() override {
+    const std::uint64_t f = ++fences_;
+    cudaEvent_t& e = events_[f % events_.size()];
+    if (e == nullptr) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "fence");
+    check_cuda(cudaEventRecord(e, stream_), "fence");
+    return f;
+  }
+  void wait_for(std::uint64_t f) override {
+    if (f == 0) return;
+    check_cuda(cudaEventSynchronize(events_[f % events_.size()]), "wait for a fence");
+  }
   // A pageable source is staged by the driver before cudaMemcpyAsync returns, so the caller may
-  // reuse `host_src` at once.
+  // reuse `host_src` at once; a staging (page-locked) one is read by the DMA later (fence()).
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override {
     if (bytes == 0) return;
     check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
@@ -329,6 +356,7 @@ class CudaBackend final : public Backend {
     // cudaFree waits for the device; a failure here means the context is already broken.
     cudaFree(data);
   }
+  void free_staging(void* data, std::size_t /*bytes*/) override { cudaFreeHost(data); }
 
  private:
   explicit CudaBackend(const BackendOptions& options) : options_(options) {}
@@ -338,6 +366,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cuda::GemmContext* gemm_ = nullptr;
   DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
+  std::array<cudaEvent_t, 32> events_{};  // fence()'s ring
+  std::uint64_t fences_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,127 @@
+// BatchPlan's upload from staging memory, against a backend whose copies from staging memory run
+// later, as a GPU's DMA does (the CUDA backend cannot run here): each forward's device metadata
+// must be that forward's, although the host packs the next one before the last copy has run.
+#include "engine/model/batch_plan.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "common/status.h"
+#include "gtest/gtest.h"
+
+namespace baton {
+namespace {
+
+// Device memory is host memory; a copy_to_device() from staging memory is queued and reads its
+// source only when it runs: at wait_for() of a later fence, or synchronize(). Each run copy is
+// recorded with the bytes it delivered. No ops: BatchPlan only moves memory.
+class DeferredDmaBackend final : public Backend {
+ public:
+  struct Copy {
+    void* dst;
+    const void* src;
+    std::size_t bytes;
+  };
+  std::vector<std::vector<std::int32_t>> delivered;  // what each copy wrote, in the order they ran
+
+  Device device() const override { return Device{DeviceType::kCuda, 0}; }
+  std::string describe() const override { return "deferred-DMA test backend"; }
+  DType activation_dtype() const override { return DType::kF32; }
+  absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override {
+    return DeviceBuffer(this, std::calloc(std::max<std::size_t>(bytes, 1), 1), bytes);
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    queue_.push_back(Copy{dst, src, bytes});  // (only staging sources are used here)
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    synchronize();
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
+    synchronize();
+    std::memcpy(dst, src, bytes);
+  }
+  bool reads_host_memory() const override { return false; }
+  void synchronize() override { run_until(enqueued_ + queue_.size()); }
+  std::uint64_t fence() override { return enqueued_ + queue_.size(); }
+  void wait_for(std::uint64_t f) override { run_until(f); }
+
+  void embedding(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void rms_norm(const TensorView&, const TensorView&, float, const TensorView&) override { unused(); }
+  void add_rms_norm(const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) override { unused(); }
+  void linear(const TensorView&, const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void rope_cos_sin(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void apply_rope(const TensorView&, const TensorView&) override { unused(); }
+  void silu_mul(const TensorView&, const TensorView&) override { unused(); }
+  void add(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void gather_rows(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void copy(const TensorView&, const TensorView&) override { unused(); }
+  void write_kv(const TensorView&, const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void paged_attention(const TensorView&, const TensorView&, const AttentionBatch&, float, int,
+                       const TensorView&) override {
+    unused();
+  }
+  void argmax_rows(const TensorView&, const TensorView&) override { unused(); }
+
+ protected:
+  void free(void* data, std::size_t) override { std::free(data); }
+
+ private:
+  static void unused() { BATON_CHECK(false, "BatchPlan ran an op"); }
+  // Runs the queued copies numbered below `f` (copies are numbered from 0 in enqueue order).
+  void run_until(std::uint64_t f) {
+    while (enqueued_ < f && !queue_.empty()) {
+      const Copy c = queue_.front();
+      queue_.pop_front();
+      ++enqueued_;
+      std::memcpy(c.dst, c.src, c.bytes);
+      const auto* p = static_cast<const std::int32_t*>(c.src);
+      delivered.emplace_back(p, p + c.bytes / sizeof(std::int32_t));
+    }
+  }
+  std::deque<Copy> queue_;
+  std::uint64_t enqueued_ = 0;  // copies run so far
+};
+
+TEST(BatchPlan, EachForwardUploadsItsOwnMetadataWhileTheLastCopyIsInFlight) {
+  DeferredDmaBackend backend;
+  BatchLimits limits;
+  limits.max_num_tokens = 8;
+  limits.max_num_seqs = 2;
+  limits.max_num_logits = 2;
+  limits.max_model_len = 32;
+  limits.block_size = 16;
+  limits.vocab_size = 100;
+  BatchPlan plan;
+  ASSERT_TRUE(plan.allocate(backend, limits).ok());
+  const std::vector<std::int32_t> blocks = {3, 1};
+  const std::vector<std::int32_t> last = {0};
+  // Five forwards, a different token each, without the host ever waiting for the device.
+  std::vector<std::vector<std::int32_t>> tokens;
+  for (std::int32_t f = 0; f < 5; ++f) {
+    tokens.push_back({10 + f});
+    ForwardSequence seq;
+    seq.tokens = tokens.back();
+    seq.start_position = f;
+    seq.block_table = blocks;
+    seq.logits_indices = last;
+    ForwardBatch batch;
+    batch.sequences.push_back(seq);
+    ASSERT_TRUE(plan.plan(batch, /*num_blocks=*/4).ok());
+  }
+  backend.synchronize();
+  ASSERT_EQ(backend.delivered.size(), 5u);
+  for (std::size_t f = 0; f < 5; ++f) {
+    // Packed order: tokens, positions, token_seq, slots, logits rows, block tables.
+    const std::vector<std::int32_t>& d = backend.delivered[f];
+    ASSERT_GE(d.size(), 4u);
+    EXPECT_EQ(d[0], 10 + static_cast<std::int32_t>(f)) << "forward " << f << " uploaded another forward's tokens";
+    EXPECT_EQ(d[1], static_cast<std::int32_t>(f)) << "forward " << f;
+    EXPECT_EQ(d[3], 3 * 16 + static_cast<std::int32_t>(f)) << "forward " << f << ": slot";
+  }
+}
+
+}  // namespace
+}  // namespace baton
