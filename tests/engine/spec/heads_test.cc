@@ -62,46 +62,20 @@ ProposerContext context_for(ModelHarness& h, const std::string& target) {
   return pc;
 }
 
-// Runs the target over tokens[0, n - 1) (the positions whose next token is known), in forwards of
-// at most `chunk` tokens, and hands the states the proposer wants to it, as the engine does over a
-// (chunked) prefill: before_target_forward() before each forward, the rows left in the forward's
-// capture buffers.
-void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std::vector<std::int32_t>& tokens,
-                        std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
+// Runs the target over each prompt's positions [0, n - 1) (those whose next token is known), in
+// forwards that take the next `chunk` tokens of every prompt, and hands the states the proposer
+// wants to it, as the engine does over a (chunked) prefill: before_target_forward() before each
+// forward, the rows left in the forward's capture buffers (several requests' side by side).
+void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& keys,
+                   const std::vector<std::vector<std::int32_t>>& prompts,
+                   std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
   auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
   if (consumer == nullptr) return;
   static std::uint64_t forward_id = 0;
   const TargetStateSpec spec = consumer->target_states();
-  TestSequence seq;
-  seq.tokens = tokens;
-  const auto n = static_cast<std::int32_t>(tokens.size()) - 1;
-  while (seq.computed < n) {
-    consumer->before_target_forward();
-    const std::int32_t start = seq.computed, m = std::min(chunk, n - start);
-    ForwardBatch batch;
-    batch.sequences.push_back(seq.chunk(*h.pool, m));
-    batch.capture_layer_inputs = spec.layer_inputs;
-    batch.capture_final_hidden = spec.final_hidden;
-    auto out = h.model->forward(batch, *h.cache);
-    BATON_CHECK(out.ok(), out.status().ToString());
-    std::vector<TensorView> views = out->layer_inputs;
-    if (spec.final_hidden) views.push_back(out->final_hidden);
-    const absl::Status s = consumer->observe(key, start, TargetStateRows{views, 0, ++forward_id}, m, m);
-    BATON_CHECK(s.ok(), s.ToString());
-  }
-}
-
-// Like feed_target_states for several requests at once: each forward runs the next chunk of every
-// prompt (so several requests' rows are live in one forward's capture buffers).
-void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& keys,
-                   const std::vector<std::vector<std::int32_t>>& prompts, std::int32_t chunk) {
-  auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
-  BATON_CHECK(consumer != nullptr, "not a target-state consumer");
-  static std::uint64_t forward_id = 1u << 20;
-  const TargetStateSpec spec = consumer->target_states();
   std::vector<TestSequence> seqs(prompts.size());
   for (std::size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = prompts[i];
-  for (bool more = true; more;) {
+  for (;;) {
     consumer->before_target_forward();
     ForwardBatch batch;
     std::vector<std::int32_t> starts, counts;
@@ -129,7 +103,12 @@ void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& 
   }
 }
 
-// Drafts for request `key` (its tokens: the prompt plus 4 generated) in one propose() call.
+void feed_target_states(ModelHarness& h, Proposer& p, RequestKey key, const std::vector<std::int32_t>& tokens,
+                        std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
+  feed_together(h, p, {key}, {tokens}, chunk);
+}
+
+// Drafts for each request (its tokens: the prompt plus 4 generated) from one propose() call.
 std::vector<std::vector<std::int32_t>> propose_for(Proposer& p, const std::vector<RequestKey>& keys,
                                                    const std::vector<std::vector<std::int32_t>>& tokens, std::int32_t k) {
   std::vector<std::vector<std::int32_t>> drafts(keys.size());
@@ -169,56 +148,42 @@ SpecMethod method_of(const std::string& m) {
   return SpecMethod::kMtp;
 }
 
+SpeculativeConfig head_config(const HeadCase& c) {
+  SpeculativeConfig sc;
+  sc.method = method_of(c.method);
+  sc.model = fixture_path("spec/" + c.name);
+  sc.num_speculative_tokens = c.k;
+  return sc;
+}
+
 TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
   const auto cases = head_cases();
   ASSERT_EQ(cases.size(), 8u);
   for (const HeadCase& c : cases) {
     auto h = ModelHarness::load(fixture_path(c.target));
-    SpeculativeConfig sc;
-    sc.method = method_of(c.method);
-    sc.model = fixture_path("spec/" + c.name);
-    sc.num_speculative_tokens = c.k;
-    auto proposer = make_proposer(sc, context_for(h, c.target));
+    auto proposer = make_proposer(head_config(c), context_for(h, c.target));
     ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
     // Garbage in every KV slot first: a head that reads a slot it never wrote (e.g. one MTP
     // module attending over positions another module drafted at) drafts something else.
     const KvRegion region = (*proposer)->kv_cache()->region();
     std::memset(region.base, 0xff, region.bytes);
-    (*proposer)->add_request(1, c.tokens);
-    feed_target_states(h, **proposer, 1, c.tokens);
-    std::vector<std::int32_t> drafts;
-    ProposalRequest req;
-    req.key = 1;
-    req.tokens = c.tokens;
-    req.prompt_len = static_cast<std::int32_t>(c.tokens.size()) - 4;
-    req.max_drafts = c.k;
-    req.drafts = &drafts;
-    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
-    EXPECT_EQ(drafts, c.drafts) << c.name;
+    Proposer& p = **proposer;
+    p.add_request(1, c.tokens);
+    feed_target_states(h, p, 1, c.tokens);
+    EXPECT_EQ(propose_for(p, {1}, {c.tokens}, c.k)[0], c.drafts) << c.name;
     // A second call with nothing new drafts the same again (the drafting KV of the first call is
     // dropped and the last position recomputed), also after another target forward has
     // overwritten the capture buffers the states arrived in: what the head kept must be its own.
     const std::vector<std::int32_t> other(c.tokens.rbegin(), c.tokens.rend());
-    feed_target_states(h, **proposer, 2, other);  // key 2 was never added: only the forward counts
-    std::vector<std::int32_t> again;
-    req.drafts = &again;
-    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&req, 1)).ok()) << c.name;
-    EXPECT_EQ(again, c.drafts) << c.name;
-    (*proposer)->remove_request(1, true);
+    feed_target_states(h, p, 2, other);  // key 2 was never added: only the forward counts
+    EXPECT_EQ(propose_for(p, {1}, {c.tokens}, c.k)[0], c.drafts) << c.name << " (second call)";
+    p.remove_request(1, true);
     // The same prompt in chunks of 3 (the head reads the earlier chunks' rows from the host and
     // the last one's from the capture buffers) drafts the same.
-    (*proposer)->add_request(3, c.tokens);
-    feed_target_states(h, **proposer, 3, c.tokens, /*chunk=*/3);
-    std::vector<std::int32_t> chunked;
-    ProposalRequest creq;
-    creq.key = 3;
-    creq.tokens = c.tokens;
-    creq.prompt_len = static_cast<std::int32_t>(c.tokens.size()) - 4;
-    creq.max_drafts = c.k;
-    creq.drafts = &chunked;
-    ASSERT_TRUE((*proposer)->propose(std::span<ProposalRequest>(&creq, 1)).ok()) << c.name;
-    EXPECT_EQ(chunked, c.drafts) << c.name << " (prompt states in chunks of 3)";
-    (*proposer)->remove_request(3, true);
+    p.add_request(3, c.tokens);
+    feed_target_states(h, p, 3, c.tokens, /*chunk=*/3);
+    EXPECT_EQ(propose_for(p, {3}, {c.tokens}, c.k)[0], c.drafts) << c.name << " (prompt states in chunks of 3)";
+    p.remove_request(3, true);
   }
 }
 
@@ -228,11 +193,7 @@ TEST(DraftHeads, RequestsFedTogetherInChunksDraftWhatEachDraftsAlone) {
   for (const HeadCase& c : head_cases()) {
     if (c.method == "draft_model") continue;
     auto h = ModelHarness::load(fixture_path(c.target));
-    SpeculativeConfig sc;
-    sc.method = method_of(c.method);
-    sc.model = fixture_path("spec/" + c.name);
-    sc.num_speculative_tokens = c.k;
-    auto proposer = make_proposer(sc, context_for(h, c.target));
+    auto proposer = make_proposer(head_config(c), context_for(h, c.target));
     ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
     Proposer& p = **proposer;
     // Three prompts of different lengths and contents.
