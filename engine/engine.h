@@ -189,6 +189,7 @@ class Engine {
 
   const ModelConfig& model_config() const { return model_->config(); }
   const Transformer& model() const { return *model_; }
+  const Backend& backend() const { return *backend_; }
   std::int32_t max_model_len() const { return max_model_len_; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }

@@ -59,6 +59,9 @@ struct BackendOptions {
   int num_threads = 0;          // CPU: 0 = one per available core
   bool batch_invariant = true;  // false allows faster kernels whose rows depend on the batch
   std::string cpu_isa = "auto";  // CPU: auto, portable, avx2, avx512 (for tests and comparisons)
+  // CPU, for tests: act like a device whose memory the host cannot read (results copied with
+  // copy_to_host, weights copied in, not used in place), so the engine's GPU paths run here too.
+  bool cpu_discrete_memory = false;
 };
 
 // Inputs of one attention call over a varlen batch of sequences (all I32, in device memory).

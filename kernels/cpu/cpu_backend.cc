@@ -50,6 +50,7 @@ CpuBackend::CpuBackend(const BackendOptions& options, CpuIsa isa, const CpuFeatu
 std::string CpuBackend::describe() const {
   return str_cat("cpu (", kernels_->name, " kernels, ", pool_.size(), " threads, ",
                       options_.batch_invariant ? "batch-invariant" : "NOT batch-invariant",
+                      options_.cpu_discrete_memory ? ", discrete memory (test)" : "",
                       "; cpu has ", features_.describe(), ")");
 }
 

@@ -39,8 +39,8 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
-  bool reads_host_memory() const override { return true; }
-  bool host_reads_device_memory() const override { return true; }
+  bool reads_host_memory() const override { return !options_.cpu_discrete_memory; }
+  bool host_reads_device_memory() const override { return !options_.cpu_discrete_memory; }
   absl::StatusOr<DeviceBuffer> pack_linear_weight(const TensorView& weight, TensorView* packed) override;
   void synchronize() override {}
 

@@ -62,11 +62,12 @@ std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
-                                    const std::string& cpu_isa = "auto") {
+                                    const std::string& cpu_isa = "auto", bool discrete_memory = false) {
   EngineConfig c;
   c.model_dir = fixture_path(target);
   c.backend.num_threads = 2;
   c.backend.cpu_isa = cpu_isa;
+  c.backend.cpu_discrete_memory = discrete_memory;
   c.kv_cache_bytes = 8 << 20;
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 16;
@@ -120,6 +121,24 @@ INSTANTIATE_TEST_SUITE_P(AllMethods, SpecEquivalence,
                            return method_cases()[static_cast<std::size_t>(std::get<0>(p.param))].label + "_k" +
                                   std::to_string(std::get<1>(p.param));
                          });
+
+// The paths a GPU takes (logits rows, picked ids and kept hidden-state rows copied to the host,
+// weights copied in) on a CPU backend that refuses in-place reads: every method gives exactly
+// the tokens (greedy, seeded sampled and penalised alike), drafts and acceptances of the same
+// engine reading in place.
+TEST(SpecEngine, DiscreteMemoryPathsGiveTheSameTokensAndDrafts) {
+  for (const MethodCase& m : method_cases()) {
+    auto spec = SpeculativeConfig::parse(m.json + ", \"num_speculative_tokens\": 3}", NodeRole::kColocated);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto in_place = make_engine(m.target, *spec);
+    auto discrete = make_engine(m.target, *spec, "auto", /*discrete_memory=*/true);
+    ASSERT_FALSE(discrete->backend().host_reads_device_memory());
+    const auto jobs = jobs_for(in_place->model_config().vocab_size, /*include_sampled=*/true);
+    EXPECT_EQ(run(*discrete, jobs), run(*in_place, jobs)) << m.label;
+    EXPECT_EQ(discrete->spec_stats()->num_draft_tokens, in_place->spec_stats()->num_draft_tokens) << m.label;
+    EXPECT_EQ(discrete->spec_stats()->num_accepted_tokens, in_place->spec_stats()->num_accepted_tokens) << m.label;
+  }
+}
 
 TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
   auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
