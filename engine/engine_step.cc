@@ -1,0 +1,211 @@
+// One Engine step: schedule, run the target's forward over the scheduled chunks, pick tokens
+// (on the device where it can) or verify drafts, hand the target's states to the proposer, and
+// propose the next drafts. Request bookkeeping (finish, fail, append) is engine.cc's.
+#include <algorithm>
+#include <chrono>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "kernels/step_profile.h"
+
+namespace baton {
+
+void Engine::propose_pending(std::vector<RequestOutput>& outs) {
+  if (!speculator_) return;
+  std::vector<Request*>& want = want_drafts_;  // reused from step to step
+  want.clear();
+  for (Request* r : scheduler_->running()) {
+    if (r->needs_drafts && r->decoding() && !r->finished()) want.push_back(r);
+  }
+  if (want.empty()) return;
+  for (Request* r : want) r->needs_drafts = false;
+  const ProfileScope profile(ProfileClass::kProposer);
+  for (const ProposalFailure& f : speculator_->propose(want, max_model_len_)) fail(f.first, f.second, outs);
+}
+
+absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs) {
+  const TargetStateSpec states = speculator_ ? speculator_->target_states() : TargetStateSpec{};
+  ForwardBatch& batch = step_batch_.build(plan.chunks, states);
+  if (speculator_) {
+    const ProfileScope profile(ProfileClass::kProposer);
+    speculator_->before_target_forward();  // the forward overwrites the last one's captured states
+  }
+  if (layer_callback_) {
+    layer_writes_.clear();
+    for (const ScheduledChunk& c : plan.chunks) {
+      layer_writes_.push_back(KvLayerWrite{&c.request->id, c.start, c.num_tokens, c.request->blocks.blocks()});
+    }
+    batch.on_layer_written = [this](std::int32_t layer) { layer_callback_(layer, layer_writes_); };
+  }
+  for (const ScheduledChunk& c : plan.chunks) {
+    stats_.prompt_tokens_computed += std::max(0, std::min(c.start + c.num_tokens, c.request->prompt_len) - c.start);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<ForwardOutput> fwd = model_->forward(batch, *cache_);
+  if (!fwd.ok()) {
+    // Pin the failure on the chunks that fail alone; the others run again next step.
+    bool culprit = false;
+    for (const ScheduledChunk& c : plan.chunks) {
+      const ForwardBatch& one = step_batch_.build(std::span<const ScheduledChunk>(&c, 1), states);
+      if (absl::StatusOr<ForwardOutput> alone = model_->forward(one, *cache_); !alone.ok()) {
+        fail(c.request, alone.status(), outs);
+        culprit = true;
+      }
+    }
+    if (!culprit) return fwd.status();
+    return false;
+  }
+  device_picks_.resize(plan.chunks.size());
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) device_picks_[i] = device_pick(plan.chunks[i]);
+  step_batch_.fetch(*fwd, *backend_, model_->config().vocab_size, device_picks_);
+  stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  step_batch_.pick_on_device(*fwd, *backend_);
+  return true;
+}
+
+SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {
+  const Request& r = *c.request;
+  SampleRowParams p;  // temperature -1: the host samples
+  // Logprobs and penalties need the rows on the host, and so do probabilistic drafts (their
+  // verification reads p and q) and the deliberately broken verifier. Greedy rows can be picked
+  // on every backend; sampled ones where the backend samples.
+  const bool host = !(c.samples || c.num_drafts > 0) || r.params.logprobs >= 0 ||
+                    Sampler::needs_history(r.params, r.output().size()) || !r.draft_probs.empty() ||
+                    (speculator_ && speculator_->broken_for_testing()) ||
+                    (!r.params.greedy() && !backend_->samples_rows());
+  if (host) return p;
+  p.temperature = r.params.greedy() ? 0.0f : r.params.temperature;
+  p.top_k = r.params.top_k;
+  p.top_p = r.params.top_p;
+  p.min_p = r.params.min_p;
+  p.seed = r.seed;
+  // The first token the chunk decides (the draw plain decoding makes there; random.h).
+  p.position = r.num_tokens();
+  return p;
+}
+
+absl::Status Engine::observe(Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t num_tokens,
+                             std::int32_t num_valid) {
+  const ProfileScope profile(ProfileClass::kProposer);  // proposers that read target states work here
+  return speculator_->observe(r, start, rows, num_tokens, num_valid);
+}
+
+void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs) {
+  Request* r = c.request;
+  if (r->finished()) return;
+  const TargetStateRows rows = step_batch_.states(index);
+  if (!c.samples) {
+    r->num_computed = c.start + c.num_tokens;
+    if (speculator_) {
+      if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+        fail(r, s, outs);
+        return;
+      }
+      // A recompute after preemption stops at the pending token, which is verified with drafts.
+      if (r->decoding()) r->needs_drafts = true;
+    }
+    return;
+  }
+  // Tokens picked on the device come as one id per row; other chunks' rows are read here.
+  const std::span<const std::int32_t> picks = step_batch_.device_tokens(index);
+  const std::span<const float> logits = step_batch_.logits(index);
+  bool bad_row = false, no_finite = false;
+  if (!picks.empty()) {
+    for (const std::int32_t t : picks) {
+      bad_row |= t < 0;
+      no_finite |= t == kArgmaxNoFinite;
+    }
+  } else {
+    int any_nan = 0;  // a whole-row OR (vectorizes), not a search that branches per entry
+    for (const float x : logits) any_nan |= x != x;
+    bad_row = any_nan != 0;
+  }
+  if (bad_row) {
+    // Bad KV (e.g. a corrupt transfer) or weights: this request cannot go on; the others can.
+    const char* what = no_finite ? "all -inf" : "NaN (or +inf after temperature)";
+    fail(r, absl::DataLossError(str_cat("the target's logits are ", what, " at position ", c.start + c.num_tokens - 1,
+                                        " (corrupt KV cache contents?)")),
+         outs);
+    return;
+  }
+  RequestOutput& o = output_for(r, outs);
+  if (c.num_drafts > 0) {
+    const VerifiedTokens verified = [&] {
+      const ProfileScope profile(ProfileClass::kSampling);
+      return picks.empty() ? speculator_->verify(*r, logits) : speculator_->verify_picks(*r, picks);
+    }();
+    // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
+    r->num_computed = c.start + 1 + verified.num_accepted;
+    r->blocks.shrink_to(*pool_, r->num_computed);
+    if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted); !s.ok()) {
+      fail(r, s, outs);
+      return;
+    }
+    append_tokens(r, verified.tokens, verified.logprobs, o);
+  } else {
+    r->num_computed = c.start + c.num_tokens;
+    if (speculator_) {
+      if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, c.num_tokens); !s.ok()) {
+        fail(r, s, outs);
+        return;
+      }
+    }
+    // The draw that decides token num_tokens() (random.h): the same wherever this step runs.
+    RandomStream rng = token_stream(r->seed, r->num_tokens());
+    const ProfileScope profile(ProfileClass::kSampling);
+    const SampleResult s = !picks.empty() ? SampleResult{picks[0], 0.0f, {}}
+                                          : sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
+                                                            model_->config().eos_token_ids, rng);
+    append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);
+  }
+  if (!r->finished()) {
+    register_final_blocks(r);
+    if (speculator_ && r->decoding()) r->needs_drafts = true;
+  }
+}
+
+absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
+  std::vector<RequestOutput> outs = std::move(pending_outputs_);
+  pending_outputs_.clear();
+  output_index_.clear();
+  first_token_now_.clear();
+  expire_leases(outs);
+  // Committed hand-offs take free running slots before anything is proposed or scheduled, so a
+  // promoted request is never verified without its drafts.
+  scheduler_->promote_ready();
+  propose_pending(outs);
+  const SchedulerOutput& plan = scheduler_->schedule();
+  stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
+  if (speculator_) {
+    for (Request* r : plan.preempted) speculator_->reset_request(*r);
+  }
+  if (!plan.empty()) {
+    ++stats_.steps;
+    BATON_ASSIGN_OR_RETURN(const bool ran, run_forward(plan, outs));
+    if (ran) {
+      for (std::size_t i = 0; i < plan.chunks.size(); ++i) process_chunk(plan.chunks[i], i, outs);
+      propose_pending(outs);
+      park_prefilled(outs);
+    }
+  }
+  stats_.prefix_cache_queries = pool_->prefix_queries();
+  stats_.prefix_cache_hits = pool_->prefix_hits();
+  // Times are when the caller gets the outputs (after this step's proposals), so TTFT includes
+  // all of the first token's work.
+  const EngineClock::time_point t = now();
+  for (Request* r : first_token_now_) r->first_token_time = t;
+  first_token_now_.clear();
+  for (const auto& [r, index] : output_index_) {
+    if (r->finished()) r->finish_time = t;
+    outs[index].first_token_time = r->first_token_time;
+    outs[index].finish_time = r->finish_time;
+  }
+  // Finished requests leave the engine once reported.
+  for (const auto& [r, index] : output_index_) {
+    if (r->finished()) drop(r);
+  }
+  output_index_.clear();
+  return outs;
+}
+
+}  // namespace baton
