@@ -31,6 +31,8 @@ absl::StatusOr<std::unique_ptr<HeadProposer>> HeadProposer::create(const Specula
   p->name_ = std::string(spec_method_name(config.method));
   p->method_ = config.method;
   p->width_ = p->head_->target_feature_width();
+  const TargetStateSpec states = p->head_->target_states();
+  p->num_states_ = states.layer_inputs.size() + (states.final_hidden ? 1 : 0);
   p->init_sampling(config, ctx);
   const std::int32_t k = config.num_speculative_tokens > 0 ? config.num_speculative_tokens : p->head_->num_modules();
   BATON_RETURN_IF_ERROR(p->init_kv(*ctx.backend, p->head_->kv_layout(), ctx, k));
@@ -64,8 +66,7 @@ absl::Status HeadProposer::observe(RequestKey key, std::int32_t start, const Tar
   State* base = state_of(key);
   if (base == nullptr) return absl::OkStatus();
   HeadState& s = head_state(*base);
-  const TargetStateSpec spec = head_->target_states();
-  const std::size_t count = spec.layer_inputs.size() + (spec.final_hidden ? 1 : 0);
+  const std::size_t count = num_states_;
   bool shapes_ok = rows.tensors.size() == count && n_valid <= n && n_valid >= 0 && rows.first_row >= 0;
   for (const TensorView& t : rows.tensors) {
     shapes_ok = shapes_ok && t.dtype == DType::kF32 && t.ndim == 2 && t.dim(1) * static_cast<std::int64_t>(count) == width_ &&
@@ -108,7 +109,8 @@ void HeadProposer::before_target_forward() {
   // What a later catch-up can still read: from each state's last computed position on. Those rows
   // of every state come down together: gathered side by side into the head's (idle) input buffer,
   // then one copy, not a copy per request and tensor.
-  std::vector<HeadState*> keep;
+  std::vector<HeadState*>& keep = kept_;  // reused from step to step
+  keep.clear();
   index_.clear();
   for (RequestKey key : live_keys_) {
     State* base = state_of(key);

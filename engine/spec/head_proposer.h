@@ -102,11 +102,13 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
   SpecMethod method_ = SpecMethod::kEagle;
   std::unique_ptr<DraftHead> head_;
   std::int32_t width_ = 0;
+  std::size_t num_states_ = 0;  // captured tensors per target forward (EAGLE-3: 3; else 1)
   std::vector<float> row_;
   // The target forward whose capture tensors hold the live rows, and the states that have some.
   std::vector<TensorView> live_tensors_;
   std::uint64_t live_forward_ = 0;
   std::vector<RequestKey> live_keys_;
+  std::vector<HeadState*> kept_;         // before_target_forward()'s
   DeviceBuffer drafted_;                 // [k * max_num_seqs, hidden]: one propose() call's outputs
   std::int32_t drafted_rows_ = 0;        // rows of drafted_ in use
   DeviceBuffer gather_index_;            // [index_capacity_] I32
