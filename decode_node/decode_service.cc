@@ -51,8 +51,7 @@ node::v1::DecodeResponse error_message(const std::string& error) {
 DecodeService::DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identity, DecodeNodeOptions options)
     : identity_(std::move(identity)), options_(options) {
   for (const KvPoolInfo& p : engine->kv_pools()) {
-    const KvRegion r = p.cache->region();
-    regions_.push_back(kv::MemoryRegion{p.name, r.base, r.bytes});
+    regions_.push_back(kv::MemoryRegion{p.name, p.transfer.base, p.transfer.bytes});
     layouts_.push_back(p.cache->layout());
     pool_blocks_.push_back(p.cache->num_blocks());
   }

@@ -2,9 +2,9 @@
 // listed is the one a Reserve without a transport gets. The gRPC receiver writes through the
 // service's PushKv and checks every write against the service's reservations.
 // Set-up is in two phases: prepare_kv_receivers() before the engine is created (UCX: its
-// shared-memory context, from which the engine's KV pools are then allocated through
-// EngineConfig::kv_memory, so that a prefill node on the same host writes them with memory
-// copies), add_kv_receivers() once the service holds the engine.
+// shared-memory context, from which the engine's KV pools — or, on a GPU, their host mirrors —
+// are then allocated through EngineConfig::kv_memory, so that a prefill node on the same host
+// writes them with memory copies), add_kv_receivers() once the service holds the engine.
 // Must not: outlive the service.
 #pragma once
 

@@ -18,6 +18,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   e->config_ = config;
   e->hooks_ = std::move(hooks);
   BATON_ASSIGN_OR_RETURN(e->backend_, make_backend(config.backend));
+  // KV that travels between nodes leaves from and arrives in host memory: the pools' own, or their
+  // host mirrors', which then take the provider's memory.
+  const bool mirrored = config.role != NodeRole::kColocated && !e->backend_->host_reads_device_memory();
+  KvMemoryProvider* pool_memory = mirrored ? nullptr : config.kv_memory.get();
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
   WeightLoadOptions wo;
@@ -31,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   layout.block_size = config.block_size;
   layout.dtype = e->backend_->activation_dtype();
   const std::int32_t num_blocks = KvCache::blocks_for_budget(layout, config.kv_cache_bytes);
-  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks, config.kv_memory.get(), "target"));
+  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks, pool_memory, "target"));
   e->cache_ = std::make_unique<KvCache>(std::move(cache));
 
   const std::int32_t cache_tokens = num_blocks * config.block_size;
@@ -85,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.backend = e->backend_.get();
     pc.block_size = config.block_size;
     pc.kv_cache_bytes = config.kv_cache_bytes;
-    pc.kv_memory = config.kv_memory.get();
+    pc.kv_memory = pool_memory;
     pc.max_model_len = max_len;
     pc.max_num_batched_tokens = sc.max_num_batched_tokens;
     pc.max_num_seqs = sc.max_num_seqs;
@@ -130,6 +134,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   } else if (config.role != NodeRole::kColocated) {
     BATON_RETURN_IF_ERROR(validate_for_role(std::nullopt, config.role, model_config.has_recurrent_layers));
   }
+  if (mirrored) {
+    for (const KvPoolInfo& p : e->kv_pools()) {
+      BATON_ASSIGN_OR_RETURN(KvHostMirror m, KvHostMirror::create(*e->backend_, *p.cache, config.kv_memory.get(), p.name));
+      e->mirrors_.push_back(std::move(m));
+    }
+  }
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
   e->seed_source_.seed(config.seed);
   spdlog::info("engine: {}", e->describe());
@@ -148,7 +158,8 @@ std::string Engine::describe() const {
   return str_cat(c.architecture_name, " (", c.num_layers, " layers, hidden ", c.hidden_size, ", ",
                  model_->weights().matrix_dtype(), " weights) on ", backend_->describe(), "; KV cache ",
                  cache_->num_blocks(), " blocks of ", config_.block_size, " tokens; max_model_len ", max_model_len_,
-                 "; ", node_role_name(config_.role), " role; ", spec);
+                 "; ", node_role_name(config_.role), " role; ", spec,
+                 mirrors_.empty() ? "" : "; KV transfers through host mirrors of the pools");
 }
 
 Request* Engine::find(const std::string& id) const {

@@ -35,6 +35,7 @@
 #include "engine/handoff.h"
 #include "engine/kv/block_pool.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_host_mirror.h"
 #include "engine/kv/layout_fingerprint.h"
 #include "engine/model/transformer.h"
 #include "engine/request.h"
@@ -66,8 +67,9 @@ struct EngineConfig {
   // TESTING ONLY: verify drafts with a deliberately lossy rejection sampler
   // (spec/broken_rejection_sampler.h), the negative control of `baton verify-lossless`.
   bool testing_broken_rejection_sampler = false;
-  // Where the CPU KV pools' memory comes from (a decode node hands in its KV transport's
-  // allocator); null: the backend allocates it.
+  // Where the memory transports use comes from (a decode node hands in its KV transport's
+  // allocator): the KV pools' own on a backend whose memory the host reads, else their host
+  // mirrors' (see kv_pools()); null: the backend allocates it.
   std::shared_ptr<KvMemoryProvider> kv_memory;
 };
 
@@ -133,6 +135,13 @@ struct EngineStats {
 struct KvPoolInfo {
   std::string name;  // "target", "draft"
   KvCache* cache = nullptr;
+  // The host memory KV transports read (prefill role) or write (decode role), at the pool's
+  // offsets: the pool itself where the host reads the backend's memory, else the pool's host
+  // mirror (engine/kv/kv_host_mirror.h), which the engine keeps in step with the pool: a layer's
+  // written rows are in it when the layer callback reports them, a hand-off's prefix-cache and
+  // proposer blocks when the record is handed out, and commit() moves the reservation's blocks
+  // from it into the pool.
+  KvRegion transfer;
   std::int32_t num_blocks = 0;
   std::int32_t used = 0;      // held by requests (running, parked or reserved)
   std::int32_t free = 0;      // allocatable (free + evictable prefix-cache blocks)
@@ -184,7 +193,8 @@ class Engine {
   std::optional<EngineClock::time_point> next_deadline() const;
 
   void set_text_decoder_factory(TextDecoderFactory factory) { decoder_factory_ = std::move(factory); }
-  // Called for every target forward, layer by layer (see KvLayerWrite).
+  // Called for every target forward, layer by layer (see KvLayerWrite), once the layer's bytes
+  // can be read in the pools' transfer regions (with a host mirror: one layer behind the forward).
   void set_kv_layer_callback(KvLayerCallback callback) { layer_callback_ = std::move(callback); }
 
   const ModelConfig& model_config() const { return model_->config(); }
@@ -200,6 +210,8 @@ class Engine {
   std::size_t num_waiting() const { return scheduler_->num_waiting(); }
   std::size_t num_running() const { return scheduler_->num_running() + scheduler_->num_ready(); }
   std::vector<KvPoolInfo> kv_pools() const;
+  // True when KV transports use host mirrors of the pools (KvPoolInfo::transfer).
+  bool kv_host_mirrored() const { return !mirrors_.empty(); }
   KvLayoutFingerprint layout_fingerprint() const;
   std::string describe() const;
 
@@ -233,6 +245,13 @@ class Engine {
   void park_prefilled(std::vector<RequestOutput>& outs);
   absl::StatusOr<HandoffRecord> make_handoff(Request* r);
   void release_held(Request* r);
+  // Host mirrors of the KV pools (prefill and decode roles on a backend whose memory the host
+  // cannot read; see KvPoolInfo::transfer). Layer i's written rows go down while layer i + 1 is
+  // enqueued, and the callback hears of layer i once they have landed.
+  void stage_layer(std::int32_t layer);
+  void report_staged_layer();
+  void download_whole_blocks(const HandoffRecord& h);
+  void upload_reserved(const Request& r);
 
   EngineConfig config_;
   EngineHooks hooks_;
@@ -253,6 +272,10 @@ class Engine {
   TextDecoderFactory decoder_factory_;
   KvLayerCallback layer_callback_;
   std::vector<KvLayerWrite> layer_writes_;
+  std::vector<KvHostMirror> mirrors_;  // by pool index (target, draft); empty: transports use the pools
+  std::vector<KvSpan> mirror_spans_;   // reused
+  std::int32_t staged_layer_ = -1;     // downloaded, not yet reported to the layer callback
+  std::uint64_t staged_fence_ = 0;
   std::vector<SampleRowParams> device_picks_;  // run_forward()'s device_pick() per chunk, reused
   std::vector<Request*> want_drafts_;  // propose_pending()'s list, reused from step to step
   EngineStats stats_;

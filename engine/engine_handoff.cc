@@ -20,7 +20,36 @@ absl::StatusOr<HandoffRecord> Engine::make_handoff(Request* r) {
   if (speculator_) {
     BATON_ASSIGN_OR_RETURN(h.proposer, speculator_->proposer().export_state(r->key));
   }
+  if (!mirrors_.empty()) download_whole_blocks(h);
   return h;
+}
+
+void Engine::download_whole_blocks(const HandoffRecord& h) {
+  // The layer callback carried only what this request's forwards wrote: the blocks it took from
+  // the prefix cache, and the proposer's KV, travel whole. (A prefix block another hand-off is
+  // sending at the same time gets the same bytes again: its content does not change while cached.)
+  const auto cached = static_cast<std::size_t>(h.num_cached_prompt_tokens / config_.block_size);
+  mirror_spans_.clear();
+  mirrors_[0].append_block_spans(std::span<const BlockId>(h.kv_blocks).first(std::min(cached, h.kv_blocks.size())),
+                                 mirror_spans_);
+  std::uint64_t fence = mirrors_[0].download(mirror_spans_);
+  if (!h.proposer.kv_blocks.empty() && mirrors_.size() > 1) {
+    mirror_spans_.clear();
+    mirrors_[1].append_block_spans(h.proposer.kv_blocks, mirror_spans_);
+    fence = mirrors_[1].download(mirror_spans_);
+  }
+  backend_->wait_for(fence);
+}
+
+void Engine::upload_reserved(const Request& r) {
+  mirror_spans_.clear();
+  mirrors_[0].append_block_spans(r.blocks.blocks(), mirror_spans_);
+  mirrors_[0].upload(mirror_spans_);
+  if (!r.proposer_blocks.empty() && mirrors_.size() > 1) {
+    mirror_spans_.clear();
+    mirrors_[1].append_block_spans(r.proposer_blocks, mirror_spans_);
+    mirrors_[1].upload(mirror_spans_);
+  }
 }
 
 void Engine::park_prefilled(std::vector<RequestOutput>& outs) {
@@ -135,6 +164,7 @@ absl::StatusOr<KvReservation> Engine::reserve(const std::string& id, std::int32_
       r->blocks.release_all(*pool_);
       return absl::Status(blocks.status().code(), str_cat("reserve: request '", id, "': ", blocks.status().message()));
     }
+    r->proposer_blocks = *blocks;
     res.proposer_blocks = std::move(*blocks);
     res.proposer_kv_positions = speculator_->proposer().handoff_kv_positions(prompt_len);
   }
@@ -180,6 +210,8 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
   }
   if (!h.params.stop.empty() && !decoder_factory_) return reject("stop strings need a tokenizer, and this model has none");
 
+  // Every byte the prefill node sent is in the transfer regions now: move it into the pools.
+  if (!mirrors_.empty()) upload_reserved(*r);
   r->params = h.params;
   r->seed = h.seed;
   r->tokens = h.prompt;
@@ -234,6 +266,7 @@ std::vector<KvPoolInfo> Engine::kv_pools() const {
   for (const auto& [id, r] : requests_) {
     if (r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) target.reserved += r->blocks.num_blocks();
   }
+  target.transfer = mirrors_.empty() ? cache_->region() : mirrors_[0].region();
   pools.push_back(target);
   if (speculator_) {
     Proposer& p = speculator_->proposer();
@@ -246,6 +279,7 @@ std::vector<KvPoolInfo> Engine::kv_pools() const {
       draft.free = pool.num_available();
       draft.cached = pool.num_cached();
       draft.used = pool.num_in_use();
+      draft.transfer = mirrors_.size() < 2 ? cache->region() : mirrors_[1].region();
       pools.push_back(draft);
     }
   }

@@ -35,14 +35,21 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     for (const ScheduledChunk& c : plan.chunks) {
       layer_writes_.push_back(KvLayerWrite{&c.request->id, c.start, c.num_tokens, c.request->blocks.blocks()});
     }
-    batch.on_layer_written = [this](std::int32_t layer) { layer_callback_(layer, layer_writes_); };
+    if (mirrors_.empty()) {
+      batch.on_layer_written = [this](std::int32_t layer) { layer_callback_(layer, layer_writes_); };
+    } else {
+      batch.on_layer_written = [this](std::int32_t layer) { stage_layer(layer); };
+    }
   }
   for (const ScheduledChunk& c : plan.chunks) {
     stats_.prompt_tokens_computed += std::max(0, std::min(c.start + c.num_tokens, c.request->prompt_len) - c.start);
   }
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<ForwardOutput> fwd = model_->forward(batch, *cache_);
-  if (!fwd.ok()) {
+  if (fwd.ok()) {
+    report_staged_layer();  // the last layer
+  } else {
+    staged_layer_ = -1;  // the chunks run again and send their KV again
     // Pin the failure on the chunks that fail alone; the others run again next step.
     bool culprit = false;
     for (const ScheduledChunk& c : plan.chunks) {
@@ -61,6 +68,27 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
   stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   step_batch_.pick_on_device(*fwd, *backend_);
   return true;
+}
+
+void Engine::stage_layer(std::int32_t layer) {
+  mirror_spans_.clear();
+  for (const KvLayerWrite& w : layer_writes_) {
+    cache_->append_position_spans(layer, w.start, w.num_tokens, w.blocks, mirror_spans_);
+  }
+  const std::uint64_t fence = mirrors_[0].download(mirror_spans_);
+  // The device has this layer queued (and on a GPU its copies run on the copy engine beside the
+  // next layers), so waiting for the previous layer's copies does not leave it idle.
+  report_staged_layer();
+  staged_layer_ = layer;
+  staged_fence_ = fence;
+}
+
+void Engine::report_staged_layer() {
+  if (staged_layer_ < 0) return;
+  backend_->wait_for(staged_fence_);
+  const std::int32_t layer = staged_layer_;
+  staged_layer_ = -1;
+  layer_callback_(layer, layer_writes_);
 }
 
 SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {

@@ -74,6 +74,7 @@ struct Request {
   EngineClock::time_point first_token_time{};
   EngineClock::time_point finish_time{};
   EngineClock::time_point lease_deadline{};  // kPrefilled / kReserved
+  std::vector<std::int32_t> proposer_blocks;  // kReserved: the proposer's KV blocks held for the hand-off
 
   std::int32_t num_tokens() const { return static_cast<std::int32_t>(tokens.size()); }
   std::int32_t num_output() const { return num_tokens() - prompt_len; }

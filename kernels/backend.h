@@ -64,6 +64,13 @@ struct BackendOptions {
   bool cpu_discrete_memory = false;
 };
 
+// One copy_to_host_async() copy: bytes from device memory src to host memory host_dst.
+struct HostCopy {
+  void* host_dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+
 // Inputs of one attention call over a varlen batch of sequences (all I32, in device memory).
 struct AttentionBatch {
   TensorView positions;     // [tokens] absolute position of each new token
@@ -102,6 +109,15 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+  // Device -> host copies that start once all work enqueued so far has run and may run beside work
+  // enqueued after them (a GPU's copy engine), e.g. a layer's new KV rows going to a host mirror
+  // while the next layer computes. Returns a fence that passes once they are done; it says nothing
+  // of work enqueued after them. The sources must not be written by later work before that fence.
+  // Default: copy_to_host() each, at once.
+  virtual std::uint64_t copy_to_host_async(std::span<const HostCopy> copies) {
+    for (const HostCopy& c : copies) copy_to_host(c.host_dst, c.src, c.bytes);
+    return 0;
+  }
   // True when host memory (e.g. a memory-mapped checkpoint) can be used as weights in place.
   virtual bool reads_host_memory() const = 0;
   // True when device buffers are ordinary host memory that the host may read in place once

@@ -19,6 +19,9 @@ const std::vector<FlagSpec>& engine_flags() {
       {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
       {"max-num-seqs", "N", "requests running at once (default 64)"},
       {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
+      {"testing-cpu-discrete-memory", "",
+       "TESTING ONLY: the CPU backend acts like a GPU whose memory the host cannot read (prefill and decode "
+       "nodes then move KV through host mirrors of their pools, as on a GPU)"},
   };
   return flags;
 }
@@ -43,6 +46,7 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
   if (threads) c.backend.num_threads = static_cast<int>(*threads);
   if (auto isa = f.get("cpu-isa")) c.backend.cpu_isa = *isa;
   c.backend.batch_invariant = !f.has("no-batch-invariant");
+  c.backend.cpu_discrete_memory = f.has("testing-cpu-discrete-memory");
   BATON_ASSIGN_OR_RETURN(auto gib, f.get_double("kv-cache-memory"));
   if (gib) {
     if (!(*gib > 0)) return absl::InvalidArgumentError("--kv-cache-memory must be positive");

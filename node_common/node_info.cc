@@ -30,6 +30,8 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   for (const std::string& t : id.transports) info.add_transports(t);
   info.set_instance_id(id.instance_id);
   info.set_address(id.address);
+  info.set_device(device_name(engine.backend().device()));
+  info.set_kv_host_mirrors(engine.kv_host_mirrored());
   node::v1::NodeLoad* load = info.mutable_load();
   load->set_num_waiting(static_cast<std::int32_t>(engine.num_waiting()));
   load->set_num_running(static_cast<std::int32_t>(engine.num_running()));

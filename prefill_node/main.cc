@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return command.fail(engine.status());
   if (*tokenizer) attach_tokenizer(**engine, **tokenizer);
   std::vector<kv::MemoryRegion> pools;
-  for (const KvPoolInfo& p : (*engine)->kv_pools()) pools.push_back({p.name, p.cache->region().base, p.cache->region().bytes});
+  for (const KvPoolInfo& p : (*engine)->kv_pools()) pools.push_back({p.name, p.transfer.base, p.transfer.bytes});
   auto senders = make_kv_senders(*kinds, pools);
   if (!senders.ok()) return command.fail(senders.status());
 

@@ -1,5 +1,7 @@
 #include "engine/kv/kv_cache.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 
 namespace baton {
@@ -64,6 +66,29 @@ KvSpan KvCache::span(std::int32_t layer, std::int32_t block) const {
   BATON_CHECK(block >= 0 && block < num_blocks_, "KV block ", block, " of ", num_blocks_);
   const auto per = static_cast<std::size_t>(layout_.bytes_per_block_per_layer());
   return KvSpan{static_cast<std::size_t>(layer) * layer_stride() + static_cast<std::size_t>(block) * per, per};
+}
+
+void KvCache::append_position_spans(std::int32_t layer, std::int32_t start, std::int32_t num_tokens,
+                                    std::span<const std::int32_t> blocks, std::vector<KvSpan>& out) const {
+  const std::int32_t bs = layout_.block_size;
+  const auto half = static_cast<std::size_t>(layout_.bytes_per_block_per_layer()) / 2;  // K or V of one block
+  const std::size_t row = half / static_cast<std::size_t>(bs);
+  const std::int32_t end = start + num_tokens;
+  for (std::int32_t pos = start; pos < end;) {
+    const auto b = static_cast<std::size_t>(pos / bs);
+    if (b >= blocks.size()) break;
+    const std::int32_t first = pos - static_cast<std::int32_t>(b) * bs;
+    const std::int32_t last = std::min(end - static_cast<std::int32_t>(b) * bs, bs);
+    const KvSpan whole = span(layer, blocks[b]);
+    if (first == 0 && last == bs) {
+      out.push_back(whole);
+    } else {
+      const std::size_t offset = static_cast<std::size_t>(first) * row, bytes = static_cast<std::size_t>(last - first) * row;
+      out.push_back({whole.offset + offset, bytes});         // K rows
+      out.push_back({whole.offset + half + offset, bytes});  // V rows
+    }
+    pos = static_cast<std::int32_t>(b + 1) * bs;
+  }
 }
 
 }  // namespace baton

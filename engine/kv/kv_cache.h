@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_memory.h"
@@ -66,6 +68,11 @@ class KvCache {
   std::size_t layer_stride() const;
   // The span of (layer, block); both must be in range (checked).
   KvSpan span(std::int32_t layer, std::int32_t block) const;
+  // The bytes of positions [start, start + num_tokens) in one layer, appended to `out`: per block,
+  // its K rows and its V rows (one span when the whole block is covered). `blocks` is the
+  // sequence's block table (index = position / block_size); positions past it are left out.
+  void append_position_spans(std::int32_t layer, std::int32_t start, std::int32_t num_tokens,
+                             std::span<const std::int32_t> blocks, std::vector<KvSpan>& out) const;
 
  private:
   KvCacheLayout layout_;

@@ -1,10 +1,11 @@
-// KvMemoryProvider: lets whoever embeds the engine supply the memory of its CPU KV pools (the
-// target's and a drafter's), e.g. memory a KV transport allocated so that a peer on the same host
+// KvMemoryProvider: lets whoever embeds the engine supply the host memory its KV transports use
+// (the target's and a drafter's pool): the CPU pools themselves, or the host mirrors of device
+// pools (kv_host_mirror.h), e.g. memory a KV transport allocated so that a peer on the same host
 // can write into it directly. The engine only asks for bytes by pool name; it never learns what
 // the memory is or who else maps it.
 //
-// Must not: be used for device (GPU) pools — KvCache::create refuses it there; hand out memory
-// that moves or shrinks while its ExternalMemory lives.
+// Must not: be used for device (GPU) pools themselves — KvCache::create refuses it there; hand out
+// memory that moves or shrinks while its ExternalMemory lives.
 #pragma once
 
 #include <cstddef>

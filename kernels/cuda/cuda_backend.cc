@@ -111,6 +111,11 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (copy_stream_ != nullptr) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaStreamDestroy(copy_stream_);
+      cudaEventDestroy(copy_after_);
+    }
     sample_params_ = DeviceBuffer();
     for (cudaEvent_t e : events_) {
       if (e != nullptr) cudaEventDestroy(e);
@@ -148,11 +153,12 @@ class CudaBackend final : public Backend {
   }
   // Fences are events recorded on the stream, from a ring: waiting on a fence whose event has been
   // recorded again since waits for that later point, which is later still, so never too little.
-  std::uint64_t fence() override {
+  std::uint64_t fence() override { return record_fence(stream_); }
+  std::uint64_t record_fence(cudaStream_t stream) {
     const std::uint64_t f = ++fences_;
     cudaEvent_t& e = events_[f % events_.size()];
     if (e == nullptr) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "fence");
-    check_cuda(cudaEventRecord(e, stream_), "fence");
+    check_cuda(cudaEventRecord(e, stream), "fence");
     return f;
   }
   void wait_for(std::uint64_t f) override {
@@ -169,6 +175,21 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return;
     check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     check_cuda(cudaStreamSynchronize(stream_), "copy to host");
+  }
+  // On a second stream, behind an event of the compute stream, so the copy engine moves them while
+  // the compute stream goes on; the fence is an event of that second stream.
+  std::uint64_t copy_to_host_async(std::span<const HostCopy> copies) override {
+    if (copy_stream_ == nullptr) {
+      check_cuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "copy stream");
+      check_cuda(cudaEventCreateWithFlags(&copy_after_, cudaEventDisableTiming), "copy stream");
+    }
+    check_cuda(cudaEventRecord(copy_after_, stream_), "copy stream");
+    check_cuda(cudaStreamWaitEvent(copy_stream_, copy_after_, 0), "copy stream");
+    for (const HostCopy& c : copies) {
+      if (c.bytes == 0) continue;
+      check_cuda(cudaMemcpyAsync(c.host_dst, c.src, c.bytes, cudaMemcpyDeviceToHost, copy_stream_), "copy to host");
+    }
+    return record_fence(copy_stream_);
   }
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
@@ -364,6 +385,8 @@ class CudaBackend final : public Backend {
   BackendOptions options_;
   std::string name_ = "unknown GPU";
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // copy_to_host_async()'s, made at its first call
+  cudaEvent_t copy_after_ = nullptr;     // where on stream_ its copies start
   cuda::GemmContext* gemm_ = nullptr;
   DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
   std::array<cudaEvent_t, 32> events_{};  // fence()'s ring

@@ -3,7 +3,9 @@
 // the device or on the host get in one batch what they get alone; on the GPU, greedy output with
 // every speculative method is token-identical to the GPU's plain greedy output, and seeded sampled
 // output with one-hot drafts to plain sampling's (the batch-invariant kernels make a token's logits
-// the same in a decode step and in a verification).
+// the same in a decode step and in a verification); and a request prefilled by a prefill-role GPU
+// engine and decoded by a decode-role one, its KV going through the pools' host mirrors (page-locked
+// copies, fences), yields a colocated GPU engine's tokens for every method.
 // Every test skips on a machine without a GPU.
 #include <map>
 #include <random>
@@ -11,6 +13,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "kernels/backend_factory.h"
+#include "tests/engine/disaggregated.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
 #include "tests/engine/spec_methods.h"
@@ -60,8 +63,10 @@ std::vector<Job> jobs_for(std::int32_t vocab) {
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& target, Device device,
-                                    const std::optional<SpeculativeConfig>& spec = std::nullopt) {
+                                    const std::optional<SpeculativeConfig>& spec = std::nullopt,
+                                    NodeRole role = NodeRole::kColocated) {
   EngineConfig c;
+  c.role = role;
   c.model_dir = fixture_path(target);
   c.backend.device = device;
   c.backend.num_threads = 2;
@@ -151,6 +156,41 @@ TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices)
 
 INSTANTIATE_TEST_SUITE_P(AllMethods, CudaSpecEquivalence, ::testing::Range(0, static_cast<int>(method_cases().size())),
                          [](const auto& p) { return method_cases()[static_cast<std::size_t>(p.param)].label; });
+
+class CudaHandoff : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
+  SKIP_WITHOUT_GPU();
+  const MethodCase* m = GetParam() < 0 ? nullptr : &method_cases()[static_cast<std::size_t>(GetParam())];
+  const std::string target = m ? m->target : "llama-f32";
+  constexpr int k = 3;
+  auto colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
+  auto prefill = make_engine(target, kCuda, m ? std::optional(m->config(1, NodeRole::kPrefill)) : std::nullopt,
+                             NodeRole::kPrefill);
+  auto decode = make_engine(target, kCuda, m ? std::optional(m->config(k, NodeRole::kDecode)) : std::nullopt,
+                            NodeRole::kDecode);
+  // The pools are in device memory; poison what the host can reach: a row the forward wrote but
+  // that never came down, or a block never copied up, shows.
+  for (Engine* e : {prefill.get(), decode.get()}) {
+    ASSERT_TRUE(e->kv_host_mirrored());
+    for (const KvPoolInfo& p : e->kv_pools()) std::memset(p.transfer.base, 0xff, p.transfer.bytes);
+  }
+  const auto jobs = jobs_for(colocated->model_config().vocab_size);
+  const auto want = testing::run_jobs(*colocated, jobs);
+  const auto got = testing::run_disaggregated(*prefill, *decode, jobs);
+  const std::string label = m ? m->label : "none";
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", request " << j.id;
+  if (m != nullptr) {
+    EXPECT_EQ(decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens) << label;
+  }
+  EXPECT_EQ(decode->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaHandoff, ::testing::Range(-1, static_cast<int>(method_cases().size())),
+                         [](const auto& p) {
+                           return p.param < 0 ? std::string("none")
+                                              : method_cases()[static_cast<std::size_t>(p.param)].label;
+                         });
 
 TEST(CudaEngine, UnknownDeviceIndexIsAClearError) {
   EngineConfig c;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -31,7 +32,7 @@ inline KvPoolInfo pool_named(const Engine& e, const std::string& name) {
 inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_blocks, const KvPoolInfo& dst,
                         std::span<const BlockId> dst_blocks, std::int32_t first_layer, std::int32_t last_layer) {
   BATON_CHECK(src_blocks.size() <= dst_blocks.size(), src_blocks.size(), " source blocks for ", dst_blocks.size());
-  const KvRegion from = src.cache->region(), to = dst.cache->region();
+  const KvRegion from = src.transfer, to = dst.transfer;
   for (std::int32_t layer = first_layer; layer <= last_layer; ++layer) {
     for (std::size_t i = 0; i < src_blocks.size(); ++i) {
       const KvSpan a = src.cache->span(layer, src_blocks[i]);
@@ -42,20 +43,21 @@ inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_bloc
   }
 }
 
-// Fills every pool of an engine with NaN bytes, so KV that was never transferred cannot pass.
+// Fills every pool of an engine, and its host mirror where it has one, with NaN bytes, so KV that
+// was never transferred (or never moved between a pool and its mirror) cannot pass. Needs pools
+// the host can write: the CPU backend's, discrete-memory test mode included.
 inline void poison_pools(Engine& e) {
   for (const KvPoolInfo& p : e.kv_pools()) {
-    const KvRegion r = p.cache->region();
-    std::memset(r.base, 0xff, r.bytes);
+    for (const KvRegion& r : {p.cache->region(), p.transfer}) std::memset(r.base, 0xff, r.bytes);
   }
 }
 
 // Runs the jobs disaggregated and returns each request's tokens (the first from P, the rest from
 // D). All are submitted at once, or with `one_at_a_time` each after the previous one's hand-off
-// (so later prompts can hit P's prefix cache).
-inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine& p, Engine& d,
-                                                                            const std::vector<Job>& jobs,
-                                                                            bool one_at_a_time = false) {
+// (so later prompts can hit P's prefix cache). `after_handoff` runs after each commit on D.
+inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(
+    Engine& p, Engine& d, const std::vector<Job>& jobs, bool one_at_a_time = false,
+    const std::function<void()>& after_handoff = nullptr) {
   const absl::Status compatible = d.layout_fingerprint().check_compatible(p.layout_fingerprint());
   BATON_CHECK(compatible.ok(), compatible.ToString());
   std::map<std::string, KvReservation> reservations;
@@ -108,6 +110,7 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(Engine
         const absl::Status c = d.commit(o.request_id, *o.handoff);
         BATON_CHECK(c.ok(), c.ToString());
         BATON_CHECK(p.release(o.request_id).ok(), "release");
+        if (after_handoff) after_handoff();
       } else if (o.finished) {
         BATON_CHECK(d.release(o.request_id).ok(), "release of ", o.request_id, " on D");
       }

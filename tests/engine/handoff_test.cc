@@ -2,7 +2,9 @@
 //   - a request prefilled by a prefill-role engine (k = 1) and committed into a decode-role engine
 //     (k = 4) yields exactly the tokens one colocated engine yields, for no speculation and every
 //     method, greedy and seeded sampling — with the decode engine's pools poisoned first, so KV
-//     that was not transferred (layer by layer through the engine's callback) cannot pass;
+//     that was not transferred (layer by layer through the engine's callback) cannot pass; and
+//     again with both engines' memory acting like a GPU's, where the KV travels through the pools'
+//     host mirrors (their copies from and to the pools are what is checked);
 //   - 20 seeded sampled requests per method give the same tokens alone, in a busy batch under a
 //     token budget of 9, and through the hand-off (and, for one-hot drafts, the tokens of plain
 //     sampling without speculation);
@@ -41,6 +43,9 @@ struct EngineSetup {
   NodeRole role = NodeRole::kColocated;
   std::int32_t budget = 256;
   std::int32_t max_seqs = 16;
+  // The CPU acting like a GPU whose memory the host cannot read: a P/D engine's KV then leaves
+  // and arrives through its pools' host mirrors.
+  bool discrete_memory = false;
   EngineHooks hooks;
 };
 
@@ -53,6 +58,7 @@ std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
   c.scheduler.max_num_seqs = s.max_seqs;
   c.speculative = s.spec;
   c.role = s.role;
+  c.backend.cpu_discrete_memory = s.discrete_memory;
   auto e = Engine::create(c, s.hooks);
   BATON_CHECK(e.ok(), e.status().ToString());
   return std::move(*e);
@@ -145,7 +151,7 @@ std::string method_label(int i) { return i < 0 ? std::string("none") : method_ca
 
 TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
   const MethodCase* m = method();
-  const Trio t = trio_for(m);
+  Trio t = trio_for(m);
   auto colocated = make_engine(t.colocated);
   auto prefill = make_engine(t.prefill);
   auto decode = make_engine(t.decode);
@@ -169,6 +175,25 @@ TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
     // lose acceptances, not tokens.
     EXPECT_EQ(decode->spec_stats()->num_draft_tokens, colocated->spec_stats()->num_draft_tokens) << method_label(GetParam());
     EXPECT_EQ(decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens)
+        << method_label(GetParam());
+  }
+
+  // The same through host mirrors, with every pool and mirror poisoned: a layer's rows missing
+  // from the prefill mirror, or a block not moved from the decode mirror into its pool, shows.
+  t.prefill.discrete_memory = t.decode.discrete_memory = true;
+  auto mirrored_prefill = make_engine(t.prefill);
+  auto mirrored_decode = make_engine(t.decode);
+  for (Engine* e : {mirrored_prefill.get(), mirrored_decode.get()}) {
+    for (const KvPoolInfo& p : e->kv_pools()) {
+      ASSERT_NE(p.transfer.base, p.cache->region().base) << p.name << " pool has no host mirror";
+    }
+    testing::poison_pools(*e);
+  }
+  const Tokens via_mirrors = run_disaggregated(*mirrored_prefill, *mirrored_decode, jobs);
+  for (const Job& j : jobs) EXPECT_EQ(via_mirrors.at(j.id), want.at(j.id)) << method_label(GetParam()) << " " << j.id;
+  expect_no_blocks_held(*mirrored_decode, "decode engine (host mirrors)");
+  if (m != nullptr) {
+    EXPECT_EQ(mirrored_decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens)
         << method_label(GetParam());
   }
 }
@@ -201,6 +226,24 @@ TEST(HandoffPrefixCache, BlocksFromThePrefillPrefixCacheTravelToo) {
   EXPECT_GT(prefill->stats().prefix_cache_hits, 0) << "the test meant to hit the prefix cache";
   expect_no_blocks_held(*prefill, "prefill engine");
   expect_no_blocks_held(*decode, "decode engine");
+
+  // Through host mirrors, with prompts prefilled in chunks of 7 (rows that start mid-block). The
+  // prefill mirror is poisoned after every hand-off, so the cached blocks must go down into it
+  // again with the next record.
+  Trio mirrored = t;
+  mirrored.prefill.discrete_memory = mirrored.decode.discrete_memory = true;
+  mirrored.prefill.budget = 7;
+  auto mirrored_prefill = make_engine(mirrored.prefill);
+  auto mirrored_decode = make_engine(mirrored.decode);
+  testing::poison_pools(*mirrored_prefill);
+  testing::poison_pools(*mirrored_decode);
+  const auto poison_prefill_mirror = [&] {
+    for (const KvPoolInfo& p : mirrored_prefill->kv_pools()) std::memset(p.transfer.base, 0xff, p.transfer.bytes);
+  };
+  const Tokens via_mirrors =
+      run_disaggregated(*mirrored_prefill, *mirrored_decode, jobs, /*one_at_a_time=*/true, poison_prefill_mirror);
+  for (const Job& j : jobs) EXPECT_EQ(via_mirrors.at(j.id), want.at(j.id)) << j.id << " (host mirrors)";
+  EXPECT_GT(mirrored_prefill->stats().prefix_cache_hits, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMethod, Handoff, ::testing::Range(-1, static_cast<int>(method_cases().size())),

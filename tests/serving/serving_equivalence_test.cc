@@ -1,7 +1,8 @@
 // Through router -> prefill node -> decode node, with real processes on loopback and the KV moved
 // by the real UCX or gRPC transport, every request yields exactly what one local engine yields
 // (`baton generate`): greedy tokens and text for no speculation and every method, and seeded
-// sampled tokens (temperature 0.8, ten seeds) too.
+// sampled tokens (temperature 0.8, ten seeds) too; and the same with both nodes' backends acting
+// like a GPU's memory, where the KV leaves and arrives through host mirrors of the pools.
 #include <gtest/gtest.h>
 
 #include "tests/serving/serving_support.h"
@@ -12,9 +13,14 @@ namespace {
 struct Case {
   SpecCase spec;
   std::string transport;
+  // Both nodes' CPU backends act like a GPU's memory: the KV goes through host mirrors.
+  bool discrete_memory = false;
+  std::string name() const { return spec.label + "_" + transport + (discrete_memory ? "_host_mirrors" : ""); }
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.spec.label << " over " << c.transport; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.spec.label << " over " << c.transport << (c.discrete_memory ? " through host mirrors" : "");
+}
 
 class ServingEquivalence : public ::testing::TestWithParam<Case> {};
 
@@ -37,9 +43,16 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
   }
   const std::vector<LocalResult> expected = run_local(c.spec.config, prompts, params);
 
-  auto cluster = cli::LocalCluster::start(cluster_options(c.spec.config, c.transport, c.spec.label + "-" + c.transport));
+  cli::ClusterOptions options = cluster_options(c.spec.config, c.transport, c.name());
+  if (c.discrete_memory) options.node_args.push_back("--testing-cpu-discrete-memory");
+  auto cluster = cli::LocalCluster::start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = router_stub((*cluster)->router_address());
+  if (c.discrete_memory) {
+    // The nodes really stage their KV, or this case would test nothing new.
+    for (cli::ClusterProcess* p : (*cluster)->nodes("prefill")) EXPECT_TRUE(node_info(*prefill_stub(p->address)).kv_host_mirrors());
+    for (cli::ClusterProcess* p : (*cluster)->nodes("decode")) EXPECT_TRUE(node_info(*decode_stub(p->address)).kv_host_mirrors());
+  }
   std::vector<v1::GenerateRequest> requests;
   for (std::size_t i = 0; i < prompts.size(); ++i) requests.push_back(text_request(prompts[i], params[i]));
   const std::vector<Completion> got = generate_all(*stub, requests);
@@ -63,11 +76,17 @@ std::vector<Case> cases() {
   for (const std::string transport : {"ucx", "grpc"}) {
     for (const SpecCase& s : family_methods()) out.push_back({s, transport});
   }
+  // What a GPU node pair does with Debian's UCX (no CUDA support): every method over UCX, and
+  // the proposers with KV of their own over gRPC.
+  for (const SpecCase& s : family_methods()) {
+    out.push_back({s, "ucx", true});
+    if (s.label == "draft_model" || s.label == "eagle3") out.push_back({s, "grpc", true});
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, ServingEquivalence, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.spec.label + "_" + i.param.transport; });
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name(); });
 
 }  // namespace
 }  // namespace baton::testing
