@@ -3,12 +3,18 @@
 // propose the next drafts. Request bookkeeping (finish, fail, append) is engine.cc's.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "common/status.h"
 #include "engine/engine.h"
 #include "kernels/step_profile.h"
 
 namespace baton {
+namespace {
+
+constexpr float kPlusInf = std::numeric_limits<float>::infinity();
+
+}  // namespace
 
 void Engine::propose_pending(std::vector<RequestOutput>& outs) {
   if (!speculator_) return;
@@ -144,13 +150,14 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
       no_finite |= t == kArgmaxNoFinite;
     }
   } else {
-    int any_nan = 0;  // a whole-row OR (vectorizes), not a search that branches per entry
-    for (const float x : logits) any_nan |= x != x;
-    bad_row = any_nan != 0;
+    // A whole-row OR (vectorizes), not a search that branches per entry.
+    int any_bad = 0;
+    for (const float x : logits) any_bad |= static_cast<int>(x != x) | static_cast<int>(x == kPlusInf);
+    bad_row = any_bad != 0;
   }
   if (bad_row) {
     // Bad KV (e.g. a corrupt transfer) or weights: this request cannot go on; the others can.
-    const char* what = no_finite ? "all -inf" : "NaN (or +inf after temperature)";
+    const char* what = no_finite ? "all -inf" : "NaN or +inf (after temperature, on the device)";
     fail(r, absl::DataLossError(str_cat("the target's logits are ", what, " at position ", c.start + c.num_tokens - 1,
                                         " (corrupt KV cache contents?)")),
          outs);
@@ -158,10 +165,16 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
   }
   RequestOutput& o = output_for(r, outs);
   if (c.num_drafts > 0) {
-    const VerifiedTokens verified = [&] {
+    const absl::StatusOr<VerifiedTokens> checked = [&]() -> absl::StatusOr<VerifiedTokens> {
       const ProfileScope profile(ProfileClass::kSampling);
-      return picks.empty() ? speculator_->verify(*r, logits) : speculator_->verify_picks(*r, picks);
+      if (picks.empty()) return speculator_->verify(*r, logits);
+      return speculator_->verify_picks(*r, picks);
     }();
+    if (!checked.ok()) {
+      fail(r, checked.status(), outs);
+      return;
+    }
+    const VerifiedTokens& verified = *checked;
     // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
     r->num_computed = c.start + 1 + verified.num_accepted;
     r->blocks.shrink_to(*pool_, r->num_computed);
@@ -181,10 +194,15 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     // The draw that decides token num_tokens() (random.h): the same wherever this step runs.
     RandomStream rng = token_stream(r->seed, r->num_tokens());
     const ProfileScope profile(ProfileClass::kSampling);
-    const SampleResult s = !picks.empty() ? SampleResult{picks[0], 0.0f, {}}
-                                          : sampler_.sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
-                                                            model_->config().eos_token_ids, rng);
-    append_tokens(r, std::span<const std::int32_t>(&s.token, 1), std::span<const SampleResult>(&s, 1), o);
+    absl::StatusOr<SampleResult> s =
+        !picks.empty() ? SampleResult{picks[0], 0.0f, {}}
+                       : sampler_.try_sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
+                                             model_->config().eos_token_ids, rng);
+    if (!s.ok()) {
+      fail(r, s.status(), outs);  // e.g. penalties or temperature overflowed the row: this request only
+      return;
+    }
+    append_tokens(r, std::span<const std::int32_t>(&s->token, 1), std::span<const SampleResult>(&*s, 1), o);
   }
   if (!r->finished()) {
     register_final_blocks(r);

@@ -71,11 +71,15 @@ void Sampler::load_logits(std::span<const float> logits, const SamplingParams& p
   }
 }
 
-std::size_t Sampler::argmax() const {
-  const std::optional<std::size_t> best = cpu::argmax_lowest(work_);
-  BATON_CHECK(best.has_value(), "NaN in the logits row (vocab ", work_.size(), ")");
-  return *best;
+std::optional<std::size_t> Sampler::argmax() const { return cpu::argmax_lowest(work_); }
+
+namespace {
+
+absl::Status bad_row(std::string_view what, std::size_t vocab) {
+  return absl::DataLossError(str_cat("cannot sample: the logits row ", what, " (vocab ", vocab, ")"));
 }
+
+}  // namespace
 
 bool Sampler::needs_history(const SamplingParams& params, std::size_t output_len) {
   const bool penalties =
@@ -84,37 +88,46 @@ bool Sampler::needs_history(const SamplingParams& params, std::size_t output_len
   return penalties || masks_stops;
 }
 
-std::int32_t Sampler::greedy_token(std::span<const float> logits, const SamplingParams& params,
-                                   const TokenHistory& history, std::span<const std::int32_t> eos_token_ids) {
+absl::StatusOr<std::int32_t> Sampler::try_greedy_token(std::span<const float> logits, const SamplingParams& params,
+                                                       const TokenHistory& history,
+                                                       std::span<const std::int32_t> eos_token_ids) {
   const std::size_t vocab = logits.size();
   BATON_CHECK(vocab > 0, "empty logits row");
   if (takes_raw_argmax(params, history.output.size())) {
     // Nothing to process: the argmax of the logits as they are (no copy).
     const std::optional<std::size_t> best = cpu::argmax_lowest(logits);
-    BATON_CHECK(best.has_value(), "NaN in the logits row (vocab ", vocab, ")");
-    BATON_CHECK(logits[*best] > kNegInf, "logits row has no finite entry (vocab ", vocab, ")");
+    if (!best) return bad_row("holds a NaN", vocab);
+    if (!(logits[*best] > kNegInf)) return bad_row("has no finite entry", vocab);
     return static_cast<std::int32_t>(*best);
   }
   // If min_tokens masked every token (stop_token_ids covering the vocabulary), the request cannot
   // be honoured: min_tokens is ignored rather than choosing from nothing.
   load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/true);
-  std::size_t best = argmax();
-  if (work_[best] == kNegInf) {
+  std::optional<std::size_t> best = argmax();
+  if (best && work_[*best] == kNegInf) {
     load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/false);
     best = argmax();
   }
-  BATON_CHECK(work_[best] > kNegInf, "logits row has no finite entry (vocab ", vocab, ")");
-  return static_cast<std::int32_t>(best);
+  if (!best) return bad_row("holds a NaN after penalties", vocab);
+  if (!(work_[*best] > kNegInf)) return bad_row("has no finite entry after penalties", vocab);
+  return static_cast<std::int32_t>(*best);
 }
 
-std::int32_t Sampler::process(std::span<const float> logits, const SamplingParams& params,
-                              const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
-                              std::span<float> probs) {
+std::int32_t Sampler::greedy_token(std::span<const float> logits, const SamplingParams& params,
+                                   const TokenHistory& history, std::span<const std::int32_t> eos_token_ids) {
+  absl::StatusOr<std::int32_t> t = try_greedy_token(logits, params, history, eos_token_ids);
+  BATON_CHECK(t.ok(), t.status().message());
+  return *t;
+}
+
+absl::StatusOr<std::int32_t> Sampler::process(std::span<const float> logits, const SamplingParams& params,
+                                              const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                                              std::span<float> probs) {
   const std::size_t vocab = logits.size();
   BATON_CHECK(vocab > 0, "empty logits row");
   BATON_CHECK(probs.size() == vocab, "probs has ", probs.size(), " entries for a vocabulary of ", vocab);
   if (params.greedy()) {
-    const std::int32_t best = greedy_token(logits, params, history, eos_token_ids);
+    BATON_ASSIGN_OR_RETURN(const std::int32_t best, try_greedy_token(logits, params, history, eos_token_ids));
     std::fill(probs.begin(), probs.end(), 0.0f);
     probs[static_cast<std::size_t>(best)] = 1.0f;
     return best;
@@ -128,25 +141,35 @@ std::int32_t Sampler::process(std::span<const float> logits, const SamplingParam
     load_logits(logits, params, history, eos_token_ids, /*mask_stops=*/false);
     max_logit = cpu::RowSampler::scale_and_max(work_, params.temperature);
   }
-  BATON_CHECK(std::isfinite(max_logit), "logits row max is ", max_logit, " after temperature ",
-              params.temperature, " (vocab ", vocab, ")");
+  if (!std::isfinite(max_logit)) {
+    return bad_row(str_cat("has max ", max_logit, " after penalties and temperature ", params.temperature), vocab);
+  }
   row_.distribution(work_, max_logit, params.top_k, params.top_p, params.min_p, probs);
   return -1;
 }
 
-void Sampler::target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                           std::span<const std::int32_t> eos_token_ids, std::span<float> probs) {
-  process(logits, params, history, eos_token_ids, probs);
+absl::Status Sampler::try_target_probs(std::span<const float> logits, const SamplingParams& params,
+                                       const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                                       std::span<float> probs) {
+  return process(logits, params, history, eos_token_ids, probs).status();
 }
 
-SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                             std::span<const std::int32_t> eos_token_ids, RandomStream& rng) {
+void Sampler::target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                           std::span<const std::int32_t> eos_token_ids, std::span<float> probs) {
+  const absl::Status s = try_target_probs(logits, params, history, eos_token_ids, probs);
+  BATON_CHECK(s.ok(), s.message());
+}
+
+absl::StatusOr<SampleResult> Sampler::try_sample(std::span<const float> logits, const SamplingParams& params,
+                                                 const TokenHistory& history,
+                                                 std::span<const std::int32_t> eos_token_ids, RandomStream& rng) {
   std::int32_t token = 0;
   if (params.greedy()) {
-    token = greedy_token(logits, params, history, eos_token_ids);  // no distribution to write
+    // No distribution to write.
+    BATON_ASSIGN_OR_RETURN(token, try_greedy_token(logits, params, history, eos_token_ids));
   } else {
     probs_.resize(logits.size());
-    const std::int32_t argmax = process(logits, params, history, eos_token_ids, probs_);
+    BATON_ASSIGN_OR_RETURN(const std::int32_t argmax, process(logits, params, history, eos_token_ids, probs_));
     token = argmax >= 0 ? argmax : draw(probs_, rng);
   }
   if (params.logprobs < 0) {
@@ -154,7 +177,17 @@ SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams
     result.token = token;
     return result;
   }
+  for (const float x : logits) {
+    if (x == std::numeric_limits<float>::infinity()) return bad_row("holds +inf (no logprobs)", logits.size());
+  }
   return raw_logprobs(logits, token, params.logprobs);
+}
+
+SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                             std::span<const std::int32_t> eos_token_ids, RandomStream& rng) {
+  absl::StatusOr<SampleResult> s = try_sample(logits, params, history, eos_token_ids, rng);
+  BATON_CHECK(s.ok(), s.status().message());
+  return *std::move(s);
 }
 
 std::int32_t Sampler::draw(std::span<const float> probs, RandomStream& rng) {

@@ -13,8 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "engine/sample/random.h"
 #include "engine/sample/sampling_params.h"
@@ -64,6 +67,19 @@ class Sampler {
   // `top` when logprobs > 0.
   SampleResult sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                       std::span<const std::int32_t> eos_token_ids, RandomStream& rng);
+  // sample(), target_probs() and greedy_token() abort on a row they cannot take (a NaN, no finite
+  // entry, a max that overflows after temperature): for rows known to be good (tests, tools). The
+  // engine's calls use these, which report such a row as DATA_LOSS, naming what is wrong, so that
+  // only that request fails.
+  absl::StatusOr<SampleResult> try_sample(std::span<const float> logits, const SamplingParams& params,
+                                          const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                                          RandomStream& rng);
+  absl::Status try_target_probs(std::span<const float> logits, const SamplingParams& params,
+                                const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                                std::span<float> probs);
+  absl::StatusOr<std::int32_t> try_greedy_token(std::span<const float> logits, const SamplingParams& params,
+                                                const TokenHistory& history,
+                                                std::span<const std::int32_t> eos_token_ids);
 
   // The processed target distribution p (sums to 1; zeros outside the kept set) for sampled
   // requests; for greedy requests a one-hot at the argmax. Writes vocab entries into probs.
@@ -103,10 +119,11 @@ class Sampler {
   // work_ = the logits after penalties and (if mask_stops) the min_tokens mask.
   void load_logits(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                    std::span<const std::int32_t> eos_token_ids, bool mask_stops);
-  std::size_t argmax() const;                   // of work_, lowest id on ties; checks for NaN
+  std::optional<std::size_t> argmax() const;  // of work_, lowest id on ties; nullopt on NaN
   // Writes the target distribution into probs; returns the argmax for greedy requests, else -1.
-  std::int32_t process(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                       std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
+  absl::StatusOr<std::int32_t> process(std::span<const float> logits, const SamplingParams& params,
+                                       const TokenHistory& history, std::span<const std::int32_t> eos_token_ids,
+                                       std::span<float> probs);
 
   std::vector<float> work_;            // [vocab] processed logits
   std::vector<float> probs_;           // [vocab] sample()'s target distribution

@@ -48,7 +48,7 @@ absl::Status Speculator::observe(const Request& r, std::int32_t start, const Tar
   return state_consumer_->observe(r.key, start, rows, n, n_valid);
 }
 
-VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
+absl::StatusOr<VerifiedTokens> Speculator::verify(Request& r, std::span<const float> logits) {
   const auto k = static_cast<std::int32_t>(r.drafts.size());
   const auto v = static_cast<std::size_t>(vocab_);
   BATON_CHECK(logits.size() == static_cast<std::size_t>(k + 1) * v, "verify: ", logits.size(), " logits for ", k,
@@ -69,8 +69,9 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
     // mismatch is looked at.
     res.num_accepted = k;
     for (std::int32_t i = 0; i <= k; ++i) {
-      const std::int32_t best =
-          sampler_.greedy_token(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, history_for_row(i), eos_);
+      BATON_ASSIGN_OR_RETURN(const std::int32_t best,
+                             sampler_.try_greedy_token(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params,
+                                                       history_for_row(i), eos_));
       if (i == k || best != r.drafts[static_cast<std::size_t>(i)]) {
         res.num_accepted = i;
         res.next_token = best;
@@ -80,8 +81,9 @@ VerifiedTokens Speculator::verify(Request& r, std::span<const float> logits) {
   } else {
     probs_.resize(static_cast<std::size_t>(k + 1) * v);
     for (std::int32_t i = 0; i <= k; ++i) {
-      sampler_.target_probs(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params, history_for_row(i), eos_,
-                            std::span<float>(probs_).subspan(static_cast<std::size_t>(i) * v, v));
+      BATON_RETURN_IF_ERROR(sampler_.try_target_probs(logits.subspan(static_cast<std::size_t>(i) * v, v), r.params,
+                                                      history_for_row(i), eos_,
+                                                      std::span<float>(probs_).subspan(static_cast<std::size_t>(i) * v, v)));
     }
     VerifyInput in;
     in.vocab_size = vocab_;

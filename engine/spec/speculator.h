@@ -69,7 +69,8 @@ class Speculator {
   void reset_request(const Request& r);
 
   // Verifies r.drafts against logits rows [r.drafts.size() + 1, vocab] of the target forward.
-  VerifiedTokens verify(Request& r, std::span<const float> logits);
+  // DATA_LOSS when a row cannot be sampled (Sampler::try_sample): the request cannot go on.
+  absl::StatusOr<VerifiedTokens> verify(Request& r, std::span<const float> logits);
   // The same from the token the target picks at each row, where the logits are
   // (Backend::argmax_rows / sample_rows): target_picks [r.drafts.size() + 1]. For a greedy request
   // the picks are the argmaxes; for a sampled one with one-hot drafts, row i's pick is the draw

@@ -250,7 +250,7 @@ TEST(Greedy, TokenMatchesTheReferenceOnRowsWithTiesInfinitiesPenaltiesAndMasks) 
   }
 }
 
-TEST(GreedyDeathTest, ANaNAnywhereInTheRowIsCaught) {
+TEST(Greedy, ANaNAnywhereInTheRowIsReported) {
   // The scan's NaN test covers the 16-lane blocks and the tail alike (the engine checks rows first;
   // this is the sampler's own guard).
   for (const std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{17}, std::size_t{40}}) {
@@ -259,8 +259,53 @@ TEST(GreedyDeathTest, ANaNAnywhereInTheRowIsCaught) {
     Sampler s;
     SamplingParams p;
     p.temperature = 0.0f;
-    EXPECT_DEATH((void)s.greedy_token(row, p, TokenHistory{}, {}), "NaN in the logits row") << "NaN at " << at;
+    const absl::StatusOr<std::int32_t> t = s.try_greedy_token(row, p, TokenHistory{}, {});
+    ASSERT_FALSE(t.ok()) << "NaN at " << at;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(t.status().message().find("NaN"), std::string::npos) << t.status();
   }
+}
+
+// Rows the sampler cannot take are errors the engine fails one request with, not aborts.
+TEST(TrySample, RowsThatCannotBeSampledAreReportedNotFatal) {
+  Sampler s;
+  const std::vector<std::int32_t> output = {1, 2};
+  const TokenHistory history{{}, output};
+  SamplingParams hot;  // host-side processing: a penalty, then temperature
+  hot.temperature = 0.5f;
+  hot.repetition_penalty = 1.1f;
+  RandomStream rng(3, RandomPurpose::kToken, 0);
+
+  std::vector<float> huge(8, 1.0f);
+  huge[5] = 3e38f;  // finite, but 6e38 after temperature 0.5
+  absl::StatusOr<SampleResult> r = s.try_sample(huge, hot, history, {}, rng);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("after penalties and temperature"), std::string::npos) << r.status();
+
+  std::vector<float> none(8, -kInf);
+  SamplingParams greedy_penalised = hot;
+  greedy_penalised.temperature = 0.0f;
+  for (const SamplingParams& p : {hot, greedy_penalised}) {
+    r = s.try_sample(none, p, history, {}, rng);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  }
+
+  std::vector<float> plus_inf(8, 0.5f);
+  plus_inf[2] = kInf;
+  SamplingParams logprobs;
+  logprobs.temperature = 0.0f;
+  logprobs.logprobs = 1;
+  r = s.try_sample(plus_inf, logprobs, TokenHistory{}, {}, rng);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("+inf"), std::string::npos) << r.status();
+
+  // The same sampler goes on with good rows.
+  const std::vector<float> good = {0.1f, 2.0f, 0.3f, -1.0f, 0.0f, 0.2f, 0.1f, 0.0f};
+  r = s.try_sample(good, greedy_penalised, history, {}, rng);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->token, 1);
 }
 
 }  // namespace
