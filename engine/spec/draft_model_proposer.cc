@@ -118,7 +118,8 @@ absl::Status DraftModelProposer::run(const ForwardBatch& batch, std::span<Work* 
   const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
   for (std::size_t i = 0; i < owners.size(); ++i) {
     ProposalRequest& p = *owners[i]->p;
-    p.drafts->push_back(pick(std::span<const float>(host_logits_).subspan(i * vocab, vocab), p));
+    const std::int32_t t = pick(std::span<const float>(host_logits_).subspan(i * vocab, vocab), p);
+    if (t >= 0) p.drafts->push_back(t);
   }
   return absl::OkStatus();
 }

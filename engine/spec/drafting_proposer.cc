@@ -138,8 +138,14 @@ std::int32_t DraftingProposer::pick(std::span<const float> logits, ProposalReque
   history_.assign(output.begin(), output.end());
   history_.insert(history_.end(), p.drafts->begin(), p.drafts->end());
   probs_.resize(logits.size());
-  sampler_.target_probs(logits, *p.sampling, TokenHistory{p.tokens.first(static_cast<std::size_t>(p.prompt_len)), history_},
-                        eos_, probs_);
+  // A row q cannot be made from (NaN, nothing finite) ends this request's drafting for the step,
+  // as a greedy row without an argmax does: drafts are only proposals.
+  if (!sampler_.try_target_probs(logits, *p.sampling,
+                                 TokenHistory{p.tokens.first(static_cast<std::size_t>(p.prompt_len)), history_}, eos_,
+                                 probs_)
+           .ok()) {
+    return -1;
+  }
   p.draft_probs->insert(p.draft_probs->end(), probs_.begin(), probs_.end());
   return Sampler::draw(probs_, *p.draft_rng);
 }
