@@ -9,6 +9,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_memory.h"
 #include "gtest/gtest.h"
+#include "tests/engine/kv/small_kv_layout.h"
 
 namespace baton {
 namespace {
@@ -33,14 +34,7 @@ class RecordingProvider final : public KvMemoryProvider {
   std::size_t short_by = 0;
 };
 
-KvCacheLayout layout() {
-  KvCacheLayout l;
-  l.num_layers = 2;
-  l.num_kv_heads = 2;
-  l.head_dim = 8;
-  l.block_size = 4;
-  return l;
-}
+KvCacheLayout layout() { return testing::small_kv_layout(); }
 
 TEST(KvCacheMemory, PoolLivesInTheProvidersMemoryAndIsReleasedWithTheCache) {
   auto backend = make_cpu_backend(BackendOptions{});

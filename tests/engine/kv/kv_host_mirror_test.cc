@@ -10,21 +10,14 @@
 #include "engine/kv/kv_host_mirror.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
+#include "tests/engine/kv/small_kv_layout.h"
 #include "kernels/backend.h"
 
 namespace baton {
 namespace {
 
-// 2 layers x 5 blocks x [2, 4 rows, 2 heads, 8 dims] F32: a row is 64 bytes, K or V of a block
-// 256, a (layer, block) 512, a layer 2560.
-KvCacheLayout layout() {
-  KvCacheLayout l;
-  l.num_layers = 2;
-  l.num_kv_heads = 2;
-  l.head_dim = 8;
-  l.block_size = 4;
-  return l;
-}
+// With 5 blocks a layer is 2560 bytes.
+KvCacheLayout layout() { return testing::small_kv_layout(); }
 
 std::unique_ptr<Backend> discrete_backend() {
   BackendOptions o;
