@@ -169,6 +169,25 @@ class UcxShmTransportTest : public ::testing::Test {
   std::unique_ptr<UcxKvSender> sender_;
 };
 
+TEST(UcxShmMemory, PoolsAreCommittedInThisProcessWhenAllocated) {
+  // A page a peer wrote must not fault on its first read here (inside a step, or a GPU node's
+  // commit copying a mirror into its pool).
+  if (!shm_expected()) GTEST_SKIP() << "UCX_TLS leaves no shared memory";
+  auto shm = UcxShmMemory::create();
+  ASSERT_TRUE(shm.ok() && *shm) << shm.status();
+  constexpr std::size_t kBytes = 16 * kMiB;
+  auto region = (*shm)->allocate(kBytes, "target");
+  ASSERT_TRUE(region.ok()) << region.status();
+  rusage before{}, after{};
+  getrusage(RUSAGE_THREAD, &before);
+  const auto* p = static_cast<const volatile std::uint8_t*>(region->base);
+  unsigned sum = 0;
+  for (std::size_t i = 0; i < kBytes; i += 4096) sum += p[i];
+  getrusage(RUSAGE_THREAD, &after);
+  EXPECT_EQ(sum, 0u) << "shared memory comes zero-filled";
+  EXPECT_LT(after.ru_minflt - before.ru_minflt, 16) << "reading " << kBytes / 4096 << " pages faulted";
+}
+
 TEST_F(UcxShmTransportTest, SameHostTakesTheSharedMemoryPathAndBytesLandExactly) {
   ShmPools dst = ShmPools::make(12 * kMiB, 3 * kMiB);
   auto receiver = UcxKvReceiver::create(dst.regions, dst.shm);
