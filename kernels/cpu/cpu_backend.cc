@@ -62,6 +62,16 @@ absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
   return DeviceBuffer(this, p, bytes);
 }
 
+absl::StatusOr<DeviceBuffer> CpuBackend::allocate_staging(std::size_t bytes) {
+  void* p = allocate_host(bytes);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes of staging memory"));
+  }
+  return DeviceBuffer(this, p, bytes, /*staging=*/true);
+}
+
+void CpuBackend::free_staging(void* data, std::size_t /*bytes*/) { free_host(data); }
+
 void CpuBackend::free(void* data, std::size_t /*bytes*/) {
   {
     const std::lock_guard<std::mutex> lock(packed_mu_);

@@ -36,6 +36,9 @@ class CpuBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF32; }
 
   absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override;
+  // Staging memory is host memory like the rest: large buffers (a KV pool's host mirror in the
+  // discrete-memory test mode) are committed at allocation, as the KV pools are.
+  absl::StatusOr<DeviceBuffer> allocate_staging(std::size_t bytes) override;
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
@@ -70,6 +73,7 @@ class CpuBackend final : public Backend {
 
  protected:
   void free(void* data, std::size_t bytes) override;
+  void free_staging(void* data, std::size_t bytes) override;
 
  private:
   CpuBackend(const BackendOptions& options, CpuIsa isa, const CpuFeatures& features);
