@@ -14,7 +14,9 @@
 //
 // usage: serving_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 16]
 //        [--max-tokens 64] [--speculative-config JSON] [--transport ucx|grpc] [--threads-per-node 1]
-//        [--overhead-requests 40] [--bin-dir DIR]
+//        [--overhead-requests 40] [--bin-dir DIR] [--node-flag FLAG ...]
+// --node-flag passes a flag to every node, e.g. --node-flag --testing-cpu-discrete-memory to time
+// the KV's way through host mirrors (what a GPU node does) against the direct one.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model, prompts, field = "prompt", transport = "ucx", bin_dir;
   std::optional<std::string> spec;
+  std::vector<std::string> node_flags;  // --node-flag F (repeatable): extra flags for every node
   int num_prompts = 16, max_tokens = 64, threads = 1, overhead_requests = 40;
 };
 
@@ -61,6 +64,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads-per-node") a.threads = std::stoi(v);
     else if (k == "--overhead-requests") a.overhead_requests = std::stoi(v);
     else if (k == "--bin-dir") a.bin_dir = v;
+    else if (k == "--node-flag") a.node_flags.push_back(v);
     else die("unknown flag " + k);
   }
   if (a.model.empty() || a.prompts.empty()) die("usage: serving_bench --model DIR --prompts FILE.jsonl [flags]");
@@ -83,6 +87,7 @@ std::unique_ptr<cli::LocalCluster> start(const Args& a, int num_prefill, const s
   o.bin_dir = a.bin_dir;
   o.threads_per_node = a.threads;
   o.node_args = {"--kv-cache-memory", "0.25", "--log-level", "warn"};
+  o.node_args.insert(o.node_args.end(), a.node_flags.begin(), a.node_flags.end());
   o.log_dir = (std::filesystem::temp_directory_path() / ("baton-serving-bench-" + name)).string();
   auto c = cli::LocalCluster::start(o);
   if (!c.ok()) die(std::string(c.status().message()));
@@ -206,6 +211,7 @@ int main(int argc, char** argv) {
             {"model", a.model},
             {"speculative_config", a.spec ? *a.spec : ""},
             {"transport", a.transport},
+            {"node_flags", a.node_flags},
             {"prompts", prompts.size()},
             {"max_tokens", a.max_tokens},
             {"tpot_ratio_disaggregated_over_colocated", jd["tpot_ms_median"].get<double>() / jc["tpot_ms_median"].get<double>()},
