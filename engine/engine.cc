@@ -78,6 +78,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   to.block_size = config.block_size;
   // A verifying request needs logits at its pending token and at each draft.
   to.max_num_logits = std::min(sc.max_num_batched_tokens, sc.max_num_seqs * (k_sized + 1));
+  const bool graphs = e->backend_->captures_graphs() &&
+                      (config.graphs == GraphMode::kOn ||
+                       (config.graphs == GraphMode::kAuto && e->backend_->device().type == DeviceType::kCuda));
+  if (config.graph_max_batch_size < 0) {
+    return absl::InvalidArgumentError(str_cat("graph_max_batch_size must be >= 0, got ", config.graph_max_batch_size));
+  }
+  if (graphs) {
+    to.graph_max_seqs = std::min(sc.max_num_seqs, config.graph_max_batch_size > 0 ? config.graph_max_batch_size : 256);
+    to.graph_max_tokens_per_seq = k_sized + 1;  // decode steps, and verifications of k drafts
+  }
   BATON_ASSIGN_OR_RETURN(e->model_, Transformer::create(*e->backend_, model_config, std::move(weights), to));
   BATON_RETURN_IF_ERROR(e->step_batch_.allocate(*e->backend_, e->model_->options().max_num_logits));
   e->pool_ = std::make_unique<KvBlockPool>(num_blocks, config.block_size);
@@ -94,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.max_num_batched_tokens = sc.max_num_batched_tokens;
     pc.max_num_seqs = sc.max_num_seqs;
     pc.dtype = config.dtype;
+    pc.graph_max_seqs = to.graph_max_seqs;
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Proposer> proposer, make_proposer(*config.speculative, pc));
     // num_speculative_tokens in effect (MTP's default: one per module), then the P/D rule for this
     // node's role on that value.
@@ -159,6 +170,9 @@ std::string Engine::describe() const {
                  model_->weights().matrix_dtype(), " weights) on ", backend_->describe(), "; KV cache ",
                  cache_->num_blocks(), " blocks of ", config_.block_size, " tokens; max_model_len ", max_model_len_,
                  "; ", node_role_name(config_.role), " role; ", spec,
+                 model_->options().graph_max_seqs > 0
+                     ? str_cat("; graphs for batches of up to ", model_->options().graph_max_seqs, " sequences")
+                     : std::string(),
                  mirrors_.empty() ? "" : "; KV transfers through host mirrors of the pools");
 }
 

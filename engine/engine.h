@@ -48,6 +48,13 @@
 
 namespace baton {
 
+// Whether decode and verification forwards replay captured graphs (engine/model/forward_graphs.h).
+enum class GraphMode {
+  kAuto,  // where they pay: a CUDA device
+  kOn,    // wherever the backend captures them (the CPU too, for tests)
+  kOff,   // every forward op by op (vLLM's --enforce-eager)
+};
+
 struct EngineConfig {
   std::string model_dir;
   std::optional<DType> dtype;          // weight dtype override; nullopt: as stored
@@ -58,6 +65,8 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   std::uint64_t seed = 0;              // draws the seeds of requests that bring none
   std::optional<SpeculativeConfig> speculative;  // nullopt: no speculative decoding
+  GraphMode graphs = GraphMode::kAuto;
+  std::int32_t graph_max_batch_size = 0;  // largest padded batch in a graph; 0: min(max_num_seqs, 256)
   // The node role this engine serves; its speculative config must obey the P/D rule for it
   // (checked at create() with num_speculative_tokens resolved, e.g. MTP's default).
   NodeRole role = NodeRole::kColocated;
@@ -207,6 +216,10 @@ class Engine {
   const SpeculativeConfig* speculative_config() const { return speculator_ ? &speculator_->config() : nullptr; }
   // Speculative decoding counters; nullptr when the engine runs without speculation.
   const SpecDecodeStats* spec_stats() const { return speculator_ ? &speculator_->stats() : nullptr; }
+  // The target model's forwards: captured graphs, replays, eager runs.
+  const GraphStats& graph_stats() const { return model_->graph_stats(); }
+  // The largest padded batch replayed from a graph; 0 when graphs are off.
+  std::int32_t graph_max_batch_size() const { return model_->options().graph_max_seqs; }
   std::size_t num_waiting() const { return scheduler_->num_waiting(); }
   std::size_t num_running() const { return scheduler_->num_running() + scheduler_->num_ready(); }
   std::vector<KvPoolInfo> kv_pools() const;

@@ -65,4 +65,12 @@ void Backend::sample_rows(const TensorView& /*logits*/, std::span<const SampleRo
   BATON_CHECK(false, "sample_rows() on ", describe(), ", which does not sample (samples_rows() is false)");
 }
 
+absl::Status Backend::begin_capture() {
+  return absl::UnimplementedError(str_cat(describe(), " cannot capture graphs"));
+}
+
+absl::StatusOr<std::unique_ptr<OpGraph>> Backend::end_capture() {
+  return absl::UnimplementedError(str_cat(describe(), " cannot capture graphs"));
+}
+
 }  // namespace baton

@@ -77,7 +77,9 @@ struct AttentionBatch {
   TensorView token_seq;     // [tokens] index of each token's sequence
   TensorView block_tables;  // [num_seqs, max_blocks_per_seq] physical KV block ids
   std::int64_t num_tokens = 0;
-  std::int64_t max_context_len = 0;  // longest (position + 1) in the batch
+  // At least the longest (position + 1) in the batch: a bound, not the exact value, so that a
+  // graph captured with the model's max_model_len here replays for any context that fits.
+  std::int64_t max_context_len = 0;
 };
 
 // One row's settings for sample_rows(): the host Sampler's processing of a request without
@@ -95,6 +97,16 @@ struct SampleRowParams {
 // argmax_rows()' answers for rows that have no greedy pick.
 inline constexpr std::int32_t kArgmaxHasNaN = -1;
 inline constexpr std::int32_t kArgmaxNoFinite = -2;
+
+// Ops recorded once by Backend::begin_capture() / end_capture() and replayed as a whole: a CUDA
+// graph on a GPU. A replay runs the recorded ops with the arguments they were recorded with (the
+// same buffers, shapes and launch values); only the contents of the buffers may differ.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  // Enqueues the recorded ops, in order, like the calls themselves would.
+  virtual void replay() = 0;
+};
 
 class Backend {
  public:
@@ -218,6 +230,17 @@ class Backend {
   // max is +inf after temperature: it has no distribution). logits: [rows, vocab] F32; params: [rows]
   // host; out: [rows] I32. Only where samples_rows().
   virtual void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out);
+
+  // ---- graphs --------------------------------------------------------------------------------
+  // Between begin_capture() and end_capture(), the ops above (not the memory calls, fence(),
+  // wait_for() or sample_rows(), which break the capture) are recorded rather than run; nothing
+  // they write changes until the graph is replayed. Launch arguments are frozen in the graph, so
+  // whatever varies between replays must be read from device memory (AttentionBatch's
+  // max_context_len is a bound for this reason). end_capture() fails, naming the call, when one
+  // broke the capture; the backend is then out of capture mode either way.
+  virtual bool captures_graphs() const { return false; }
+  virtual absl::Status begin_capture();
+  virtual absl::StatusOr<std::unique_ptr<OpGraph>> end_capture();
 
  protected:
   friend class DeviceBuffer;

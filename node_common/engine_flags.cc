@@ -19,6 +19,10 @@ const std::vector<FlagSpec>& engine_flags() {
       {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
       {"max-num-seqs", "N", "requests running at once (default 64)"},
       {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
+      {"graphs", "MODE",
+       "replay decode and verification steps from captured graphs: auto (default: on a CUDA device), on, off "
+       "(every step op by op, like vLLM's --enforce-eager)"},
+      {"graph-max-batch-size", "N", "largest batch (sequences, padded) replayed from a graph (default: min(max-num-seqs, 256))"},
       {"testing-cpu-discrete-memory", "",
        "TESTING ONLY: the CPU backend acts like a GPU whose memory the host cannot read (prefill and decode "
        "nodes then move KV through host mirrors of their pools, as on a GPU)"},
@@ -47,6 +51,17 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
   if (auto isa = f.get("cpu-isa")) c.backend.cpu_isa = *isa;
   c.backend.batch_invariant = !f.has("no-batch-invariant");
   c.backend.cpu_discrete_memory = f.has("testing-cpu-discrete-memory");
+  if (auto g = f.get("graphs")) {
+    if (*g == "auto") c.graphs = GraphMode::kAuto;
+    else if (*g == "on") c.graphs = GraphMode::kOn;
+    else if (*g == "off") c.graphs = GraphMode::kOff;
+    else return absl::InvalidArgumentError(str_cat("--graphs must be auto, on or off, got '", *g, "'"));
+  }
+  BATON_ASSIGN_OR_RETURN(auto graph_max, f.get_int("graph-max-batch-size"));
+  if (graph_max) {
+    if (*graph_max < 1) return absl::InvalidArgumentError("--graph-max-batch-size must be at least 1");
+    c.graph_max_batch_size = static_cast<std::int32_t>(*graph_max);
+  }
   BATON_ASSIGN_OR_RETURN(auto gib, f.get_double("kv-cache-memory"));
   if (gib) {
     if (!(*gib > 0)) return absl::InvalidArgumentError("--kv-cache-memory must be positive");

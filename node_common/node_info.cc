@@ -32,6 +32,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   info.set_address(id.address);
   info.set_device(device_name(engine.backend().device()));
   info.set_kv_host_mirrors(engine.kv_host_mirrored());
+  info.set_graph_max_batch_size(engine.graph_max_batch_size());
   node::v1::NodeLoad* load = info.mutable_load();
   load->set_num_waiting(static_cast<std::int32_t>(engine.num_waiting()));
   load->set_num_running(static_cast<std::int32_t>(engine.num_running()));
@@ -53,6 +54,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   c->set_request_faults(stats.request_faults);
   c->set_prefix_cache_queries(stats.prefix_cache_queries);
   c->set_prefix_cache_hits(stats.prefix_cache_hits);
+  c->set_graph_replays(engine.graph_stats().replays);
   if (const SpecDecodeStats* spec = engine.spec_stats()) {
     node::v1::SpecDecodeCounters* s = c->mutable_spec();
     s->set_num_drafts(spec->num_drafts);

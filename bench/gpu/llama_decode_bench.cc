@@ -4,7 +4,7 @@
 // times the same shape in Hugging Face transformers.
 //
 //   llama_decode_bench [--device cuda:0] [--batches 1,16] [--context 512] [--warmup 5] [--steps 30]
-//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--small]
+//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--graphs both] [--small]
 //
 // --small swaps in a tiny model of the same family (hidden 256, 2 layers, vocab 1024) and
 // --device cpu runs on the CPU backend, its weights filled on the host by the same hash: together a
@@ -25,6 +25,10 @@
 // A step: one forward of `batch` sequences with one new token each (logits for each), then
 // Backend::synchronize(); timed on the host clock, so launch gaps count as they do in the engine.
 // After --warmup steps, --steps steps are timed; the median is reported (min and p90 too).
+// --graphs: "on" replays each step from a captured graph (engine/model/forward_graphs.h; the first
+// warm-up step captures it), as the engine does on CUDA by default; "off" launches op by op;
+// "both" (default) times both over the same weights and cache: "decode" holds the graph runs,
+// "decode_eager" the op-by-op ones.
 //
 // Bandwidth definitions (one convention for both numbers: DRAM bytes moved, read + written, per
 // second):
@@ -80,6 +84,7 @@ struct Args {
   double copy_gib = 2.0;
   int layers = 32;
   bool prefill = true;
+  std::string graphs = "both";  // on, off, both
   bool small = false;
 };
 
@@ -128,6 +133,9 @@ Args parse(int argc, char** argv) {
       a.layers = std::stoi(v);
     } else if (k == "--prefill") {
       a.prefill = v != "0";
+    } else if (k == "--graphs") {
+      if (v != "on" && v != "off" && v != "both") die("--graphs must be on, off or both");
+      a.graphs = v;
     } else {
       die(str_cat("unknown flag ", k));
     }
@@ -366,9 +374,20 @@ int run(int argc, char** argv) {
   to.max_num_logits = max_batch;
   to.max_model_len = blocks_per_seq * block_size;
   to.block_size = block_size;
+  // Two models over the same weight buffers: one op by op, one replaying graphs.
+  ModelWeights graph_weights;
+  graph_weights.embed = weights.embed;
+  graph_weights.final_norm = weights.final_norm;
+  graph_weights.lm_head = weights.lm_head;
+  graph_weights.layers = weights.layers;
   auto model_or = Transformer::create(*backend, *config, std::move(weights), to);
   check(model_or.status(), "Transformer::create");
   std::unique_ptr<Transformer> model = std::move(*model_or);
+  TransformerOptions graph_to = to;
+  graph_to.graph_max_seqs = max_batch;
+  auto graph_model_or = Transformer::create(*backend, *config, std::move(graph_weights), graph_to);
+  check(graph_model_or.status(), "Transformer::create (graphs)");
+  std::unique_ptr<Transformer> graph_model = std::move(*graph_model_or);
 
   const std::int32_t num_blocks = max_batch * blocks_per_seq + 1;
   auto cache_or = KvCache::create(*backend, model->kv_layout(), num_blocks);
@@ -441,8 +460,7 @@ int run(int argc, char** argv) {
     fill.sync("KV fill");
   }
 
-  json decode = json::array();
-  for (const int batch_size : args.batches) {
+  auto time_decode = [&](Transformer& m, const int batch_size, const bool graphs) {
     KvBlockPool pool(num_blocks, block_size);
     std::vector<BlockTable> tables;
     std::vector<std::vector<std::int32_t>> tokens(static_cast<std::size_t>(batch_size));
@@ -456,6 +474,7 @@ int run(int argc, char** argv) {
     std::vector<double> times;
     double kv_bytes_sum = 0;
     bool finite = true;
+    const std::int64_t replays_before = m.graph_stats().replays;
     for (int step = 0; step < total_steps; ++step) {
       ForwardBatch batch;
       for (int b = 0; b < batch_size; ++b) {
@@ -467,7 +486,7 @@ int run(int argc, char** argv) {
         batch.sequences.push_back(s);
       }
       const auto start = Clock::now();
-      auto fwd = model->forward(batch, cache);
+      auto fwd = m.forward(batch, cache);
       check(fwd.status(), "decode forward");
       backend->synchronize();
       const double dt = std::chrono::duration<double>(Clock::now() - start).count();
@@ -482,6 +501,8 @@ int run(int argc, char** argv) {
     const double weight_bw = static_cast<double>(weight_bytes) / s.median;
     json d{{"batch", batch_size},
            {"context", args.context},
+           {"graphs", graphs},
+           {"graph_replays", m.graph_stats().replays - replays_before},
            {"warmup_steps", args.warmup},
            {"timed_steps", args.steps},
            {"step_ms_median", s.median * 1e3},
@@ -493,10 +514,17 @@ int run(int argc, char** argv) {
            {"kv_bytes_per_step", kv_bytes},
            {"fraction_with_kv", (static_cast<double>(weight_bytes) + kv_bytes) / s.median / copy_bw},
            {"finite_logits", finite}};
-    std::fprintf(stderr, "llama_decode_bench: batch %d: %.3f ms/step, %.1f tokens/s, %.2f of copy bandwidth\n",
-                 batch_size, s.median * 1e3, batch_size / s.median, weight_bw / copy_bw);
-    decode.push_back(d);
+    std::fprintf(stderr, "llama_decode_bench: batch %d%s: %.3f ms/step, %.1f tokens/s, %.2f of copy bandwidth\n",
+                 batch_size, graphs ? " (graphs)" : "", s.median * 1e3, batch_size / s.median, weight_bw / copy_bw);
+    return d;
+  };
+
+  json decode = json::array(), decode_eager = json::array();
+  for (const int batch_size : args.batches) {
+    if (args.graphs != "off") decode.push_back(time_decode(*graph_model, batch_size, true));
+    if (args.graphs != "on") (args.graphs == "off" ? decode : decode_eager).push_back(time_decode(*model, batch_size, false));
   }
+  if (args.graphs == "both") out["decode_eager"] = decode_eager;
   out["decode"] = decode;
   std::cout << out.dump() << std::endl;
   return 0;

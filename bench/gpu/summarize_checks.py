@@ -157,7 +157,8 @@ def speed_figures(work):
         return {str(d["batch"]): {"tokens_per_s": round(d["tokens_per_s"], 1), "step_ms": round(d["step_ms_median"], 3),
                                   "fraction_of_copy_bandwidth": round(d["fraction_of_copy_bandwidth"], 3),
                                   "finite_logits": d.get("finite_logits")} for d in r["decode"]}
-    out = {"baton": per_batch(ours), "copy_bandwidth_bytes_per_s": (ours or {}).get("copy", {}).get("read_write_bytes_per_s"),
+    eager = per_batch({"decode": ours["decode_eager"]}) if ours and "decode_eager" in ours else None
+    out = {"baton": per_batch(ours), "baton_without_graphs": eager, "copy_bandwidth_bytes_per_s": (ours or {}).get("copy", {}).get("read_write_bytes_per_s"),
            "plumbing_test": (ours or {}).get("plumbing_test")}
     if ours and "error" in ours:
         out["baton_error"] = ours["error"]
@@ -242,6 +243,10 @@ def print_summary(s):
     if sp.get("baton"):
         notes["speed_baton"] = ("(plumbing test, tiny model) " if sp.get("plumbing_test") else "") + ", ".join(f"b{b}: {v['tokens_per_s']} tok/s, {v['step_ms']} ms/step, "
                                          f"{v['fraction_of_copy_bandwidth']} of copy bw" for b, v in sp["baton"].items())
+        if sp.get("baton_without_graphs"):
+            notes["speed_baton"] += "; without graphs: " + ", ".join(
+                f"b{b}: {v['step_ms']} ms/step, {v['fraction_of_copy_bandwidth']} of copy bw"
+                for b, v in sp["baton_without_graphs"].items())
     elif sp.get("baton_error"):
         notes["speed_baton"] = sp["baton_error"][:200]
     hf_bits = []

@@ -35,10 +35,26 @@ AttentionBatch BatchPlan::attention() const {
   return a;
 }
 
-absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks) {
-  const std::int64_t num_tokens = batch.num_tokens();
-  const std::int64_t num_logits = batch.num_logits();
-  num_seqs_ = static_cast<std::int64_t>(batch.sequences.size());
+absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks, std::int64_t padded_seqs) {
+  const auto real_seqs = static_cast<std::int64_t>(batch.sequences.size());
+  if (real_seqs == 0) return absl::InvalidArgumentError("forward batch has no tokens");
+  std::int64_t num_tokens = batch.num_tokens();
+  std::int64_t num_logits = batch.num_logits();
+  num_seqs_ = real_seqs;
+  if (padded_seqs > 0) {
+    if (padded_seqs < real_seqs || num_blocks < 1) {
+      return absl::InvalidArgumentError(str_cat("cannot pad ", real_seqs, " sequences to ", padded_seqs));
+    }
+    const ForwardSequence& first = batch.sequences.front();
+    for (const ForwardSequence& seq : batch.sequences) {
+      if (seq.tokens.size() != first.tokens.size() || !std::ranges::equal(seq.logits_indices, first.logits_indices)) {
+        return absl::InvalidArgumentError("a padded forward batch needs sequences of one shape");
+      }
+    }
+    num_tokens = padded_seqs * static_cast<std::int64_t>(first.tokens.size());
+    num_logits = padded_seqs * static_cast<std::int64_t>(first.logits_indices.size());
+    num_seqs_ = padded_seqs;
+  }
   if (num_tokens == 0) return absl::InvalidArgumentError("forward batch has no tokens");
   if (num_tokens > limits_.max_num_tokens || num_seqs_ > limits_.max_num_seqs || num_logits > limits_.max_num_logits) {
     return absl::InvalidArgumentError(str_cat("forward batch of ", num_tokens, " tokens, ", num_seqs_, " sequences, ",
@@ -93,6 +109,26 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks)
       h_logits_rows_.push_back(base + idx);
     }
     max_context_len_ = std::max(max_context_len_, end);
+  }
+  if (padded_seqs > 0) {
+    // Padding: the first sequence's shape at positions 0.. of block 0 (every block-table entry 0,
+    // so all its reads stay inside the cache), slot -1 so it writes no KV. Its rows are computed
+    // and never read.
+    const ForwardSequence& first = batch.sequences.front();
+    const auto q_len = static_cast<std::int32_t>(first.tokens.size());
+    for (std::int64_t s = real_seqs; s < padded_seqs; ++s) {
+      std::fill_n(h_block_tables_.begin() + s * max_blocks_per_seq_, max_blocks_per_seq_, 0);
+      const auto base = static_cast<std::int32_t>(h_tokens_.size());
+      for (std::int32_t i = 0; i < q_len; ++i) {
+        h_tokens_.push_back(0);
+        h_positions_.push_back(i);
+        h_token_seq_.push_back(static_cast<std::int32_t>(s));
+        h_slots_.push_back(-1);
+      }
+      for (std::int32_t idx : first.logits_indices) h_logits_rows_.push_back(base + idx);
+    }
+    // A graph replays for any context: attention gets the bound, not this batch's longest.
+    max_context_len_ = limits_.max_model_len;
   }
   // Pack into the staging slot the forward before last used: its upload has run once its fence
   // has passed (on the CPU at once), and the last forward's may still be in flight.

@@ -6,6 +6,10 @@
 //
 // It validates everything a batch claims (limits, block tables long enough, token ids in the
 // vocabulary, logits indices inside their chunk) so kernels never see an out-of-range index.
+//
+// For a forward replayed from a graph (engine/model/forward_graphs.h) it pads the batch to the
+// graph's number of sequences and gives attention the bound max_model_len as its longest context,
+// so that the packed layout and every launch value are the graph's whatever the real batch.
 #pragma once
 
 #include <array>
@@ -31,8 +35,12 @@ class BatchPlan {
  public:
   absl::Status allocate(Backend& backend, const BatchLimits& limits);
   // Validates `batch` against the limits and a cache of num_blocks blocks, then uploads it.
-  absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks);
+  // padded_seqs > 0 (a graph's shape; every sequence of `batch` has the first one's number of
+  // tokens and logits positions): pads the batch with sequences shaped like its first, each at
+  // positions 0.. over block 0 with its KV writes skipped, up to padded_seqs sequences.
+  absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks, std::int64_t padded_seqs = 0);
 
+  // Counts include padding.
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(h_tokens_.size()); }
   std::int64_t num_logits() const { return static_cast<std::int64_t>(h_logits_rows_.size()); }
   std::int64_t num_seqs() const { return num_seqs_; }

@@ -57,6 +57,8 @@ absl::Status Transformer::allocate_workspace() {
   limits.block_size = options_.block_size;
   limits.vocab_size = config_.vocab_size;
   BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
+  graphs_ = std::make_unique<ForwardGraphs>(backend_.captures_graphs() ? options_.graph_max_seqs : 0,
+                                            options_.graph_max_tokens_per_seq, limits);
   BATON_RETURN_IF_ERROR(alloc(&residual_, tu * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(layer_workspace_.allocate(backend_, config_, t));
   BATON_RETURN_IF_ERROR(alloc(&cos_sin_, tu * static_cast<std::size_t>(config_.head_dim) * f32));
@@ -106,7 +108,8 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     return absl::InvalidArgumentError(str_cat("KV cache layout ", kv_cache.layout().describe(),
                                               " does not fit this model (", kv_layout().describe(), ")"));
   }
-  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks()));
+  const std::optional<GraphShape> shape = graphs_->shape_for(batch);
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks(), shape ? shape->num_seqs : 0));
   const std::int64_t t = plan_.num_tokens();
   const std::int64_t n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
@@ -116,7 +119,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
                                                  " but reserve_captures() reserved ", captures_.size(),
                                                  final_hidden_.data() != nullptr ? " and the final hidden state" : ""));
   }
-  ForwardOutput out;
+  ForwardOutput out;  // the planned (padded) rows
   for (std::size_t c = 0; c < batch.capture_layer_inputs.size(); ++c) {
     const std::int32_t layer = batch.capture_layer_inputs[c];
     if (layer < 0 || layer >= config_.num_layers) {
@@ -124,7 +127,32 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     }
     out.layer_inputs.push_back(captures_[c].view(DType::kF32, {t, h}));
   }
+  if (batch.capture_final_hidden) out.final_hidden = final_hidden_.view(DType::kF32, {t, h});
+  out.logits = logits_.view(DType::kF32, {n_logits, config_.vocab_size});
 
+  if (!shape) {
+    enqueue_forward(batch, kv_cache, t, n_logits, out);
+    graphs_->count_eager();
+    return out;
+  }
+  GraphKey key;
+  key.shape = *shape;
+  key.capture_layer_inputs = batch.capture_layer_inputs;
+  key.capture_final_hidden = batch.capture_final_hidden;
+  key.kv_cache = kv_cache.layer(0).data;
+  key.kv_blocks = kv_cache.num_blocks();
+  graphs_->run(key, backend_, [&] { enqueue_forward(batch, kv_cache, t, n_logits, out); });
+  // The real rows come first: cut the padding off.
+  const std::int64_t real_t = batch.num_tokens(), real_logits = batch.num_logits();
+  for (std::size_t c = 0; c < out.layer_inputs.size(); ++c) out.layer_inputs[c] = captures_[c].view(DType::kF32, {real_t, h});
+  if (batch.capture_final_hidden) out.final_hidden = final_hidden_.view(DType::kF32, {real_t, h});
+  out.logits = logits_.view(DType::kF32, {real_logits, config_.vocab_size});
+  return out;
+}
+
+void Transformer::enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, std::int64_t t, std::int64_t n_logits,
+                                  const ForwardOutput& out) {
+  const std::int64_t h = config_.hidden_size;
   const TensorView residual = residual_.view(DType::kF32, {t, h});
   backend_.embedding(weights_.embed, plan_.tokens(), residual);
   backend_.rope_cos_sin(plan_.positions(),
@@ -143,16 +171,13 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   const TensorView rows = plan_.logits_rows();
   const TensorView selected = selected_.view(DType::kF32, {n_logits, h});
   if (batch.capture_final_hidden) {
-    out.final_hidden = final_hidden_.view(DType::kF32, {t, h});
     backend_.rms_norm(residual, weights_.final_norm, config_.rms_norm_eps, out.final_hidden);
     if (n_logits > 0) backend_.gather_rows(out.final_hidden, rows, selected);
   } else if (n_logits > 0) {
     backend_.gather_rows(residual, rows, selected);
     backend_.rms_norm(selected, weights_.final_norm, config_.rms_norm_eps, selected);
   }
-  out.logits = logits_.view(DType::kF32, {n_logits, config_.vocab_size});
   if (n_logits > 0) backend_.linear(selected, weights_.lm_head, TensorView{}, out.logits);
-  return out;
 }
 
 }  // namespace baton

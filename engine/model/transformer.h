@@ -7,6 +7,9 @@
 // on the device (so a device backend can capture it in a graph) and never reads activations on the
 // host. Every op is batch-invariant, so a token's logits are
 // bit-identical however it is batched.
+//
+// With graph_max_seqs > 0, decode- and verification-shaped forwards are padded and replayed from
+// captured graphs (forward_graphs.h); the outputs are the same views, cut to the real rows.
 #pragma once
 
 #include <memory>
@@ -18,6 +21,7 @@
 #include "engine/model/decoder_layer.h"
 #include "engine/model/config.h"
 #include "engine/model/forward_batch.h"
+#include "engine/model/forward_graphs.h"
 #include "engine/model/weights.h"
 #include "kernels/backend.h"
 
@@ -29,6 +33,10 @@ struct TransformerOptions {
   std::int32_t max_num_logits = 0;     // rows of logits per forward; 0: max_num_seqs * 9, capped by max_num_tokens
   std::int32_t max_model_len = 0;      // longest sequence; 0: the config's max_position_embeddings
   std::int32_t block_size = 16;
+  // Largest padded batch (sequences) replayed from a captured graph; 0: every forward runs op by op.
+  std::int32_t graph_max_seqs = 0;
+  // Most new tokens per sequence in a graph: 1 (decode), or k + 1 with speculative decoding.
+  std::int32_t graph_max_tokens_per_seq = 1;
 };
 
 class Transformer {
@@ -49,6 +57,7 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const TransformerOptions& options() const { return options_; }
+  const GraphStats& graph_stats() const { return graphs_->stats(); }
   Backend& backend() { return backend_; }
   // The KV layout this model needs (the cache dtype is the backend's activation dtype).
   KvCacheLayout kv_layout() const;
@@ -62,12 +71,17 @@ class Transformer {
   // MLP output is left in the scratch in turn.
   void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache, const ForwardBatch& batch,
                      const ForwardOutput& out);
+  // Every op of a forward over the planned batch (t tokens, n_logits rows, padding included) into
+  // `out`'s views: what runs eagerly and what a graph captures.
+  void enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, std::int64_t t, std::int64_t n_logits,
+                       const ForwardOutput& out);
 
   Backend& backend_;
   ModelConfig config_;
   ModelWeights weights_;
   TransformerOptions options_;
   BatchPlan plan_;
+  std::unique_ptr<ForwardGraphs> graphs_;
 
   // Device workspace.
   DeviceBuffer inv_freq_;

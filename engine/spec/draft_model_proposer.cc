@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(c
   to.max_num_logits = ctx.max_num_seqs;
   to.max_model_len = ctx.max_model_len;
   to.block_size = ctx.block_size;
+  to.graph_max_seqs = ctx.graph_max_seqs;
   BATON_ASSIGN_OR_RETURN(p->model_, Transformer::create(*ctx.backend, draft_config, std::move(weights), to));
   BATON_RETURN_IF_ERROR(p->init_kv(*ctx.backend, p->model_->kv_layout(), ctx, config.num_speculative_tokens));
   spdlog::info("draft model {}: {} layers, hidden {}, {} KV blocks", config.model, draft_config.num_layers,

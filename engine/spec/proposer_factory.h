@@ -30,6 +30,7 @@ struct ProposerContext {
   std::int32_t max_num_seqs = 0;
   std::optional<DType> dtype;       // weight dtype override, applied to draft weights too
   KvMemoryProvider* kv_memory = nullptr;  // the draft pool's memory (null: the backend's)
+  std::int32_t graph_max_seqs = 0;        // a draft model's TransformerOptions::graph_max_seqs
 };
 
 absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig& config, const ProposerContext& context);

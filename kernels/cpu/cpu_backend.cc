@@ -55,6 +55,7 @@ std::string CpuBackend::describe() const {
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
+  breaks_capture("allocate");
   void* p = allocate_host(bytes);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes"));
@@ -63,6 +64,7 @@ absl::StatusOr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::allocate_staging(std::size_t bytes) {
+  breaks_capture("allocate_staging");
   void* p = allocate_host(bytes);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(str_cat("cpu backend: cannot allocate ", bytes, " bytes of staging memory"));
@@ -81,6 +83,7 @@ void CpuBackend::free(void* data, std::size_t /*bytes*/) {
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::pack_linear_weight(const TensorView& weight, TensorView* packed) {
+  breaks_capture("pack_linear_weight");
   // The non-invariant opt-in hands F32 GEMMs with many rows to OpenBLAS, which reads row-major
   // weights. (The BF16-dot tier has its own kernel over the same panels.)
   const bool wanted = weight.ndim == 2 && weight.stride(1) == 1 && packable_weight_dtype(weight.dtype) &&
@@ -113,17 +116,21 @@ std::optional<CpuBackend::PackedWeight> CpuBackend::find_packed(const void* data
 }
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  breaks_capture("copy_to_device");
   if (bytes > 0) std::memcpy(dst, host_src, bytes);
 }
 void CpuBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  breaks_capture("copy_to_host");
   if (bytes > 0) std::memcpy(host_dst, src, bytes);
 }
 void CpuBackend::copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  if (recorded([=, this] { copy_on_device(dst, src, bytes); })) return;
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
 void CpuBackend::linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
                         const TensorView& out) {
+  if (recorded([=, this] { linear(x, weight, bias, out); })) return;
   const ProfileScope profile(ProfileClass::kGemm);
   check_f32(x, "linear input");
   check_f32(out, "linear output");
@@ -184,6 +191,7 @@ void CpuBackend::linear(const TensorView& x, const TensorView& weight, const Ten
 }
 
 void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) {
+  if (recorded([=, this] { rms_norm(x, weight, eps, out); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(x, "rms_norm input");
   check_f32(out, "rms_norm output");
@@ -201,6 +209,7 @@ void CpuBackend::rms_norm(const TensorView& x, const TensorView& weight, float e
 
 void CpuBackend::add_rms_norm(const TensorView& residual, const TensorView& x, const TensorView& weight, float eps,
                               const TensorView& out) {
+  if (recorded([=, this] { add_rms_norm(residual, x, weight, eps, out); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(residual, "add_rms_norm residual");
   check_f32(x, "add_rms_norm input");
@@ -227,6 +236,7 @@ void CpuBackend::add_rms_norm(const TensorView& residual, const TensorView& x, c
 }
 
 void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
+  if (recorded([=, this] { silu_mul(gate_up, out); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   check_f32(gate_up, "silu_mul input");
   check_f32(out, "silu_mul output");
@@ -242,6 +252,7 @@ void CpuBackend::silu_mul(const TensorView& gate_up, const TensorView& out) {
 }
 
 void CpuBackend::argmax_rows(const TensorView& logits, const TensorView& out) {
+  if (recorded([=, this] { argmax_rows(logits, out); })) return;
   const ProfileScope profile(ProfileClass::kSampling);
   check_f32(logits, "argmax_rows logits");
   const Rows<const float> rows(logits);
@@ -262,6 +273,7 @@ void CpuBackend::argmax_rows(const TensorView& logits, const TensorView& out) {
 
 void CpuBackend::sample_rows(const TensorView& logits, std::span<const SampleRowParams> params,
                              const TensorView& out) {
+  breaks_capture("sample_rows");
   const ProfileScope profile(ProfileClass::kSampling);
   check_f32(logits, "sample_rows logits");
   const Rows<const float> rows(logits);
@@ -308,6 +320,7 @@ void CpuBackend::sample_rows(const TensorView& logits, std::span<const SampleRow
 
 void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                                  float scale, int sliding_window, const TensorView& out) {
+  if (recorded([=, this] { paged_attention(q, kv_cache, batch, scale, sliding_window, out); })) return;
   const ProfileScope profile(ProfileClass::kAttention);
   check_f32(q, "attention q");
   check_f32(out, "attention output");
@@ -340,6 +353,11 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   a.block_size = static_cast<std::int32_t>(kv_cache.dim(2));
   a.sliding_window = sliding_window;
   a.scale = scale;
+  // The scratch is sized by the bound: a position past it would overrun it.
+  for (std::int64_t t = 0; t < batch.num_tokens; ++t) {
+    BATON_CHECK(a.positions[t] >= 0 && a.positions[t] < batch.max_context_len, "attention: token ", t, " at position ",
+                a.positions[t], " is outside the batch's max_context_len ", batch.max_context_len);
+  }
   const std::int64_t scratch_floats =
       attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
   const KernelTable& k = *kernels_;

@@ -20,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_graph.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/row_sampler.h"
@@ -45,7 +46,12 @@ class CpuBackend final : public Backend {
   bool reads_host_memory() const override { return !options_.cpu_discrete_memory; }
   bool host_reads_device_memory() const override { return !options_.cpu_discrete_memory; }
   absl::StatusOr<DeviceBuffer> pack_linear_weight(const TensorView& weight, TensorView* packed) override;
-  void synchronize() override {}
+  void synchronize() override { breaks_capture("synchronize"); }
+  std::uint64_t fence() override {
+    breaks_capture("fence");
+    return 0;
+  }
+  void wait_for(std::uint64_t /*fence*/) override { breaks_capture("wait_for"); }
 
   void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) override;
@@ -67,6 +73,11 @@ class CpuBackend final : public Backend {
   bool samples_rows() const override { return true; }
   void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override;
 
+  // Graphs of recorded ops (cpu_graph.h): no faster here, but the engine's graph path runs as on a GPU.
+  bool captures_graphs() const override { return true; }
+  absl::Status begin_capture() override;
+  absl::StatusOr<std::unique_ptr<OpGraph>> end_capture() override;
+
   ThreadPool& pool() { return pool_; }
   const KernelTable& kernels() const { return *kernels_; }
   CpuIsa isa() const { return isa_; }
@@ -82,6 +93,20 @@ class CpuBackend final : public Backend {
     DType dtype;
     std::int64_t n, k;
   };
+  // While this thread captures a graph on this backend: stores `op` (the call again, its arguments
+  // copied) to run at replay instead of now, and returns true.
+  template <class Op>
+  bool recorded(Op&& op) {
+    CpuCapture* c = t_cpu_capture;
+    if (c == nullptr || c->backend != this) [[likely]] return false;
+    c->ops.emplace_back(std::forward<Op>(op));
+    return true;
+  }
+  // A call no graph can hold (memory, host synchronisation): while this thread captures on this
+  // backend, remembers it so that end_capture() fails naming it, and returns true. The call itself
+  // still runs.
+  bool breaks_capture(const char* call) const;
+
   // The packed weight starting at `data`, if linear() should read it as packed.
   std::optional<PackedWeight> find_packed(const void* data) const;
 

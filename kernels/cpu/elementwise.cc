@@ -31,6 +31,7 @@ void widen_row(const void* src, DType dtype, float* dst, std::int64_t n) {
 }  // namespace
 
 void CpuBackend::embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) {
+  if (recorded([=, this] { embedding(table, token_ids, out); })) return;
   BATON_CHECK(table.ndim == 2 && table.stride(1) == 1, "embedding table: ", table.describe());
   BATON_CHECK(token_ids.dtype == DType::kI32 && token_ids.ndim == 1, "token ids: ", token_ids.describe());
   const Rows<float> o(out);
@@ -47,6 +48,7 @@ void CpuBackend::embedding(const TensorView& table, const TensorView& token_ids,
 }
 
 void CpuBackend::rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) {
+  if (recorded([=, this] { rope_cos_sin(positions, inv_freq, cos_sin); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   BATON_CHECK(positions.dtype == DType::kI32 && inv_freq.dtype == DType::kF32 && cos_sin.dtype == DType::kF32,
               "rope_cos_sin dtypes");
@@ -68,6 +70,7 @@ void CpuBackend::rope_cos_sin(const TensorView& positions, const TensorView& inv
 }
 
 void CpuBackend::apply_rope(const TensorView& x, const TensorView& cos_sin) {
+  if (recorded([=, this] { apply_rope(x, cos_sin); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   BATON_CHECK(x.dtype == DType::kF32 && x.ndim == 3 && x.stride(2) == 1, "rope input: ", x.describe());
   const std::int64_t tokens = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
@@ -91,6 +94,7 @@ void CpuBackend::apply_rope(const TensorView& x, const TensorView& cos_sin) {
 }
 
 void CpuBackend::add(const TensorView& a, const TensorView& b, const TensorView& out) {
+  if (recorded([=, this] { add(a, b, out); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   const Rows<const float> ar(a), br(b);
   const Rows<float> o(out);
@@ -109,6 +113,7 @@ void CpuBackend::add(const TensorView& a, const TensorView& b, const TensorView&
 }
 
 void CpuBackend::gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) {
+  if (recorded([=, this] { gather_rows(src, indices, out); })) return;
   const Rows<const float> s(src);
   const Rows<float> o(out);
   BATON_CHECK(src.dtype == DType::kF32 && out.dtype == DType::kF32 && indices.dtype == DType::kI32 &&
@@ -122,6 +127,7 @@ void CpuBackend::gather_rows(const TensorView& src, const TensorView& indices, c
 }
 
 void CpuBackend::copy(const TensorView& src, const TensorView& out) {
+  if (recorded([=, this] { copy(src, out); })) return;
   const Rows<const float> s(src);
   const Rows<float> o(out);
   BATON_CHECK(src.dtype == out.dtype && src.dtype == DType::kF32 && s.count() == o.count() && s.cols() == o.cols(),
@@ -133,6 +139,7 @@ void CpuBackend::copy(const TensorView& src, const TensorView& out) {
 
 void CpuBackend::write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
                           const TensorView& kv_cache) {
+  if (recorded([=, this] { write_kv(k, v, slot_mapping, kv_cache); })) return;
   const ProfileScope profile(ProfileClass::kAttention);
   BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
               "kv cache layer: ", kv_cache.describe());

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
+#include <thread>
 
 #include "common/status.h"
 #include "kernels/cuda/argmax.cuh"
@@ -85,6 +87,20 @@ static_assert(sizeof(SampleRowParams) == sizeof(cuda::SampleRowArgs) &&
               offsetof(SampleRowParams, seed) == offsetof(cuda::SampleRowArgs, seed) &&
               offsetof(SampleRowParams, position) == offsetof(cuda::SampleRowArgs, position));
 
+// A captured CUDA graph, replayed on the backend's stream.
+class CudaOpGraph final : public OpGraph {
+ public:
+  CudaOpGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaOpGraph() override { cudaGraphExecDestroy(exec_); }
+  CudaOpGraph(const CudaOpGraph&) = delete;
+  CudaOpGraph& operator=(const CudaOpGraph&) = delete;
+  void replay() override { check_cuda(cudaGraphLaunch(exec_, stream_), "graph replay"); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaBackend>> create(const BackendOptions& options) {
@@ -131,6 +147,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF32; }
 
   absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override {
+    if (breaks_capture("allocate")) return absl::FailedPreconditionError("allocate() inside a graph capture");
     if (bytes == 0) bytes = 1;
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, bytes);
@@ -142,6 +159,9 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(this, p, bytes);
   }
   absl::StatusOr<DeviceBuffer> allocate_staging(std::size_t bytes) override {
+    if (breaks_capture("allocate_staging")) {
+      return absl::FailedPreconditionError("allocate_staging() inside a graph capture");
+    }
     void* p = nullptr;
     const cudaError_t err = cudaMallocHost(&p, std::max<std::size_t>(bytes, 1));
     if (err != cudaSuccess) {
@@ -153,7 +173,7 @@ class CudaBackend final : public Backend {
   }
   // Fences are events recorded on the stream, from a ring: waiting on a fence whose event has been
   // recorded again since waits for that later point, which is later still, so never too little.
-  std::uint64_t fence() override { return record_fence(stream_); }
+  std::uint64_t fence() override { return breaks_capture("fence") ? 0 : record_fence(stream_); }
   std::uint64_t record_fence(cudaStream_t stream) {
     const std::uint64_t f = ++fences_;
     cudaEvent_t& e = events_[f % events_.size()];
@@ -162,23 +182,24 @@ class CudaBackend final : public Backend {
     return f;
   }
   void wait_for(std::uint64_t f) override {
-    if (f == 0) return;
+    if (f == 0 || breaks_capture("wait_for")) return;
     check_cuda(cudaEventSynchronize(events_[f % events_.size()]), "wait for a fence");
   }
   // A pageable source is staged by the driver before cudaMemcpyAsync returns, so the caller may
   // reuse `host_src` at once; a staging (page-locked) one is read by the DMA later (fence()).
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override {
-    if (bytes == 0) return;
+    if (bytes == 0 || breaks_capture("copy_to_device")) return;
     check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   }
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return;
+    if (bytes == 0 || breaks_capture("copy_to_host")) return;
     check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     check_cuda(cudaStreamSynchronize(stream_), "copy to host");
   }
   // On a second stream, behind an event of the compute stream, so the copy engine moves them while
   // the compute stream goes on; the fence is an event of that second stream.
   std::uint64_t copy_to_host_async(std::span<const HostCopy> copies) override {
+    if (breaks_capture("copy_to_host_async")) return 0;
     if (copy_stream_ == nullptr) {
       check_cuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "copy stream");
       check_cuda(cudaEventCreateWithFlags(&copy_after_, cudaEventDisableTiming), "copy stream");
@@ -196,7 +217,9 @@ class CudaBackend final : public Backend {
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
   }
   bool reads_host_memory() const override { return false; }
-  void synchronize() override { check_cuda(cudaStreamSynchronize(stream_), "synchronize"); }
+  void synchronize() override {
+    if (!breaks_capture("synchronize")) check_cuda(cudaStreamSynchronize(stream_), "synchronize");
+  }
 
   void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override {
     check_f32(out, "embedding output");
@@ -358,7 +381,7 @@ class CudaBackend final : public Backend {
     BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == l.count && l.cols > 0 &&
                     static_cast<std::int64_t>(params.size()) == l.count,
                 "sample_rows shapes: ", logits.describe(), " with ", params.size(), " params -> ", out.describe());
-    if (l.count == 0) return;
+    if (l.count == 0 || breaks_capture("sample_rows")) return;
     // The row settings travel in a buffer kept from call to call (grown, never per step).
     const std::size_t bytes = params.size() * sizeof(SampleRowParams);
     if (sample_params_.bytes() < bytes) {
@@ -372,6 +395,46 @@ class CudaBackend final : public Backend {
                "sample_rows");
   }
 
+  // Graphs: the stream's work captured in thread-local mode (calls from other threads, such as a
+  // transport allocating memory, do not break it), instantiated once, replayed with cudaGraphLaunch.
+  bool captures_graphs() const override { return true; }
+  absl::Status begin_capture() override {
+    if (capture_thread_.load() != std::thread::id()) {
+      return absl::FailedPreconditionError("begin_capture(): a graph capture is already running");
+    }
+    const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InternalError(str_cat("begin graph capture: ", cudaGetErrorString(err)));
+    }
+    capture_broken_by_.clear();
+    capture_thread_.store(std::this_thread::get_id());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<OpGraph>> end_capture() override {
+    if (capture_thread_.load() != std::this_thread::get_id()) {
+      return absl::FailedPreconditionError("end_capture() without begin_capture() on this thread");
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+    capture_thread_.store(std::thread::id());
+    if (err != cudaSuccess || !capture_broken_by_.empty()) {
+      cudaGetLastError();
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return absl::FailedPreconditionError(
+          capture_broken_by_.empty() ? str_cat("graph capture: ", cudaGetErrorString(err))
+                                     : str_cat("graph capture broken by ", capture_broken_by_, "()"));
+    }
+    cudaGraphExec_t exec = nullptr;
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InternalError(str_cat("graph instantiation: ", cudaGetErrorString(err)));
+    }
+    return std::unique_ptr<OpGraph>(new CudaOpGraph(exec, stream_));
+  }
+
  protected:
   void free(void* data, std::size_t /*bytes*/) override {
     // cudaFree waits for the device; a failure here means the context is already broken.
@@ -382,6 +445,15 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(const BackendOptions& options) : options_(options) {}
 
+  // A call no graph can hold (memory, host synchronisation, host-side parameters) while this thread
+  // captures: remembered so that end_capture() fails naming it, and skipped (the CUDA call would
+  // invalidate the capture). Returns true then.
+  bool breaks_capture(const char* call) {
+    if (capture_thread_.load() != std::this_thread::get_id()) return false;
+    if (capture_broken_by_.empty()) capture_broken_by_ = call;
+    return true;
+  }
+
   BackendOptions options_;
   std::string name_ = "unknown GPU";
   cudaStream_t stream_ = nullptr;
@@ -391,6 +463,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
   std::array<cudaEvent_t, 32> events_{};  // fence()'s ring
   std::uint64_t fences_ = 0;
+  std::atomic<std::thread::id> capture_thread_{};  // the thread capturing a graph, if any
+  std::string capture_broken_by_;                  // written by that thread only
 };
 
 }  // namespace

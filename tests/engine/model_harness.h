@@ -22,7 +22,7 @@ struct ModelHarness {
   std::unique_ptr<KvBlockPool> pool;
 
   static ModelHarness load(const std::string& dir, const std::string& isa = "auto", int threads = 2,
-                           std::int32_t num_blocks = 64, Device device = {}) {
+                           std::int32_t num_blocks = 64, Device device = {}, std::int32_t graph_max_seqs = 0) {
     ModelHarness h;
     BackendOptions bo;
     bo.device = device;
@@ -41,6 +41,8 @@ struct ModelHarness {
     to.max_num_tokens = 256;
     to.max_num_seqs = 8;
     to.max_num_logits = 256;
+    to.graph_max_seqs = graph_max_seqs;  // decode and verification forwards of up to 8 tokens per sequence
+    to.graph_max_tokens_per_seq = 8;
     auto model = Transformer::create(*h.backend, *config, std::move(*weights), to);
     BATON_CHECK(model.ok(), model.status().ToString());
     h.model = std::move(*model);

@@ -15,11 +15,16 @@ struct Case {
   std::string transport;
   // Both nodes' CPU backends act like a GPU's memory: the KV goes through host mirrors.
   bool discrete_memory = false;
-  std::string name() const { return spec.label + "_" + transport + (discrete_memory ? "_host_mirrors" : ""); }
+  // Both nodes replay decode and verification steps from graphs, as on a GPU.
+  bool graphs = false;
+  std::string name() const {
+    return spec.label + "_" + transport + (discrete_memory ? "_host_mirrors" : "") + (graphs ? "_graphs" : "");
+  }
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.spec.label << " over " << c.transport << (c.discrete_memory ? " through host mirrors" : "");
+  *os << c.spec.label << " over " << c.transport << (c.discrete_memory ? " through host mirrors" : "")
+      << (c.graphs ? " with graphs" : "");
 }
 
 class ServingEquivalence : public ::testing::TestWithParam<Case> {};
@@ -45,6 +50,10 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
 
   cli::ClusterOptions options = cluster_options(c.spec.config, c.transport, c.name());
   if (c.discrete_memory) options.node_args.push_back("--testing-cpu-discrete-memory");
+  if (c.graphs) {
+    options.node_args.push_back("--graphs");
+    options.node_args.push_back("on");
+  }
   auto cluster = cli::LocalCluster::start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = router_stub((*cluster)->router_address());
@@ -69,6 +78,14 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
       EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
     }
   }
+  if (c.graphs) {
+    // The decode nodes really replayed graphs, or this case would test nothing new.
+    for (cli::ClusterProcess* p : (*cluster)->nodes("decode")) {
+      const auto info = node_info(*decode_stub(p->address));
+      EXPECT_GT(info.graph_max_batch_size(), 0);
+      EXPECT_GT(info.load().counters().graph_replays(), 0);
+    }
+  }
 }
 
 std::vector<Case> cases() {
@@ -82,6 +99,9 @@ std::vector<Case> cases() {
     out.push_back({s, "ucx", true});
     if (s.label == "draft_model" || s.label == "eagle3") out.push_back({s, "grpc", true});
   }
+  // What a GPU decode node does by default: every method with graphs, with and without mirrors.
+  for (const SpecCase& s : family_methods()) out.push_back({s, "ucx", false, true});
+  out.push_back({family_methods().back(), "ucx", true, true});
   return out;
 }
 

@@ -62,12 +62,14 @@ std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
-                                    const std::string& cpu_isa = "auto", bool discrete_memory = false) {
+                                    const std::string& cpu_isa = "auto", bool discrete_memory = false,
+                                    GraphMode graphs = GraphMode::kAuto) {
   EngineConfig c;
   c.model_dir = fixture_path(target);
   c.backend.num_threads = 2;
   c.backend.cpu_isa = cpu_isa;
   c.backend.cpu_discrete_memory = discrete_memory;
+  c.graphs = graphs;
   c.kv_cache_bytes = 8 << 20;
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 16;
@@ -137,6 +139,33 @@ TEST(SpecEngine, DiscreteMemoryPathsGiveTheSameTokensAndDrafts) {
     EXPECT_EQ(run(*discrete, jobs), run(*in_place, jobs)) << m.label;
     EXPECT_EQ(discrete->spec_stats()->num_draft_tokens, in_place->spec_stats()->num_draft_tokens) << m.label;
     EXPECT_EQ(discrete->spec_stats()->num_accepted_tokens, in_place->spec_stats()->num_accepted_tokens) << m.label;
+  }
+}
+
+// Decode and verification steps replayed from captured graphs, as on a GPU (on the CPU a graph
+// is the ops recorded and run again; engine/model/forward_graphs.h): without speculation and with
+// every method, the tokens (greedy, seeded sampled and penalised), drafts and acceptances are
+// exactly the engine's running every forward op by op, and the graphs were replayed.
+TEST(SpecEngine, GraphReplaysGiveTheSameTokensAndDrafts) {
+  {
+    auto eager = make_engine("llama-f32", std::nullopt, "auto", false, GraphMode::kOff);
+    auto graphed = make_engine("llama-f32", std::nullopt, "auto", false, GraphMode::kOn);
+    const auto jobs = jobs_for(eager->model_config().vocab_size, /*include_sampled=*/true);
+    EXPECT_EQ(run(*graphed, jobs), run(*eager, jobs)) << "no speculation";
+    EXPECT_GT(graphed->graph_stats().replays, 0);
+    EXPECT_EQ(eager->graph_stats().replays, 0);
+  }
+  for (const MethodCase& m : method_cases()) {
+    auto spec = SpeculativeConfig::parse(m.json + ", \"num_speculative_tokens\": 3}", NodeRole::kColocated);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto eager = make_engine(m.target, *spec, "auto", false, GraphMode::kOff);
+    auto graphed = make_engine(m.target, *spec, "auto", false, GraphMode::kOn);
+    const auto jobs = jobs_for(eager->model_config().vocab_size, /*include_sampled=*/true);
+    EXPECT_EQ(run(*graphed, jobs), run(*eager, jobs)) << m.label;
+    EXPECT_EQ(graphed->spec_stats()->num_draft_tokens, eager->spec_stats()->num_draft_tokens) << m.label;
+    EXPECT_EQ(graphed->spec_stats()->num_accepted_tokens, eager->spec_stats()->num_accepted_tokens) << m.label;
+    EXPECT_GT(graphed->graph_stats().replays, 0) << m.label;
+    EXPECT_EQ(eager->graph_stats().replays, 0) << m.label;
   }
 }
 
