@@ -8,13 +8,13 @@
 
 #include "gtest/gtest.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/fixture_on_device.h"
 #include "tests/engine/model_harness.h"
 
 namespace baton {
 namespace {
 
 using testing::argmax;
-using testing::fixture_names;
 using testing::fixture_path;
 using testing::load_reference;
 using testing::ModelHarness;
@@ -32,14 +32,7 @@ struct ModelRun {
   std::vector<TestSequence> seqs;
 };
 
-class ForwardGraphsTest : public ::testing::TestWithParam<std::tuple<std::string, Device>> {
- protected:
-  void SetUp() override {
-    if (device().type == DeviceType::kCuda && available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string& name() const { return std::get<0>(GetParam()); }
-  Device device() const { return std::get<1>(GetParam()); }
-};
+class ForwardGraphsTest : public testing::FixtureOnDevice {};
 
 // A step: these sequences add `q` tokens each (logits at all of them), optionally capturing hidden
 // states; the first new token is the greedy pick of the sequence's last logits, the others
@@ -147,18 +140,8 @@ TEST_P(ForwardGraphsTest, ReplayedStepsAreBitIdenticalToEagerOnes) {
   EXPECT_EQ(eager.h.model->graph_stats().replays, 0);
 }
 
-std::vector<Device> devices() {
-  std::vector<Device> d = {Device{DeviceType::kCpu, 0}};
-  if (cuda_backend_built()) d.push_back(Device{DeviceType::kCuda, 0});
-  return d;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, ForwardGraphsTest,
-                         ::testing::Combine(::testing::ValuesIn(fixture_names()), ::testing::ValuesIn(devices())),
-                         [](const auto& p) {
-                           return testing::test_name_for(std::get<0>(p.param)) + "_" +
-                                  (std::get<1>(p.param).type == DeviceType::kCuda ? "cuda" : "cpu");
-                         });
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, ForwardGraphsTest, testing::every_fixture_on_every_device(),
+                         testing::fixture_on_device_name);
 
 }  // namespace
 }  // namespace baton

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/fixtures.h"
 #include "kernels/cpu/cpu_features.h"
+#include "tests/engine/fixture_on_device.h"
 #include "tests/engine/model_harness.h"
 
 namespace baton {
@@ -45,13 +46,8 @@ std::vector<std::int32_t> continue_greedily(ModelHarness& h, TestSequence& seq, 
 }
 
 // A fixture on a device: the properties below must hold on every backend.
-class FixtureTest : public ::testing::TestWithParam<std::tuple<std::string, Device>> {
+class FixtureTest : public testing::FixtureOnDevice {
  protected:
-  void SetUp() override {
-    if (device().type == DeviceType::kCuda && available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string& name() const { return std::get<0>(GetParam()); }
-  Device device() const { return std::get<1>(GetParam()); }
   ModelHarness load() const { return ModelHarness::load(fixture_path(name()), "auto", 2, 64, device()); }
 };
 
@@ -156,18 +152,8 @@ TEST_P(FixtureTest, MixedBatchIsBitIdenticalToEachSequenceAlone) {
   }
 }
 
-std::vector<Device> devices() {
-  std::vector<Device> d = {Device{DeviceType::kCpu, 0}};
-  if (cuda_backend_built()) d.push_back(Device{DeviceType::kCuda, 0});
-  return d;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, FixtureTest, ::testing::Combine(::testing::ValuesIn(fixture_names()),
-                                                                           ::testing::ValuesIn(devices())),
-                         [](const auto& p) {
-                           return testing::test_name_for(std::get<0>(p.param)) +
-                                  (std::get<1>(p.param).type == DeviceType::kCuda ? "_cuda" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, FixtureTest, testing::every_fixture_on_every_device(),
+                         testing::fixture_on_device_name);
 
 TEST(Transformer, Bf16DotTierStaysCloseAndKeepsTheGreedyContinuation) {
   if (!cpu::CpuFeatures::detect().supports(cpu::CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
