@@ -3,7 +3,9 @@
 // in F32, BF16 or F16, uploaded once at load and read in their stored dtype with F32 accumulation.
 //
 // Every op is enqueued on the backend's one stream in call order; copy_to_host() and synchronize()
-// wait for it. Kernels live in kernels/cuda/*.cu by op (pointwise, rope, attention, gemm); this
+// wait for it. begin_capture()/end_capture() record the ops into a CUDA graph (thread-local stream
+// capture) that OpGraph::replay() launches in one call; cuBLAS gets its own workspace at creation
+// (cublasSetWorkspace) so a captured GEMM allocates nothing. Kernels live in kernels/cuda/*.cu by op (pointwise, rope, attention, gemm); this
 // file only checks views and translates them to the launchers' plain arguments.
 //
 // Must not: fall back to the CPU for any op; allocate device memory inside an op other than the

@@ -50,6 +50,7 @@ const CublasApi* load_cublas(std::string* error) {
       bind(loaded.destroy, "cublasDestroy_v2");
       bind(loaded.set_stream, "cublasSetStream_v2");
       bind(loaded.set_math_mode, "cublasSetMathMode");
+      bind(loaded.set_workspace, "cublasSetWorkspace_v2");
       bind(loaded.gemm_ex, "cublasGemmEx");
       bind(loaded.status_name, "cublasGetStatusName");
       bind(loaded.status_string, "cublasGetStatusString");
@@ -88,9 +89,21 @@ GemmContext* gemm_create(cudaStream_t stream, bool with_cublas, std::string* err
     s = api.set_math_mode(ctx->handle, CUBLAS_DEFAULT_MATH);
     what = "cublasSetMathMode";
   }
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    if (cudaMalloc(&ctx->workspace, kCublasWorkspaceBytes) != cudaSuccess) {
+      cudaGetLastError();
+      ctx->workspace = nullptr;
+      if (error != nullptr) *error = "cannot allocate cuBLAS's workspace (" + std::to_string(kCublasWorkspaceBytes) + " bytes)";
+      api.destroy(ctx->handle);
+      return nullptr;
+    }
+    s = api.set_workspace(ctx->handle, ctx->workspace, kCublasWorkspaceBytes);
+    what = "cublasSetWorkspace";
+  }
   if (s != CUBLAS_STATUS_SUCCESS) {
     if (error != nullptr) *error = cublas_error(api, what, s);
     api.destroy(ctx->handle);
+    if (ctx->workspace != nullptr) cudaFree(ctx->workspace);
     return nullptr;
   }
   return ctx.release();
@@ -104,6 +117,7 @@ void gemm_destroy(GemmContext* context) {
     cudaStreamSynchronize(context->stream);
   }
   if (context->handle != nullptr) context->cublas->destroy(context->handle);
+  if (context->workspace != nullptr) cudaFree(context->workspace);  // after the handle that used it
   delete context;
 }
 

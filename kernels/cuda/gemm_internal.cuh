@@ -28,6 +28,7 @@ struct CublasApi {
   decltype(&::cublasDestroy_v2) destroy = nullptr;
   decltype(&::cublasSetStream_v2) set_stream = nullptr;
   decltype(&::cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&::cublasSetWorkspace_v2) set_workspace = nullptr;
   // (cublas_api.h overloads cublasGemmEx for C++; this is the C entry point's signature.)
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
@@ -47,7 +48,13 @@ struct GemmContext {
   // freed by gemm_destroy.
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
+  // cuBLAS's own workspace, ours (cublasSetWorkspace) so that a GEMM captured in a CUDA graph
+  // never has cuBLAS allocate inside the capture; kCublasWorkspaceBytes, cudaMalloc'd at create.
+  void* workspace = nullptr;
 };
+
+// 32 MiB: what NVIDIA recommends for Hopper (4 MiB suffices before it).
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 
 // The batch-invariant kernel (gemm_invariant.cu). Any m; needs no context.
 cudaError_t linear_invariant(const LinearArgs& args, cudaStream_t stream);
