@@ -153,6 +153,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   }
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
   e->seed_source_.seed(config.seed);
+  // A prefill node's forwards push KV layer by layer and never replay graphs.
+  if (config.role != NodeRole::kPrefill) BATON_RETURN_IF_ERROR(e->capture_step_graphs());
   spdlog::info("engine: {}", e->describe());
   return e;
 }

@@ -258,6 +258,8 @@ class Engine {
   void park_prefilled(std::vector<RequestOutput>& outs);
   absl::StatusOr<HandoffRecord> make_handoff(Request* r);
   void release_held(Request* r);
+  // Captures the target's decode and verification graphs for every batch bucket (engine_graphs.cc).
+  absl::Status capture_step_graphs();
   // Host mirrors of the KV pools (prefill and decode roles on a backend whose memory the host
   // cannot read; see KvPoolInfo::transfer). Layer i's written rows go down while layer i + 1 is
   // enqueued, and the callback hears of layer i once they have landed.

@@ -5,7 +5,8 @@
 // their shape from step to step but for the number of sequences. Padded up to a bucket (1, 2, 4,
 // 8, then multiples of 8 up to max_seqs), they fall into a few shapes, each captured the first
 // time it is seen, right after running that forward eagerly (which also warms anything a kernel
-// sets up on first use), and replayed from then on. BatchPlan does the padding (sequences shaped
+// sets up on first use), and replayed from then on. (The engine shows each bucket's decode and
+// verification shapes to the model as it starts: engine/engine_graphs.cc.) BatchPlan does the padding (sequences shaped
 // like the batch's, over block 0, writing no KV) and gives attention the bound max_model_len, so
 // the launch values frozen in a graph hold for every batch of its shape.
 //

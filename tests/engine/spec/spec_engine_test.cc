@@ -145,11 +145,15 @@ TEST(SpecEngine, DiscreteMemoryPathsGiveTheSameTokensAndDrafts) {
 // Decode and verification steps replayed from captured graphs, as on a GPU (on the CPU a graph
 // is the ops recorded and run again; engine/model/forward_graphs.h): without speculation and with
 // every method, the tokens (greedy, seeded sampled and penalised), drafts and acceptances are
-// exactly the engine's running every forward op by op, and the graphs were replayed.
+// exactly the engine's running every forward op by op, and the graphs were replayed. The engine
+// captures a decode graph per batch bucket (1, 2, 4, 8, 16 for 16 sequences) when it starts, and a
+// verification graph per bucket too when it speculates.
 TEST(SpecEngine, GraphReplaysGiveTheSameTokensAndDrafts) {
   {
     auto eager = make_engine("llama-f32", std::nullopt, "auto", false, GraphMode::kOff);
     auto graphed = make_engine("llama-f32", std::nullopt, "auto", false, GraphMode::kOn);
+    EXPECT_EQ(graphed->graph_stats().captured, 5);
+    EXPECT_EQ(eager->graph_stats().captured, 0);
     const auto jobs = jobs_for(eager->model_config().vocab_size, /*include_sampled=*/true);
     EXPECT_EQ(run(*graphed, jobs), run(*eager, jobs)) << "no speculation";
     EXPECT_GT(graphed->graph_stats().replays, 0);
@@ -160,6 +164,7 @@ TEST(SpecEngine, GraphReplaysGiveTheSameTokensAndDrafts) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto eager = make_engine(m.target, *spec, "auto", false, GraphMode::kOff);
     auto graphed = make_engine(m.target, *spec, "auto", false, GraphMode::kOn);
+    EXPECT_EQ(graphed->graph_stats().captured, 10) << m.label;
     const auto jobs = jobs_for(eager->model_config().vocab_size, /*include_sampled=*/true);
     EXPECT_EQ(run(*graphed, jobs), run(*eager, jobs)) << m.label;
     EXPECT_EQ(graphed->spec_stats()->num_draft_tokens, eager->spec_stats()->num_draft_tokens) << m.label;
