@@ -42,8 +42,9 @@ struct GraphShape {
 // Everything besides the plan's contents that a captured forward depends on.
 struct GraphKey {
   GraphShape shape;
-  std::vector<std::int32_t> capture_layer_inputs;
-  bool capture_final_hidden = false;
+  // The caller's own choices of ops and buffers (the Transformer: the hidden states it captures; a
+  // draft head: its module, where its features come from).
+  std::vector<std::int64_t> variant;
   const void* kv_cache = nullptr;  // the cache's first layer
   std::int64_t kv_blocks = 0;
   bool operator==(const GraphKey&) const = default;

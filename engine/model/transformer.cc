@@ -137,8 +137,8 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   }
   GraphKey key;
   key.shape = *shape;
-  key.capture_layer_inputs = batch.capture_layer_inputs;
-  key.capture_final_hidden = batch.capture_final_hidden;
+  key.variant.assign(batch.capture_layer_inputs.begin(), batch.capture_layer_inputs.end());
+  key.variant.push_back(batch.capture_final_hidden ? -1 : -2);
   key.kv_cache = kv_cache.layer(0).data;
   key.kv_blocks = kv_cache.num_blocks();
   graphs_->run(key, backend_, [&] { enqueue_forward(batch, kv_cache, t, n_logits, out); });

@@ -227,6 +227,7 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   max_num_logits_ = o.max_num_seqs;
   max_num_tokens_ = o.max_num_tokens;
   BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
+  graphs_ = std::make_unique<ForwardGraphs>(backend_.captures_graphs() ? o.graph_max_seqs : 0, 1, limits);
   const auto t = static_cast<std::size_t>(o.max_num_tokens);
   const auto h = static_cast<std::size_t>(config_.hidden_size);
   const auto f = sizeof(float);
@@ -264,13 +265,58 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
                                               bool from_target, KvCache& cache, bool logits_to_host) {
   BATON_CHECK(mi >= 0 && mi < num_modules(), "head module ", mi);
   const HeadModule& m = modules_[static_cast<std::size_t>(mi)];
-  BATON_RETURN_IF_ERROR(plan_.plan(batch, cache.num_blocks()));
-  const std::int64_t t = plan_.num_tokens(), n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
   const std::int64_t width = from_target ? target_feature_width() : h;
-  if (feat.dtype != DType::kF32 || feat.ndim != 2 || feat.dim(0) != t || feat.dim(1) != width) {
-    return absl::InternalError(str_cat("draft head: features ", feat.describe(), " for ", t, " tokens of width ", width));
+  const std::int64_t real_t = batch.num_tokens(), real_logits = batch.num_logits();
+  if (feat.dtype != DType::kF32 || feat.ndim != 2 || feat.dim(0) != real_t || feat.dim(1) != width) {
+    return absl::InternalError(str_cat("draft head: features ", feat.describe(), " for ", real_t, " tokens of width ", width));
   }
+  // A graph reads its features from feature_input(), padded rows and all. DeepSeek's MTP changes
+  // its ops for rows at position 0, so those forwards run eagerly.
+  std::optional<GraphShape> shape;
+  if (feat.data == features_.data()) shape = graphs_->shape_for(batch);
+  if (shape && kind_ == HeadKind::kMtpDeepSeek) {
+    for (const ForwardSequence& s : batch.sequences) {
+      if (s.start_position == 0) shape.reset();
+    }
+  }
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, cache.num_blocks(), shape ? shape->num_seqs : 0));
+  const std::int64_t t = plan_.num_tokens(), n_logits = plan_.num_logits();
+  const TensorView features = shape ? features_.view(DType::kF32, {t, width}) : feat;
+  const TensorView sel = selected_.view(DType::kF32, {n_logits, h});
+  const TensorView head_in = m.out_norm.empty() ? sel : selected_normed_.view(DType::kF32, {n_logits, h});
+  const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
+  auto enqueue = [&] { enqueue_forward(m, mi, features, from_target, cache, t, n_logits, head_in, logits); };
+  if (shape) {
+    GraphKey key;
+    key.shape = *shape;
+    key.variant = {mi, from_target ? 1 : 0, width};
+    key.kv_cache = cache.layer(0).data;
+    key.kv_blocks = cache.num_blocks();
+    graphs_->run(key, backend_, enqueue);
+  } else {
+    enqueue();
+    graphs_->count_eager();
+  }
+
+  HeadOutput out;
+  if (real_logits == 0) return out;
+  // The real rows come first: cut the padding off.
+  out.device_logits = logits.slice0(0, real_logits);
+  if (logits_to_host) {
+    out.logits.resize(static_cast<std::size_t>(real_logits * out_vocab_));
+    backend_.copy_to_host(out.logits.data(), logits.data, out.logits.size() * sizeof(float));
+  }
+  // The state fed back while drafting: the pre-norm output, except Qwen3-Next's MTP, which
+  // returns (and vLLM feeds back) its normed output.
+  out.outputs = (kind_ == HeadKind::kMtpQwen3Next ? head_in : sel).slice0(0, real_logits);
+  return out;
+}
+
+void DraftHead::enqueue_forward(const HeadModule& m, std::int32_t mi, const TensorView& feat, bool from_target,
+                                KvCache& cache, std::int64_t t, std::int64_t n_logits, const TensorView& head_in,
+                                const TensorView& logits) {
+  const std::int64_t h = config_.hidden_size;
   Backend& b = backend_;
   const TensorView emb = emb_.view(DType::kF32, {t, h});
   b.embedding(m.embed, plan_.tokens(), emb);
@@ -320,26 +366,11 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   }
   decoder_layer(b, config_, m.layer, 0, attn_input, resid, s, lb, cache.layer(mi));
 
-  HeadOutput out;
-  if (n_logits == 0) return out;
+  if (n_logits == 0) return;
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});
   b.gather_rows(resid, plan_.logits_rows(), sel);
-  TensorView head_in = sel;
-  if (!m.out_norm.empty()) {
-    head_in = selected_normed_.view(DType::kF32, {n_logits, h});
-    b.rms_norm(sel, m.out_norm, config_.rms_norm_eps, head_in);
-  }
-  const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
+  if (!m.out_norm.empty()) b.rms_norm(sel, m.out_norm, config_.rms_norm_eps, head_in);
   b.linear(head_in, m.lm_head, TensorView{}, logits);
-  out.device_logits = logits;
-  if (logits_to_host) {
-    out.logits.resize(static_cast<std::size_t>(n_logits * out_vocab_));
-    b.copy_to_host(out.logits.data(), logits.data, out.logits.size() * sizeof(float));
-  }
-  // The state fed back while drafting: the pre-norm output, except Qwen3-Next's MTP, which
-  // returns (and vLLM feeds back) its normed output.
-  out.outputs = kind_ == HeadKind::kMtpQwen3Next ? head_in : sel;
-  return out;
 }
 
 }  // namespace baton

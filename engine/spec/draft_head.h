@@ -18,6 +18,7 @@
 #include "engine/model/batch_plan.h"
 #include "engine/model/config.h"
 #include "engine/model/decoder_layer.h"
+#include "engine/model/forward_graphs.h"
 #include "engine/model/weights.h"
 #include "engine/spec/config.h"
 #include "engine/spec/model_proposer.h"
@@ -44,6 +45,9 @@ struct HeadOptions {
   std::int32_t max_model_len = 0;
   std::int32_t block_size = 16;
   std::optional<DType> dtype;
+  // Drafting steps (one token per sequence, features in feature_input()) replay captured graphs
+  // for batches of up to this many sequences (engine/model/forward_graphs.h); 0: never.
+  std::int32_t graph_max_seqs = 0;
 };
 
 // What a forward gives for its logits rows. The views are the head's own buffers, valid until its
@@ -85,10 +89,14 @@ class DraftHead {
   // logits_to_host: also copy the logits rows to HeadOutput::logits (probabilistic drafting).
   absl::StatusOr<HeadOutput> forward(std::int32_t m, const ForwardBatch& batch, const TensorView& features,
                                      bool from_target, KvCache& cache, bool logits_to_host);
+  const GraphStats& graph_stats() const { return graphs_->stats(); }
 
  private:
   DraftHead(Backend& backend) : backend_(backend) {}
   absl::Status allocate(const HeadOptions& options, std::int32_t vocab);
+  // Module m's ops over the planned batch (t tokens, n_logits rows, padding included).
+  void enqueue_forward(const HeadModule& m, std::int32_t mi, const TensorView& feat, bool from_target, KvCache& cache,
+                       std::int64_t t, std::int64_t n_logits, const TensorView& head_in, const TensorView& logits);
 
   Backend& backend_;
   HeadKind kind_ = HeadKind::kEagle1;
@@ -104,6 +112,7 @@ class DraftHead {
   std::int32_t max_num_logits_ = 0, max_num_tokens_ = 0;
   std::int32_t block_size_ = 16;
   BatchPlan plan_;
+  std::unique_ptr<ForwardGraphs> graphs_;
   LayerWorkspace layer_workspace_;
   DeviceBuffer inv_freq_, features_, emb_, cat_, resid_, cos_sin_, selected_, selected_normed_, logits_, zero_row_;
 };

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/spec/draft_head.h"
+#include "engine/spec/head_proposer.h"
 #include "engine/spec/proposer_factory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,7 +49,7 @@ std::vector<HeadCase> head_cases() {
   return out;
 }
 
-ProposerContext context_for(ModelHarness& h, const std::string& target) {
+ProposerContext context_for(ModelHarness& h, const std::string& target, std::int32_t graph_max_seqs = 0) {
   ProposerContext pc;
   pc.target_dir = fixture_path(target);
   pc.target_config = &h.model->config();
@@ -59,6 +60,7 @@ ProposerContext context_for(ModelHarness& h, const std::string& target) {
   pc.max_model_len = 256;
   pc.max_num_batched_tokens = 256;
   pc.max_num_seqs = 8;
+  pc.graph_max_seqs = graph_max_seqs;
   return pc;
 }
 
@@ -184,6 +186,26 @@ TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
     feed_target_states(h, p, 3, c.tokens, /*chunk=*/3);
     EXPECT_EQ(propose_for(p, {3}, {c.tokens}, c.k)[0], c.drafts) << c.name << " (prompt states in chunks of 3)";
     p.remove_request(3, true);
+  }
+}
+
+// Drafting steps replayed from captured graphs (engine/model/forward_graphs.h; on the CPU, the
+// ops recorded and run again): every layout still drafts the reference, call after call, and the
+// heads' graphs were replayed.
+TEST(DraftHeads, GraphReplayedDraftStepsDraftTheReference) {
+  for (const HeadCase& c : head_cases()) {
+    auto h = ModelHarness::load(fixture_path(c.target));
+    auto proposer = make_proposer(head_config(c), context_for(h, c.target, /*graph_max_seqs=*/4));
+    ASSERT_TRUE(proposer.ok()) << c.name << ": " << proposer.status();
+    Proposer& p = **proposer;
+    p.add_request(1, c.tokens);
+    feed_target_states(h, p, 1, c.tokens);
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_EQ(propose_for(p, {1}, {c.tokens}, c.k)[0], c.drafts) << c.name << " call " << call;
+    }
+    if (const auto* heads = dynamic_cast<const HeadProposer*>(&p)) {
+      EXPECT_GT(heads->head().graph_stats().replays, 0) << c.name;
+    }
   }
 }
 
