@@ -5,7 +5,8 @@
 // output with one-hot drafts to plain sampling's (the batch-invariant kernels make a token's logits
 // the same in a decode step and in a verification); and a request prefilled by a prefill-role GPU
 // engine and decoded by a decode-role one, its KV going through the pools' host mirrors (page-locked
-// copies, fences), yields a colocated GPU engine's tokens for every method.
+// copies, fences), yields a colocated GPU engine's tokens for every method; and steps replayed from
+// CUDA graphs (the default on a GPU) give exactly the tokens of steps launched op by op.
 // Every test skips on a machine without a GPU.
 #include <map>
 #include <random>
@@ -64,9 +65,10 @@ std::vector<Job> jobs_for(std::int32_t vocab) {
 
 std::unique_ptr<Engine> make_engine(const std::string& target, Device device,
                                     const std::optional<SpeculativeConfig>& spec = std::nullopt,
-                                    NodeRole role = NodeRole::kColocated) {
+                                    NodeRole role = NodeRole::kColocated, GraphMode graphs = GraphMode::kAuto) {
   EngineConfig c;
   c.role = role;
+  c.graphs = graphs;
   c.model_dir = fixture_path(target);
   c.backend.device = device;
   c.backend.num_threads = 2;
@@ -157,6 +159,11 @@ TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices)
 INSTANTIATE_TEST_SUITE_P(AllMethods, CudaSpecEquivalence, ::testing::Range(0, static_cast<int>(method_cases().size())),
                          [](const auto& p) { return method_cases()[static_cast<std::size_t>(p.param)].label; });
 
+// Test names for a method index, -1 being no speculation.
+std::string method_label(const ::testing::TestParamInfo<int>& p) {
+  return p.param < 0 ? std::string("none") : method_cases()[static_cast<std::size_t>(p.param)].label;
+}
+
 class CudaHandoff : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
@@ -187,10 +194,35 @@ TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaHandoff, ::testing::Range(-1, static_cast<int>(method_cases().size())),
-                         [](const auto& p) {
-                           return p.param < 0 ? std::string("none")
-                                              : method_cases()[static_cast<std::size_t>(p.param)].label;
-                         });
+                         method_label);
+
+class CudaGraphs : public ::testing::TestWithParam<int> {};
+
+// Every method, greedy and seeded sampled requests: the engine replaying CUDA graphs (captured at
+// start-up for every bucket, padded batches and all) gives the tokens and acceptances of the same
+// engine launching every op, and really replayed.
+TEST_P(CudaGraphs, ReplayedStepsGiveTheTokensOfEagerOnes) {
+  SKIP_WITHOUT_GPU();
+  const MethodCase* m = GetParam() < 0 ? nullptr : &method_cases()[static_cast<std::size_t>(GetParam())];
+  const std::string target = m ? m->target : "llama-f32";
+  const auto spec = m ? std::optional(m->config(3)) : std::nullopt;
+  auto eager = make_engine(target, kCuda, spec, NodeRole::kColocated, GraphMode::kOff);
+  auto graphed = make_engine(target, kCuda, spec);  // auto: graphs on a GPU
+  EXPECT_GT(graphed->graph_stats().captured, 0);
+  const auto jobs = jobs_for(eager->model_config().vocab_size);
+  const std::string label = m ? m->label : "none";
+  const auto want = testing::run_jobs(*eager, jobs);
+  const auto got = testing::run_jobs(*graphed, jobs);
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", request " << j.id;
+  if (m != nullptr) {
+    EXPECT_EQ(graphed->spec_stats()->num_accepted_tokens, eager->spec_stats()->num_accepted_tokens) << label;
+  }
+  EXPECT_GT(graphed->graph_stats().replays, 0) << label;
+  EXPECT_EQ(eager->graph_stats().replays, 0) << label;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaGraphs, ::testing::Range(-1, static_cast<int>(method_cases().size())),
+                         method_label);
 
 TEST(CudaEngine, UnknownDeviceIndexIsAClearError) {
   EngineConfig c;
