@@ -53,6 +53,8 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
   if (info.role() != "prefill") {
     counter(kLocalPrefills, "Requests this decode node prefilled itself (short prompt, no usable prefill node, forced).",
             static_cast<double>(load.local_prefills()));
+    counter(kGraphReplays, "Target forwards (decode and verification steps) replayed from a captured graph.",
+            static_cast<double>(c.graph_replays()));
   }
   if (info.role() == "prefill") {
     counter(kKvTransferBytes, "KV cache bytes posted to decode nodes (any outcome).",

@@ -353,19 +353,21 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   a.block_size = static_cast<std::int32_t>(kv_cache.dim(2));
   a.sliding_window = sliding_window;
   a.scale = scale;
-  // The scratch is sized by the bound: a position past it would overrun it.
+  // max_context_len is a bound (a graph replays with max_model_len there): the longest context,
+  // which sizes the scratch and the work split, is read from the positions, each inside the bound.
+  std::int64_t context = 0;
   for (std::int64_t t = 0; t < batch.num_tokens; ++t) {
     BATON_CHECK(a.positions[t] >= 0 && a.positions[t] < batch.max_context_len, "attention: token ", t, " at position ",
                 a.positions[t], " is outside the batch's max_context_len ", batch.max_context_len);
+    context = std::max<std::int64_t>(context, a.positions[t] + 1);
   }
-  const std::int64_t scratch_floats =
-      attention_scratch_floats(num_heads, num_kv_heads, head_dim, batch.max_context_len);
+  const std::int64_t scratch_floats = attention_scratch_floats(num_heads, num_kv_heads, head_dim, context);
   const KernelTable& k = *kernels_;
   a.num_tokens = batch.num_tokens;
   // An item costs about tokens x context x head_dim x group multiply-adds (twice); keep shares worth a wake-up.
   const std::int64_t item_tokens = std::min<std::int64_t>(kAttentionTokenBlock, batch.num_tokens);
   const std::int64_t item_cost =
-      std::max<std::int64_t>(1, item_tokens * batch.max_context_len * head_dim * (num_heads / num_kv_heads) * 2);
+      std::max<std::int64_t>(1, item_tokens * context * head_dim * (num_heads / num_kv_heads) * 2);
   const std::int64_t min_items = std::max<std::int64_t>(1, (1 << 15) / item_cost);
   pool_.parallel_for(attention_items(batch.num_tokens, num_kv_heads), min_items, 1, [&](std::int64_t b, std::int64_t e) {
     // Per-thread scratch that only grows: no allocation once the longest context has been seen.

@@ -42,6 +42,7 @@ node::v1::NodeInfo decode_info() {
   spec->set_num_accepted_tokens(17);
   for (int n : {9, 5, 3}) spec->add_accepted_per_position(n);
   load->mutable_counters()->set_lease_expiries(1);
+  load->mutable_counters()->set_graph_replays(12);
   return info;
 }
 
@@ -64,6 +65,7 @@ TEST(Metrics, NodeSnapshotBecomesLabelledFamilies) {
   EXPECT_DOUBLE_EQ(sum_of(samples, metrics::kKvUsage, {{"pool", "target"}}), 0.25);
   EXPECT_EQ(sum_of(samples, metrics::kLocalPrefills, node), 4);
   EXPECT_EQ(sum_of(samples, metrics::kLeaseExpiries, node), 1);
+  EXPECT_EQ(sum_of(samples, metrics::kGraphReplays, node), 12);
   EXPECT_EQ(count_of(samples, metrics::kKvTransferBytes), 0u);  // a decode node sends none
   const PromtoolResult lint = promtool_check(*body);
   EXPECT_EQ(lint.exit_code, 0) << lint.output;

@@ -123,5 +123,53 @@ TEST(BatchPlan, EachForwardUploadsItsOwnMetadataWhileTheLastCopyIsInFlight) {
   }
 }
 
+// A graph's padding (engine/model/forward_graphs.h): sequences shaped like the batch's (two tokens,
+// logits at both) at positions 0.. over block 0, every block-table entry 0, slot -1; attention
+// bounded by max_model_len; batches of mixed shapes and pads below the batch refused.
+TEST(BatchPlan, PaddingAddsSequencesThatReadBlockZeroAndWriteNothing) {
+  DeferredDmaBackend backend;
+  BatchLimits limits;
+  limits.max_num_tokens = 8;
+  limits.max_num_seqs = 4;
+  limits.max_num_logits = 8;
+  limits.max_model_len = 32;  // two blocks per sequence
+  limits.block_size = 16;
+  limits.vocab_size = 100;
+  BatchPlan plan;
+  ASSERT_TRUE(plan.allocate(backend, limits).ok());
+  const std::vector<std::int32_t> blocks_a = {3}, blocks_b = {2, 1};
+  const std::vector<std::int32_t> tokens_a = {11, 12}, tokens_b = {21, 22}, both = {0, 1};
+  ForwardBatch batch;
+  batch.sequences.push_back({tokens_a, 5, blocks_a, both});   // positions 5, 6 in block 3
+  batch.sequences.push_back({tokens_b, 17, blocks_b, both});  // positions 17, 18 in block 1
+  ASSERT_TRUE(plan.plan(batch, /*num_blocks=*/4, /*padded_seqs=*/4).ok());
+  EXPECT_EQ(plan.num_tokens(), 8);
+  EXPECT_EQ(plan.num_logits(), 8);
+  EXPECT_EQ(plan.num_seqs(), 4);
+  EXPECT_EQ(plan.attention().max_context_len, 32);
+  backend.synchronize();
+  ASSERT_EQ(backend.delivered.size(), 1u);
+  const std::vector<std::int32_t> expected = {
+      11, 12, 21, 22, 0, 0, 0, 0,                      // tokens
+      5, 6, 17, 18, 0, 1, 0, 1,                        // positions
+      0, 0, 1, 1, 2, 2, 3, 3,                          // token_seq
+      3 * 16 + 5, 3 * 16 + 6, 16 + 1, 16 + 2, -1, -1, -1, -1,  // slots
+      0, 1, 2, 3, 4, 5, 6, 7,                          // logits rows
+      3, -1, 2, 1, 0, 0, 0, 0,                         // block tables [4, 2]
+  };
+  EXPECT_EQ(backend.delivered[0], expected);
+
+  // Unpadded, the same batch's attention bound is its own longest context.
+  ASSERT_TRUE(plan.plan(batch, 4).ok());
+  EXPECT_EQ(plan.attention().max_context_len, 19);
+
+  const std::vector<std::int32_t> last = {0};
+  ForwardBatch mixed = batch;
+  mixed.sequences[1].logits_indices = last;
+  EXPECT_FALSE(plan.plan(mixed, 4, 4).ok()) << "sequences of different shapes padded";
+  EXPECT_FALSE(plan.plan(batch, 4, 1).ok()) << "padded below the batch";
+  EXPECT_FALSE(plan.plan(batch, 4, 5).ok()) << "padded beyond max_num_seqs";
+}
+
 }  // namespace
 }  // namespace baton
