@@ -15,7 +15,7 @@
 // are RANDOM BF16 made on the GPU by a hash-based fill kernel (device_fill.cu; uniform with
 // variance 1/fan_in, norms 1): nothing comes from the host or the disk. ModelWeights is assembled
 // directly from those device buffers, each linear() weight put in the backend's packed layout
-// when it has one, as ModelWeights::load does.
+// when it has one, as ModelWeights::load does (random_llama.h makes the model).
 //
 // Context: the paged KV cache (F32, the backend's activation dtype) is pre-filled with random
 // values, and every sequence starts decoding at position --context over a block table covering
@@ -58,7 +58,8 @@
 
 #include <cuda_runtime.h>
 
-#include "bench/gpu/device_fill.cuh"
+#include "bench/gpu/bench_failure.h"
+#include "bench/gpu/random_llama.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/kv/block_pool.h"
@@ -87,20 +88,6 @@ struct Args {
   std::string graphs = "both";  // on, off, both
   bool small = false;
 };
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "llama_decode_bench: %s\n", what.c_str());
-  std::cout << json{{"bench", "llama_decode_bench"}, {"error", what}}.dump() << std::endl;
-  std::exit(1);
-}
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) die(str_cat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
-}
-
-void check(const absl::Status& s, const char* what) {
-  if (!s.ok()) die(str_cat(what, ": ", s.ToString()));
-}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -142,134 +129,6 @@ Args parse(int argc, char** argv) {
   }
   if (a.batches.empty() || a.context < 1 || a.steps < 1 || a.warmup < 0 || a.layers < 1) die("bad arguments");
   return a;
-}
-
-// Llama-3.1-8B's config.json, less what Baton ignores (--small: a tiny model of the same family).
-json llama31_8b_config(int layers, bool small) {
-  return json{{"architectures", {"LlamaForCausalLM"}},
-              {"model_type", "llama"},
-              {"hidden_act", "silu"},
-              {"hidden_size", small ? 256 : 4096},
-              {"intermediate_size", small ? 512 : 14336},
-              {"num_hidden_layers", small ? 2 : layers},
-              {"num_attention_heads", small ? 4 : 32},
-              {"num_key_value_heads", small ? 2 : 8},
-              {"head_dim", small ? 64 : 128},
-              {"vocab_size", small ? 1024 : 128256},
-              {"max_position_embeddings", 131072},
-              {"rms_norm_eps", 1e-5},
-              {"rope_theta", 500000.0},
-              {"rope_scaling",
-               {{"factor", 8.0},
-                {"low_freq_factor", 1.0},
-                {"high_freq_factor", 4.0},
-                {"original_max_position_embeddings", 8192},
-                {"rope_type", "llama3"}}},
-              {"attention_bias", false},
-              {"mlp_bias", false},
-              {"tie_word_embeddings", false},
-              {"torch_dtype", "bfloat16"},
-              {"bos_token_id", small ? 1 : 128000},
-              {"eos_token_id", small ? 2 : 128001}};
-}
-
-// The hash of device_fill.cu, on the host (the CPU plumbing run only).
-float host_uniform_pm1(std::uint64_t seed, std::uint64_t i) {
-  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-// Fills device memory: with device_fill.cu's kernels on the GPU, with host loops on the CPU backend
-// (whose memory is host memory).
-struct Filler {
-  bool gpu = true;
-
-  void bf16_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
-    if (gpu) return check(fill_bf16_uniform(dst, n, scale, seed), "fill weights");
-    auto* d = static_cast<std::uint16_t*>(dst);
-    for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(scale * host_uniform_pm1(seed, i));
-  }
-  void f32_uniform(void* dst, std::size_t n, float scale, std::uint64_t seed) const {
-    if (gpu) return check(fill_f32_uniform(static_cast<float*>(dst), n, scale, seed), "fill");
-    auto* d = static_cast<float*>(dst);
-    for (std::size_t i = 0; i < n; ++i) d[i] = scale * host_uniform_pm1(seed, i);
-  }
-  void f32_constant(void* dst, std::size_t n, float value) const {
-    if (gpu) return check(fill_f32_constant(static_cast<float*>(dst), n, value), "fill");
-    std::fill_n(static_cast<float*>(dst), n, value);
-  }
-  // The fills above run on the legacy default stream; the backend's stream must not start first.
-  void sync(const char* what) const {
-    if (gpu) check(cudaDeviceSynchronize(), what);
-  }
-};
-
-// The model's parameters, made on the device.
-class RandomWeights {
- public:
-  RandomWeights(Backend& backend, const Filler& fill) : backend_(backend), fill_(fill) {}
-
-  TensorView matrix(std::int64_t rows, std::int64_t cols, float scale) {
-    DeviceBuffer buf = allocate(static_cast<std::size_t>(rows * cols) * 2);
-    fill_.bf16_uniform(buf.data(), static_cast<std::size_t>(rows * cols), scale, next_seed());
-    TensorView v = buf.view(DType::kBF16, {rows, cols});
-    owned_.push_back(std::move(buf));
-    return v;
-  }
-  // A linear() weight [n, k] with variance 1/k (uniform(-a, a), a = sqrt(3 / k)), packed like
-  // WeightLoader::for_linear does.
-  TensorView linear(std::int64_t n, std::int64_t k) {
-    TensorView w = matrix(n, k, std::sqrt(3.0f / static_cast<float>(k)));
-    TensorView packed;
-    auto buf = backend_.pack_linear_weight(w, &packed);
-    check(buf.status(), "pack_linear_weight");
-    if (buf->data() == nullptr) return w;
-    owned_.pop_back();  // the unpacked copy
-    owned_.push_back(std::move(*buf));
-    return packed;
-  }
-  TensorView ones(std::int64_t n) {
-    DeviceBuffer buf = allocate(static_cast<std::size_t>(n) * 4);
-    fill_.f32_constant(buf.data(), static_cast<std::size_t>(n), 1.0f);
-    TensorView v = buf.view(DType::kF32, {n});
-    owned_.push_back(std::move(buf));
-    return v;
-  }
-
- private:
-  DeviceBuffer allocate(std::size_t bytes) {
-    auto buf = backend_.allocate(bytes);
-    check(buf.status(), "allocate weights");
-    return std::move(*buf);
-  }
-  std::uint64_t next_seed() { return 0x5eed0000ull + seed_++; }
-
-  Backend& backend_;
-  const Filler& fill_;
-  std::vector<DeviceBuffer> owned_;
-  std::uint64_t seed_ = 0;
-};
-
-ModelWeights make_weights(const ModelConfig& c, RandomWeights& rw) {
-  ModelWeights w;
-  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
-  w.embed = rw.matrix(c.vocab_size, h, 1.0f);
-  w.final_norm = rw.ones(h);
-  w.lm_head = rw.linear(c.vocab_size, h);
-  for (std::int32_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights l;
-    l.input_norm = rw.ones(h);
-    l.qkv = rw.linear(q + 2 * kv, h);
-    l.o_proj = rw.linear(h, q);
-    l.post_norm = rw.ones(h);
-    l.gate_up = rw.linear(2 * inter, h);
-    l.down = rw.linear(h, inter);
-    w.layers.push_back(l);
-  }
-  return w;
 }
 
 struct Stats {
