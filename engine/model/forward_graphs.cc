@@ -46,7 +46,7 @@ std::optional<GraphShape> ForwardGraphs::shape_for(const ForwardBatch& batch) co
   return std::nullopt;
 }
 
-void ForwardGraphs::run(const GraphKey& key, Backend& backend, const std::function<void()>& enqueue) {
+void ForwardGraphs::run(const GraphKey& key, Backend& backend, absl::FunctionRef<void()> enqueue) {
   for (auto& [k, graph] : graphs_) {
     if (k == key) {
       graph->replay();

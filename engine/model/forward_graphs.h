@@ -19,11 +19,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "engine/model/batch_plan.h"
 #include "engine/model/forward_batch.h"
 #include "kernels/backend.h"
@@ -69,7 +69,7 @@ class ForwardGraphs {
 
   // Runs the forward of `key`: replays its graph if there is one; else runs `enqueue` (the
   // forward's ops) eagerly, then captures it into a graph for next time.
-  void run(const GraphKey& key, Backend& backend, const std::function<void()>& enqueue);
+  void run(const GraphKey& key, Backend& backend, absl::FunctionRef<void()> enqueue);
   // A forward that does not replay (no shape, or graphs off).
   void count_eager() { ++stats_.eager; }
 

@@ -135,7 +135,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
     graphs_->count_eager();
     return out;
   }
-  GraphKey key;
+  GraphKey& key = graph_key_;
   key.shape = *shape;
   key.variant.assign(batch.capture_layer_inputs.begin(), batch.capture_layer_inputs.end());
   key.variant.push_back(batch.capture_final_hidden ? -1 : -2);

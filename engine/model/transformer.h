@@ -82,6 +82,7 @@ class Transformer {
   TransformerOptions options_;
   BatchPlan plan_;
   std::unique_ptr<ForwardGraphs> graphs_;
+  GraphKey graph_key_;  // rebuilt per forward, its vector's capacity kept (no allocation per step)
 
   // Device workspace.
   DeviceBuffer inv_freq_;

@@ -288,9 +288,9 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
   auto enqueue = [&] { enqueue_forward(m, mi, features, from_target, cache, t, n_logits, head_in, logits); };
   if (shape) {
-    GraphKey key;
+    GraphKey& key = graph_key_;
     key.shape = *shape;
-    key.variant = {mi, from_target ? 1 : 0, width};
+    key.variant.assign({mi, from_target ? 1 : 0, width});
     key.kv_cache = cache.layer(0).data;
     key.kv_blocks = cache.num_blocks();
     graphs_->run(key, backend_, enqueue);

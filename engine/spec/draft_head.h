@@ -113,6 +113,7 @@ class DraftHead {
   std::int32_t block_size_ = 16;
   BatchPlan plan_;
   std::unique_ptr<ForwardGraphs> graphs_;
+  GraphKey graph_key_;  // rebuilt per forward, its vector's capacity kept
   LayerWorkspace layer_workspace_;
   DeviceBuffer inv_freq_, features_, emb_, cat_, resid_, cos_sin_, selected_, selected_normed_, logits_, zero_row_;
 };

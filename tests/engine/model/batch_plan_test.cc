@@ -85,15 +85,21 @@ class DeferredDmaBackend final : public Backend {
   std::uint64_t enqueued_ = 0;  // copies run so far
 };
 
-TEST(BatchPlan, EachForwardUploadsItsOwnMetadataWhileTheLastCopyIsInFlight) {
-  DeferredDmaBackend backend;
+// 8 tokens, sequences of up to 32 positions in blocks of 16, a vocabulary of 100.
+BatchLimits small_limits(std::int32_t max_num_seqs, std::int32_t max_num_logits) {
   BatchLimits limits;
   limits.max_num_tokens = 8;
-  limits.max_num_seqs = 2;
-  limits.max_num_logits = 2;
+  limits.max_num_seqs = max_num_seqs;
+  limits.max_num_logits = max_num_logits;
   limits.max_model_len = 32;
   limits.block_size = 16;
   limits.vocab_size = 100;
+  return limits;
+}
+
+TEST(BatchPlan, EachForwardUploadsItsOwnMetadataWhileTheLastCopyIsInFlight) {
+  DeferredDmaBackend backend;
+  const BatchLimits limits = small_limits(/*max_num_seqs=*/2, /*max_num_logits=*/2);
   BatchPlan plan;
   ASSERT_TRUE(plan.allocate(backend, limits).ok());
   const std::vector<std::int32_t> blocks = {3, 1};
@@ -128,13 +134,7 @@ TEST(BatchPlan, EachForwardUploadsItsOwnMetadataWhileTheLastCopyIsInFlight) {
 // bounded by max_model_len; batches of mixed shapes and pads below the batch refused.
 TEST(BatchPlan, PaddingAddsSequencesThatReadBlockZeroAndWriteNothing) {
   DeferredDmaBackend backend;
-  BatchLimits limits;
-  limits.max_num_tokens = 8;
-  limits.max_num_seqs = 4;
-  limits.max_num_logits = 8;
-  limits.max_model_len = 32;  // two blocks per sequence
-  limits.block_size = 16;
-  limits.vocab_size = 100;
+  const BatchLimits limits = small_limits(/*max_num_seqs=*/4, /*max_num_logits=*/8);  // two blocks per sequence
   BatchPlan plan;
   ASSERT_TRUE(plan.allocate(backend, limits).ok());
   const std::vector<std::int32_t> blocks_a = {3}, blocks_b = {2, 1};
