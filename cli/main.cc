@@ -8,6 +8,7 @@
 #include "cli/tokenize.h"
 #include "cli/up.h"
 #include "cli/verify_lossless.h"
+#include "proto/grpc_exit.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ void print_help() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_command(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     print_help();
     return argc < 2 ? 2 : 0;
@@ -41,3 +42,6 @@ int main(int argc, char** argv) {
   print_help();
   return 2;
 }
+
+// Returns only once gRPC has shut down (proto/grpc_exit.h): every gRPC object is gone by now.
+int main(int argc, char** argv) { return baton::exit_after_grpc_shutdown(run_command(argc, argv)); }

@@ -12,8 +12,9 @@
 #include "node_common/kv_transports.h"
 #include "node_common/node_command.h"
 #include "node_common/node_main.h"
+#include "proto/grpc_exit.h"
 
-int main(int argc, char** argv) {
+static int run_decode_node(int argc, char** argv) {
   using namespace baton;
   block_termination_signals();
   NodeCommand command(
@@ -87,3 +88,6 @@ int main(int argc, char** argv) {
             [&service] { return service.info_snapshot(std::chrono::milliseconds(500)); }));
       });
 }
+
+// Returns only once gRPC has shut down (proto/grpc_exit.h): every gRPC object is gone by now.
+int main(int argc, char** argv) { return baton::exit_after_grpc_shutdown(run_decode_node(argc, argv)); }

@@ -8,8 +8,9 @@
 #include "node_common/node_main.h"
 #include "prefill_node/kv_senders.h"
 #include "prefill_node/prefill_service.h"
+#include "proto/grpc_exit.h"
 
-int main(int argc, char** argv) {
+static int run_prefill_node(int argc, char** argv) {
   using namespace baton;
   block_termination_signals();
   NodeCommand command(
@@ -72,3 +73,6 @@ int main(int argc, char** argv) {
                                        [tm](const char* stage) { tm->failed(stage); }});
       });
 }
+
+// Returns only once gRPC has shut down (proto/grpc_exit.h): every gRPC object is gone by now.
+int main(int argc, char** argv) { return baton::exit_after_grpc_shutdown(run_prefill_node(argc, argv)); }

@@ -14,6 +14,7 @@
 #include "node_common/grpc_server.h"
 #include "node_common/node_main.h"
 #include "proposer_node/proposer_service.h"
+#include "proto/grpc_exit.h"
 
 namespace {
 
@@ -62,7 +63,7 @@ class ProposerCollector final : public prometheus::Collectable {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_proposer(int argc, char** argv) {
   using namespace baton;
   block_termination_signals();
   auto f = parse_flags(proposer_flags(), argc, argv);
@@ -120,3 +121,6 @@ int main(int argc, char** argv) {
   serve_until_signal(*server->server, nullptr, std::chrono::milliseconds(2000), [] {});
   return 0;
 }
+
+// Returns only once gRPC has shut down (proto/grpc_exit.h): every gRPC object is gone by now.
+int main(int argc, char** argv) { return baton::exit_after_grpc_shutdown(run_proposer(argc, argv)); }

@@ -12,6 +12,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "proto/grpc_exit.h"
 #include "router/http/http_server.h"
 #include "router/router_service.h"
 
@@ -154,7 +155,7 @@ int fail(const absl::Status& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_router(int argc, char** argv) {
   auto flags = baton::parse_flags(kFlags, argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "baton-router: %s\n\n%s", std::string(flags.status().message()).c_str(),
@@ -209,3 +210,6 @@ int main(int argc, char** argv) {
   spdlog::info("router: stopped");
   return 0;
 }
+
+// Returns only once gRPC has shut down (proto/grpc_exit.h): every gRPC object is gone by now.
+int main(int argc, char** argv) { return baton::exit_after_grpc_shutdown(run_router(argc, argv)); }

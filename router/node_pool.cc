@@ -103,16 +103,24 @@ void NodeClaim::reset() {
 struct NodePool::Round {
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t left = 0;
+  std::size_t left = 0;  // callbacks still to run or still running
+  void add() {
+    std::lock_guard lock(mu);
+    ++left;
+  }
   void done() {
     std::lock_guard lock(mu);
     if (--left == 0) cv.notify_all();
   }
 };
 
+// One node's Check + Info. poll_once owns it and the Round, and frees both on its own thread once
+// every callback has called Round::done(): a callback never holds the last reference to a node, so
+// a node forgotten meanwhile never has its channel (and perhaps gRPC itself) torn down on a gRPC
+// thread, racing the process's exit.
 struct NodePool::PollCall {
   std::shared_ptr<Node> node;
-  std::shared_ptr<Round> round;
+  Round* round = nullptr;
   Clock::time_point started;
   grpc::ClientContext health_context;
   HealthCheckRequest health_request;
@@ -223,23 +231,29 @@ void NodePool::poll_once() {
     nodes = nodes_;
   }
   if (!nodes.empty()) {
-    auto round = std::make_shared<Round>();
-    round->left = nodes.size();
-    for (const auto& n : nodes) poll_async(n, round);
-    std::unique_lock lock(round->mu);
-    round->cv.wait(lock, [&] { return round->left == 0; });
+    Round round;
+    round.left = nodes.size();
+    std::vector<std::unique_ptr<PollCall>> calls;
+    calls.reserve(nodes.size());
+    for (auto& n : nodes) {
+      calls.push_back(std::make_unique<PollCall>());
+      calls.back()->node = std::move(n);
+      calls.back()->round = &round;
+      poll_async(*calls.back());
+    }
+    // Every call has a deadline (node_timeout), so every callback runs and this wait ends.
+    std::unique_lock lock(round.mu);
+    round.cv.wait(lock, [&] { return round.left == 0; });
   }
   log_pair_changes();
 }
 
 // Check, then Info, each with the node timeout as its deadline; callbacks never block.
-void NodePool::poll_async(const std::shared_ptr<Node>& node, const std::shared_ptr<Round>& round) {
-  auto call = std::make_shared<PollCall>();
-  call->node = node;
-  call->round = round;
+void NodePool::poll_async(PollCall& poll) {
+  PollCall* call = &poll;
   call->started = Clock::now();
   call->health_context.set_deadline(deadline_in(options_.node_timeout));
-  node->health().async()->Check(
+  call->node->health().async()->Check(
       &call->health_context, &call->health_request, &call->health_response, [this, call](grpc::Status s) {
         Node& n = *call->node;
         if (!s.ok() || call->health_response.status() != HealthCheckResponse::SERVING) {
@@ -260,11 +274,15 @@ void NodePool::poll_async(const std::shared_ptr<Node>& node, const std::shared_p
           }
           call->round->done();
         };
+        // Info's callback may finish before this one returns: counted apart, so the node (whose
+        // stub this uses) outlives both.
+        call->round->add();
         if (n.kind() == NodeKind::kPrefill) {
           n.prefill().async()->Info(&call->info_context, &call->info_request, &call->info, on_info);
         } else {
           n.decode().async()->Info(&call->info_context, &call->info_request, &call->info, on_info);
         }
+        call->round->done();
       });
 }
 

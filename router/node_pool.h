@@ -176,7 +176,7 @@ class NodePool {
   struct Round;
 
   std::shared_ptr<Node> find_locked(NodeKind kind, const std::string& address) const;
-  void poll_async(const std::shared_ptr<Node>& node, const std::shared_ptr<Round>& round);
+  void poll_async(PollCall& call);
   // reachable: the node answered Check (whatever it said).
   void record_poll(Node& node, Clock::time_point started, const std::string& problem,
                    const baton::node::v1::NodeInfo* info, bool reachable);
