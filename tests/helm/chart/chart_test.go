@@ -527,6 +527,10 @@ func TestGpuPools(t *testing.T) {
 		if got := mustFlag(t, c, "dtype"); got != "bfloat16" {
 			t.Errorf("%s: --dtype %s", pool, got)
 		}
+		// The CUDA image runs the engine on the GPU the pod was given.
+		if got := mustFlag(t, c, "device"); got != "cuda" {
+			t.Errorf("%s: --device %s, want cuda", pool, got)
+		}
 	}
 	router := r.mustFind("Deployment", component("router"))
 	c := container(router, "router")
@@ -680,6 +684,49 @@ func TestDashboardConfigMapHoldsTheDashboard(t *testing.T) {
 	}
 	if cm.GetString("metadata.labels.grafana_dashboard") != "1" {
 		t.Errorf("labels %v lack grafana_dashboard: \"1\"", cm.Get("metadata.labels"))
+	}
+}
+
+// Without engine.device the image decides: CPU nodes get no --device and no GPU; with the CUDA
+// image every node runs on CUDA and asks for one GPU unless its pool names a count.
+func TestDeviceFollowsTheImageAndPoolsOverrideIt(t *testing.T) {
+	cpu := renderWith(t, "cpu.yaml")
+	for _, pool := range []string{"prefill", "decode"} {
+		c := container(cpu.mustFind("Deployment", component(pool)), pool)
+		for _, f := range []string{"device", "graphs", "graph-max-batch-size"} {
+			if v, ok := flag(c, f); ok {
+				t.Errorf("CPU image, %s: --%s %s", pool, f, v)
+			}
+		}
+		if gpus, ok := asMap(asMap(c["resources"])["limits"])["nvidia.com/gpu"]; ok {
+			t.Errorf("CPU image, %s: asks for %v GPUs", pool, gpus)
+		}
+	}
+	r := renderWith(t, "cuda-defaults.yaml")
+	prefill := container(r.mustFind("Deployment", component("prefill")), "prefill")
+	decode := container(r.mustFind("Deployment", component("decode")), "decode")
+	for _, c := range []struct {
+		ctr  map[string]interface{}
+		flag string
+		want string
+	}{{prefill, "device", "cuda"}, {decode, "device", "cuda:1"}, {decode, "graphs", "off"},
+		{decode, "graph-max-batch-size", "64"}} {
+		if got := mustFlag(t, c.ctr, c.flag); got != c.want {
+			t.Errorf("%v --%s = %s, want %s", c.ctr["name"], c.flag, got, c.want)
+		}
+	}
+	if v, ok := flag(prefill, "graphs"); ok {
+		t.Errorf("decode.engine leaked into prefill nodes: --graphs %s", v)
+	}
+	if got := num(asMap(asMap(prefill["resources"])["limits"])["nvidia.com/gpu"]); got != 1 {
+		t.Errorf("prefill: nvidia.com/gpu limit %d, want the 1 the chart adds", got)
+	}
+	limits := asMap(asMap(decode["resources"])["limits"])
+	if num(limits["nvidia.com/gpu"]) != 2 || limits["memory"] != "32Gi" {
+		t.Errorf("decode: limits %v, want the pool's own (2 GPUs, 32Gi)", limits)
+	}
+	if msg := renderError(t, "broken-device.yaml"); !strings.Contains(msg, "set image.variant: cuda") {
+		t.Errorf("CUDA engines in the CPU image: %s", msg)
 	}
 }
 

@@ -124,9 +124,44 @@ app.kubernetes.io/part-of: baton
 {{- end }}
 {{- end -}}
 
+{{/* Where a node pool's engine runs: engine.device (the pool's, else the shared one), or by
+default cuda with the CUDA image and cpu with the CPU one. Takes (dict "root" $ "component" ...). */}}
+{{- define "baton.device" -}}
+{{- $e := merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) -}}
+{{- if $e.device -}}{{ $e.device }}{{- else -}}{{ ternary "cuda" "cpu" (eq .root.Values.image.variant "cuda") }}{{- end -}}
+{{- end -}}
+
+{{/* A node pool's container resources: the pool's, plus one nvidia.com/gpu limit when its engine
+runs on CUDA and the pool's limits name no GPU count (one engine drives one GPU). */}}
+{{- define "baton.nodeResources" -}}
+{{- $r := deepCopy (index .root.Values .component "resources" | default dict) -}}
+{{- if hasPrefix "cuda" (include "baton.device" .) -}}
+{{- $limits := $r.limits | default dict -}}
+{{- if not (hasKey $limits "nvidia.com/gpu") -}}
+{{- $_ := set $limits "nvidia.com/gpu" 1 -}}
+{{- end -}}
+{{- $_ := set $r "limits" $limits -}}
+{{- end -}}
+{{- with $r }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
 {{/* Engine flags of a node pool: the shared engine values overridden by the pool's. */}}
 {{- define "baton.engineArgs" -}}
 {{- $e := merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) -}}
+{{- with include "baton.device" . -}}
+{{- if ne . "cpu" }}
+- --device
+- {{ . | quote }}
+{{- end -}}
+{{- end -}}
+{{- with $e.graphs }}
+- --graphs
+- {{ . | quote }}
+{{- end -}}
+{{- if not (kindIs "invalid" $e.graphMaxBatchSize) }}
+- --graph-max-batch-size
+- {{ $e.graphMaxBatchSize | int | quote }}
+{{- end -}}
 {{- if not (kindIs "invalid" $e.threads) }}
 - --threads
 - {{ $e.threads | int | quote }}
@@ -279,6 +314,12 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- end -}}
 {{- if and (or .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled) (not .Values.metrics.enabled) -}}
 {{- fail "metrics.podMonitor/serviceMonitor need metrics.enabled" -}}
+{{- end -}}
+{{- range $component := list "prefill" "decode" -}}
+{{- $device := include "baton.device" (dict "root" $ "component" $component) -}}
+{{- if and (hasPrefix "cuda" $device) (ne $.Values.image.variant "cuda") -}}
+{{- fail (printf "%s nodes: engine.device is %s but image.variant is %s, whose binaries have no CUDA backend; set image.variant: cuda" $component $device $.Values.image.variant) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.prefill.autoscaling.enabled (lt (int .Values.prefill.autoscaling.minReplicas) 1) -}}
 {{- fail "prefill.autoscaling.minReplicas must be >= 1" -}}

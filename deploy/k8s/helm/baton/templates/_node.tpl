@@ -108,9 +108,9 @@ spec:
               containerPort: {{ $.Values.metrics.port }}
             {{- end }}
           {{- include "baton.grpcProbes" (dict "port" $n.port) | nindent 10 }}
-          {{- with $n.resources }}
+          {{- with include "baton.nodeResources" . | trim }}
           resources:
-            {{- toYaml . | nindent 12 }}
+            {{- . | nindent 12 }}
           {{- end }}
           {{- with $.Values.securityContext }}
           securityContext:
