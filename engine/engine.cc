@@ -33,7 +33,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   layout.num_kv_heads = model_config.num_kv_heads;
   layout.head_dim = model_config.head_dim;
   layout.block_size = config.block_size;
-  layout.dtype = e->backend_->activation_dtype();
+  layout.dtype = config.kv_cache_dtype.value_or(e->backend_->activation_dtype());
+  if (!e->backend_->supports_kv_cache_dtype(layout.dtype)) {
+    return absl::InvalidArgumentError(str_cat("kv cache dtype ", dtype_name(layout.dtype), ": the ",
+                                              e->backend_->describe(), " backend does not store a KV cache of it (",
+                                              dtype_name(e->backend_->activation_dtype()), " does)"));
+  }
   const std::int32_t num_blocks = KvCache::blocks_for_budget(layout, config.kv_cache_bytes);
   BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks, pool_memory, "target"));
   e->cache_ = std::make_unique<KvCache>(std::move(cache));
@@ -99,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.backend = e->backend_.get();
     pc.block_size = config.block_size;
     pc.kv_cache_bytes = config.kv_cache_bytes;
+    pc.kv_cache_dtype = layout.dtype;
     pc.kv_memory = pool_memory;
     pc.max_model_len = max_len;
     pc.max_num_batched_tokens = sc.max_num_batched_tokens;

@@ -61,6 +61,9 @@ struct EngineConfig {
   BackendOptions backend;
   std::int32_t block_size = 16;
   std::int64_t kv_cache_bytes = 1LL << 30;
+  // The KV cache's element type (target and draft pools); nullopt: the backend's activation dtype.
+  // BF16 holds twice the tokens in the same bytes, its values rounded as they are stored.
+  std::optional<DType> kv_cache_dtype;
   std::int32_t max_model_len = 0;      // 0: the model's max_position_embeddings, capped by the cache
   SchedulerConfig scheduler;
   std::uint64_t seed = 0;              // draws the seeds of requests that bring none

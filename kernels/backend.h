@@ -115,6 +115,8 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::string describe() const = 0;  // e.g. "cpu (avx512, 2 threads, batch-invariant)"
   virtual DType activation_dtype() const = 0;
+  // Whether write_kv() and paged_attention() take a KV cache of this dtype; act always.
+  virtual bool supports_kv_cache_dtype(DType dtype) const { return dtype == activation_dtype(); }
 
   // ---- memory --------------------------------------------------------------------------------
   virtual absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) = 0;
@@ -207,13 +209,16 @@ class Backend {
 
   // Stores each new token's key and value into its slot (block * block_size + offset); a negative
   // slot skips the token. k, v: [tokens, kv_heads, head_dim] (strided rows allowed);
-  // slot_mapping: [tokens] I32; kv_cache: one layer, [num_blocks, 2, block_size, kv_heads, head_dim].
+  // slot_mapping: [tokens] I32; kv_cache: one layer, [num_blocks, 2, block_size, kv_heads, head_dim]
+  // of a dtype supports_kv_cache_dtype() accepts (a narrower one stores the values rounded to
+  // nearest even).
   virtual void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
                         const TensorView& kv_cache) = 0;
 
   // Causal attention of each new token over its sequence's cached keys/values (written by
   // write_kv first), GQA, optional sliding window (0 = none). q: [tokens, heads, head_dim]
-  // (strided rows allowed); out: [tokens, heads, head_dim].
+  // (strided rows allowed); out: [tokens, heads, head_dim]. A narrower cache's values are widened
+  // exactly: the result is the one over a cache of act holding the same (rounded) values.
   virtual void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                                float scale, int sliding_window, const TensorView& out) = 0;
 

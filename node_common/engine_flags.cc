@@ -11,6 +11,7 @@ const std::vector<FlagSpec>& engine_flags() {
       {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
       {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
       {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
+      {"kv-cache-dtype", "TYPE", "KV cache dtype: auto, float32, bfloat16 (default auto = the activations'; bfloat16 holds twice the tokens)"},
       {"device", "DEV", "where the model runs: cpu (default), cuda or cuda:N"},
       {"threads", "N", "CPU threads (default: all cores)"},
       {"cpu-isa", "ISA", "auto, portable, avx2, avx512, or avx512bf16 (opt-in BF16 dot products; changes results)"},
@@ -40,6 +41,11 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
     else if (*d == "bfloat16") c.dtype = DType::kBF16;
     else if (*d == "float16") c.dtype = DType::kF16;
     else return absl::InvalidArgumentError(str_cat("--dtype must be auto, float32, bfloat16 or float16, got '", *d, "'"));
+  }
+  if (auto d = f.get("kv-cache-dtype"); d && *d != "auto") {
+    if (*d == "float32") c.kv_cache_dtype = DType::kF32;
+    else if (*d == "bfloat16") c.kv_cache_dtype = DType::kBF16;
+    else return absl::InvalidArgumentError(str_cat("--kv-cache-dtype must be auto, float32 or bfloat16, got '", *d, "'"));
   }
   if (auto dev = f.get("device")) {
     auto device = parse_device(*dev);

@@ -59,7 +59,8 @@ class Transformer {
   const TransformerOptions& options() const { return options_; }
   const GraphStats& graph_stats() const { return graphs_->stats(); }
   Backend& backend() { return backend_; }
-  // The KV layout this model needs (the cache dtype is the backend's activation dtype).
+  // The KV layout this model needs, in the backend's activation dtype; a cache of any dtype the
+  // backend supports_kv_cache_dtype() serves it as well.
   KvCacheLayout kv_layout() const;
 
  private:

@@ -20,10 +20,13 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
   // As many positions as the target's pool holds, plus every sequence's drafts (rounded up, and
   // one block for the partial block each sequence can leave at both ends).
   const KvCacheLayout target_layout{ctx.target_config->num_layers, ctx.target_config->num_kv_heads,
-                                    ctx.target_config->head_dim, ctx.block_size, backend.activation_dtype()};
+                                    ctx.target_config->head_dim, ctx.block_size, ctx.kv_cache_dtype};
   const std::int32_t blocks = KvCache::blocks_for_budget(target_layout, ctx.kv_cache_bytes) +
                               ctx.max_num_seqs * (BlockTable::blocks_for(k + 1, ctx.block_size) + 1);
-  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(backend, layout, blocks, ctx.kv_memory, "draft"));
+  // The draft's KV is stored like the target's.
+  KvCacheLayout draft_layout = layout;
+  draft_layout.dtype = ctx.kv_cache_dtype;
+  BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(backend, draft_layout, blocks, ctx.kv_memory, "draft"));
   cache_ = std::make_unique<KvCache>(std::move(cache));
   pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size);
   backend_ = &backend;

@@ -25,6 +25,7 @@ struct ProposerContext {
   Backend* backend = nullptr;
   std::int32_t block_size = 16;
   std::int64_t kv_cache_bytes = 0;  // the target's KV budget (draft caches size themselves from it)
+  DType kv_cache_dtype = DType::kF32;  // the target's KV dtype, which draft caches use too
   std::int32_t max_model_len = 0;
   std::int32_t max_num_batched_tokens = 0;
   std::int32_t max_num_seqs = 0;

@@ -324,8 +324,9 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   const ProfileScope profile(ProfileClass::kAttention);
   check_f32(q, "attention q");
   check_f32(out, "attention output");
-  BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
-              "kv cache layer must be contiguous F32 [blocks, 2, block_size, kv_heads, head_dim]: ",
+  BATON_CHECK((kv_cache.dtype == DType::kF32 || kv_cache.dtype == DType::kBF16) && kv_cache.ndim == 5 &&
+                  kv_cache.is_contiguous(),
+              "kv cache layer must be contiguous F32 or BF16 [blocks, 2, block_size, kv_heads, head_dim]: ",
               kv_cache.describe());
   BATON_CHECK(q.ndim == 3 && out.ndim == 3 && q.stride(2) == 1 && q.stride(1) == q.dim(2) &&
                   out.stride(2) == 1 && out.stride(1) == out.dim(2),
@@ -340,7 +341,8 @@ void CpuBackend::paged_attention(const TensorView& q, const TensorView& kv_cache
   AttentionArgs a;
   a.q = q.ptr<const float>();
   a.q_stride = q.stride(0);
-  a.kv_cache = kv_cache.ptr<const float>();
+  a.kv_cache = kv_cache.data;
+  a.kv_dtype = kv_cache.dtype;
   a.positions = batch.positions.ptr<const std::int32_t>();
   a.token_seq = batch.token_seq.ptr<const std::int32_t>();
   a.block_tables = batch.block_tables.ptr<const std::int32_t>();

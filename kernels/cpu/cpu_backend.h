@@ -35,6 +35,8 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device{DeviceType::kCpu, 0}; }
   std::string describe() const override;
   DType activation_dtype() const override { return DType::kF32; }
+  // F32, or BF16 (half the memory; values rounded as they are stored).
+  bool supports_kv_cache_dtype(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kBF16; }
 
   absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override;
   // Staging memory is host memory like the rest: large buffers (a KV pool's host mirror in the

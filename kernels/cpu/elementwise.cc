@@ -141,8 +141,10 @@ void CpuBackend::write_kv(const TensorView& k, const TensorView& v, const Tensor
                           const TensorView& kv_cache) {
   if (recorded([=, this] { write_kv(k, v, slot_mapping, kv_cache); })) return;
   const ProfileScope profile(ProfileClass::kAttention);
-  BATON_CHECK(kv_cache.dtype == DType::kF32 && kv_cache.ndim == 5 && kv_cache.is_contiguous(),
-              "kv cache layer: ", kv_cache.describe());
+  BATON_CHECK((kv_cache.dtype == DType::kF32 || kv_cache.dtype == DType::kBF16) && kv_cache.ndim == 5 &&
+                  kv_cache.is_contiguous(),
+              "kv cache layer must be contiguous F32 or BF16 [blocks, 2, block_size, kv_heads, head_dim]: ",
+              kv_cache.describe());
   const std::int64_t num_blocks = kv_cache.dim(0), block_size = kv_cache.dim(2);
   const std::int64_t row = kv_cache.dim(3) * kv_cache.dim(4);  // kv_heads * head_dim
   BATON_CHECK(k.ndim == 3 && v.ndim == 3 && k.dim(1) * k.dim(2) == row && v.dim(1) * v.dim(2) == row &&
@@ -150,16 +152,28 @@ void CpuBackend::write_kv(const TensorView& k, const TensorView& v, const Tensor
                   k.dim(0) == slot_mapping.numel() && v.dim(0) == slot_mapping.numel(),
               "write_kv shapes: k ", k.describe(), ", v ", v.describe(), ", cache ", kv_cache.describe());
   const auto* slots = slot_mapping.ptr<const std::int32_t>();
-  auto* cache = kv_cache.ptr<float>();
+  const bool bf16 = kv_cache.dtype == DType::kBF16;
   for (std::int64_t t = 0; t < k.dim(0); ++t) {
     const std::int64_t slot = slots[t];
     if (slot < 0) continue;
     const std::int64_t block = slot / block_size, offset = slot % block_size;
     BATON_CHECK(block < num_blocks, "slot ", slot, " beyond ", num_blocks, " blocks");
-    float* kdst = cache + ((block * 2 + 0) * block_size + offset) * row;
-    float* vdst = cache + ((block * 2 + 1) * block_size + offset) * row;
-    std::memcpy(kdst, k.ptr<const float>() + t * k.stride(0), static_cast<std::size_t>(row) * sizeof(float));
-    std::memcpy(vdst, v.ptr<const float>() + t * v.stride(0), static_cast<std::size_t>(row) * sizeof(float));
+    const std::int64_t kdst = ((block * 2 + 0) * block_size + offset) * row;  // elements into the layer
+    const std::int64_t vdst = ((block * 2 + 1) * block_size + offset) * row;
+    const float* ksrc = k.ptr<const float>() + t * k.stride(0);
+    const float* vsrc = v.ptr<const float>() + t * v.stride(0);
+    if (bf16) {
+      // Rounded to nearest even, as the weights' BF16 is: the cache keeps the rounded values.
+      auto* cache = kv_cache.ptr<std::uint16_t>();
+      for (std::int64_t i = 0; i < row; ++i) {
+        cache[kdst + i] = f32_to_bf16(ksrc[i]);
+        cache[vdst + i] = f32_to_bf16(vsrc[i]);
+      }
+    } else {
+      auto* cache = kv_cache.ptr<float>();
+      std::memcpy(cache + kdst, ksrc, static_cast<std::size_t>(row) * sizeof(float));
+      std::memcpy(cache + vdst, vsrc, static_cast<std::size_t>(row) * sizeof(float));
+    }
   }
 }
 

@@ -49,7 +49,8 @@ struct PackedGemmArgs {
 struct AttentionArgs {
   const float* q = nullptr;  // [tokens, num_heads, head_dim], token stride q_stride, head stride head_dim
   std::int64_t q_stride = 0;
-  const float* kv_cache = nullptr;  // one layer: [num_blocks, 2, block_size, num_kv_heads, head_dim]
+  const void* kv_cache = nullptr;  // one layer: [num_blocks, 2, block_size, num_kv_heads, head_dim]
+  baton::DType kv_dtype = baton::DType::kF32;  // the cache's elements: F32 or BF16
   const std::int32_t* positions = nullptr;     // [tokens]
   const std::int32_t* token_seq = nullptr;     // [tokens] index of the token's sequence
   const std::int32_t* block_tables = nullptr;  // [num_seqs, block_table_stride]

@@ -13,12 +13,24 @@
 //         in out between blocks).
 // Several rows of one kv head (a GQA group's heads, a run's tokens) share each key's and value's
 // loads: keys outside, rows inside.
+// The cache holds F32 or BF16 rows (KV below: float or std::uint16_t); BF16 rows are widened to
+// F32 as they are loaded (exact), so attention over a BF16 cache is this algorithm over the rounded
+// keys and values, bit for bit.
 // Softmax uses vexp (activation_kernels.h), so include that first.
 // Part of the tier kernels: included only by kernels_impl.h, inside a tier's namespace after that
 // tier's simd16_*.h (never on its own; it has no include guard of its own and no includes). The
 // numerical contract is in kernels_impl.h.
 
 // ---- paged attention -----------------------------------------------------------------------------
+
+// 16 (or the first n) elements of a key or value row as F32.
+inline V16 vload_kv(const float* p) { return vload(p); }
+inline V16 vload_kv(const std::uint16_t* p) { return vload_bf16(p); }
+inline V16 vload_kv_n(const float* p, int n) { return vload_n(p, n); }
+inline V16 vload_kv_n(const std::uint16_t* p, int n) { return vload_bf16_n(p, n); }
+// The GEMM tile's weight type for a key row type.
+template <class KV>
+inline constexpr baton::DType kKvRowDType = std::is_same_v<KV, float> ? baton::DType::kF32 : baton::DType::kBF16;
 
 // s[0, n) *= f (one rounding per element, as a scalar loop would).
 inline void scale_row(float* s, std::int64_t n, float f) {
@@ -52,18 +64,19 @@ inline void softmax_row(float* s, std::int64_t n) {
 
 // Scores of one query row against keys key[0, n) (n <= 16; the rest of key[] may repeat any key):
 // s[j] = canonical dot(q, key[j]) * scale for j < n, the 16 dots reduced together (vreduce_add16).
-inline void scores16(const float* q, const float* const* key, std::int64_t hd, float scale, float* s, int n) {
+template <class KV>
+inline void scores16(const float* q, const KV* const* key, std::int64_t hd, float scale, float* s, int n) {
   V16 acc[16];
   for (int j = 0; j < 16; ++j) acc[j] = vzero();
   std::int64_t c = 0;
   for (; c + 16 <= hd; c += 16) {
     const V16 qv = vload(q + c);
-    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload(key[j] + c), acc[j]);
+    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload_kv(key[j] + c), acc[j]);
   }
   if (c < hd) {
     const int r = static_cast<int>(hd - c);
     const V16 qv = vload_n(q + c, r);
-    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload_n(key[j] + c, r), acc[j]);
+    for (int j = 0; j < 16; ++j) acc[j] = vfma(qv, vload_kv_n(key[j] + c, r), acc[j]);
   }
   const V16 out = vmul(vreduce_add16(acc), vset1(scale));
   if (n == 16) {
@@ -77,21 +90,21 @@ inline void scores16(const float* q, const float* const* key, std::int64_t hd, f
 // key and element, from zero), the R accumulators in registers across all keys. R is a template
 // argument so that they really are registers (an array indexed at run time would live in memory
 // and make every key wait for the previous key's store).
-template <int R>
-inline void weighted_values_regs(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+template <int R, class KV>
+inline void weighted_values_regs(const float* p, const KV* const* value, std::int64_t j0, std::int64_t j1,
                                  std::int64_t c0, float* out) {
   V16 acc[R];
   for (int i = 0; i < R; ++i) acc[i] = j0 > 0 ? vload(out + c0 + 16 * i) : vzero();
   for (std::int64_t j = j0; j < j1; ++j) {
     const V16 pj = vset1(p[j]);
-    const float* v = value[j] + c0;
-    for (int i = 0; i < R; ++i) acc[i] = vfma(pj, vload(v + 16 * i), acc[i]);
+    const KV* v = value[j] + c0;
+    for (int i = 0; i < R; ++i) acc[i] = vfma(pj, vload_kv(v + 16 * i), acc[i]);
   }
   for (int i = 0; i < R; ++i) vstore(out + c0 + 16 * i, acc[i]);
 }
 
-template <int RMax>
-inline void weighted_values_dyn(int regs, const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+template <int RMax, class KV>
+inline void weighted_values_dyn(int regs, const float* p, const KV* const* value, std::int64_t j0, std::int64_t j1,
                                 std::int64_t c0, float* out) {
   if constexpr (RMax > 0) {
     if (regs < RMax) {
@@ -103,17 +116,19 @@ inline void weighted_values_dyn(int regs, const float* p, const float* const* va
 }
 
 // The same for the last `width` (< 16) elements from c0.
-inline void weighted_values_tail(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+template <class KV>
+inline void weighted_values_tail(const float* p, const KV* const* value, std::int64_t j0, std::int64_t j1,
                                  std::int64_t c0, int width, float* out) {
   V16 acc = j0 > 0 ? vload_n(out + c0, width) : vzero();
-  for (std::int64_t j = j0; j < j1; ++j) acc = vfma(vset1(p[j]), vload_n(value[j] + c0, width), acc);
+  for (std::int64_t j = j0; j < j1; ++j) acc = vfma(vset1(p[j]), vload_kv_n(value[j] + c0, width), acc);
   vstore_n(out + c0, acc, width);
 }
 
 // out[0, hd) = sum over keys j of p[j] * value[j], for the keys [j0, j1) of a block, in chunks of
 // kAttentionValueRegs V16. With j0 > 0 the sums resume from what out holds (the earlier blocks'
 // exact partial sums), so splitting the keys into blocks changes no bit.
-inline void weighted_values(const float* p, const float* const* value, std::int64_t j0, std::int64_t j1,
+template <class KV>
+inline void weighted_values(const float* p, const KV* const* value, std::int64_t j0, std::int64_t j1,
                             std::int64_t hd, float* out) {
   std::int64_t c0 = 0;
   for (; c0 + 16 <= hd;) {
@@ -129,9 +144,9 @@ inline void weighted_values(const float* p, const float* const* value, std::int6
 // the first block), with the value loads shared and kRows times the independent fma chains in
 // flight (each chain waits for its previous fma; one row of head_dim 64 has only 4 of them, far
 // fewer than keep the FMA units busy). Row r has n[r] keys; keys [j0, j1) are summed.
-template <int kRows, int R>
+template <int kRows, int R, class KV>
 inline void weighted_values_rows_regs(const float* const* p, const std::int64_t* n, float* const* out,
-                                      const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
+                                      const KV* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
   V16 acc[kRows][R];
   std::int64_t end[kRows];
   std::int64_t common = j1;
@@ -144,24 +159,24 @@ inline void weighted_values_rows_regs(const float* const* p, const std::int64_t*
   for (; j < common; ++j) {
     V16 w[kRows];
     for (int r = 0; r < kRows; ++r) w[r] = vset1(p[r][j]);
-    const float* v = value[j] + c0;
+    const KV* v = value[j] + c0;
     for (int i = 0; i < R; ++i) {
-      const V16 x = vload(v + 16 * i);
+      const V16 x = vload_kv(v + 16 * i);
       for (int r = 0; r < kRows; ++r) acc[r][i] = vfma(w[r], x, acc[r][i]);
     }
   }
   for (int r = 0; r < kRows; ++r) {
     for (std::int64_t k = std::max(j, j0); k < end[r]; ++k) {
       const V16 w = vset1(p[r][k]);
-      for (int i = 0; i < R; ++i) acc[r][i] = vfma(w, vload(value[k] + c0 + 16 * i), acc[r][i]);
+      for (int i = 0; i < R; ++i) acc[r][i] = vfma(w, vload_kv(value[k] + c0 + 16 * i), acc[r][i]);
     }
     for (int i = 0; i < R; ++i) vstore(out[r] + c0 + 16 * i, acc[r][i]);
   }
 }
 
-template <int kRows, int RMax>
+template <int kRows, int RMax, class KV>
 inline void weighted_values_rows_dyn(int regs, const float* const* p, const std::int64_t* n, float* const* out,
-                                     const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
+                                     const KV* const* value, std::int64_t j0, std::int64_t j1, std::int64_t c0) {
   if constexpr (RMax > 0) {
     if (regs < RMax) {
       weighted_values_rows_dyn<kRows, RMax - 1>(regs, p, n, out, value, j0, j1, c0);
@@ -173,9 +188,9 @@ inline void weighted_values_rows_dyn(int regs, const float* const* p, const std:
 
 // weighted_values over keys [j0, j1) for kRows rows, kAttentionRowValueRegs V16 per row at a
 // time; a row with no keys in the range keeps its sums.
-template <int kRows>
+template <int kRows, class KV>
 inline void weighted_values_rows(const float* const* p, const std::int64_t* n, float* const* out,
-                                 const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
+                                 const KV* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
   std::int64_t c0 = 0;
   for (; c0 + 16 <= hd;) {
     const int regs = static_cast<int>(std::min<std::int64_t>(kAttentionRowValueRegs, (hd - c0) / 16));
@@ -190,9 +205,9 @@ inline void weighted_values_rows(const float* const* p, const std::int64_t* n, f
 }
 
 // The first `count` (<= kRows) rows of p, n and out, the rows a full pass leaves, in one pass.
-template <int kRows>
+template <int kRows, class KV>
 inline void weighted_values_leftover(const float* const* p, const std::int64_t* n, float* const* out, int count,
-                                     const float* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
+                                     const KV* const* value, std::int64_t j0, std::int64_t j1, std::int64_t hd) {
   if constexpr (kRows > 1) {
     if (count == kRows) {
       weighted_values_rows<kRows>(p, n, out, value, j0, j1, hd);
@@ -212,8 +227,9 @@ inline void weighted_values_leftover(const float* const* p, const std::int64_t* 
 // 300, 2% over 1500; prefetching every key, or streaming ahead of the scores, was 7-30% slower
 // than none over 1500 keys.
 inline constexpr std::int64_t kPrefetchKeys = 64;
-inline void prefetch_row(const float* key, const float* value, std::int64_t hd) {
-  for (std::int64_t c = 0; c < hd; c += 16) {
+template <class KV>
+inline void prefetch_row(const KV* key, const KV* value, std::int64_t hd) {
+  for (std::int64_t c = 0; c < hd; c += 64 / static_cast<std::int64_t>(sizeof(KV))) {
     __builtin_prefetch(key + c);
     __builtin_prefetch(value + c);
   }
@@ -223,6 +239,7 @@ inline void prefetch_row(const float* key, const float* value, std::int64_t hd) 
 // (t1 - t0 == 1 unless first == 0 for all of them). Each token's arithmetic is the per-token
 // algorithm of the header comment whatever the run: the run only shares the key pointers and,
 // on tiers without wide scores, the key loads of the score tiles.
+template <class KV>
 inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, std::int64_t t1, std::int64_t kvh,
                           std::int64_t first, float* scratch) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
@@ -240,25 +257,26 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
   // Key and value row pointers of positions first .. last - 1 (keys: score_stride of them, the
   // tail repeating the first), created in the scratch after the scores (placement new starts
   // their lifetime there).
-  auto* keys = static_cast<const float**>(static_cast<void*>(scratch + runs * group * score_stride));
-  const float** values = keys + score_stride;
+  auto* keys = static_cast<const KV**>(static_cast<void*>(scratch + runs * group * score_stride));
+  const KV** values = keys + score_stride;
   auto score_row = [&](std::int64_t r, std::int64_t g) { return scores + (r * group + g) * score_stride; };
   auto n_keys = [&](std::int64_t r) { return a.positions[t0 + r] + 1 - first; };
   std::int64_t made = 0;
   for (std::int64_t p0 = first; p0 < last;) {  // block by block: one division per block
     const std::int64_t in_block = p0 % bs;
     const std::int64_t nk = std::min(bs - in_block, last - p0);
-    const float* key = a.kv_cache + blocks[p0 / bs] * block_stride + in_block * token_stride_kv + kvh * hd;
+    const KV* key =
+        static_cast<const KV*>(a.kv_cache) + blocks[p0 / bs] * block_stride + in_block * token_stride_kv + kvh * hd;
     for (std::int64_t i = 0; i < nk; ++i, ++made, key += token_stride_kv) {
-      ::new (static_cast<void*>(keys + made)) const float*(key);
-      ::new (static_cast<void*>(values + made)) const float*(key + bs * token_stride_kv);
+      ::new (static_cast<void*>(keys + made)) const KV*(key);
+      ::new (static_cast<void*>(values + made)) const KV*(key + bs * token_stride_kv);
       if (made < kPrefetchKeys) prefetch_row(key, key + bs * token_stride_kv, hd);
     }
     p0 += nk;
   }
   for (; made < score_stride; ++made) {
-    ::new (static_cast<void*>(keys + made)) const float*(keys[0]);
-    ::new (static_cast<void*>(values + made)) const float*(values[0]);
+    ::new (static_cast<void*>(keys + made)) const KV*(keys[0]);
+    ::new (static_cast<void*>(values + made)) const KV*(values[0]);
   }
 
   if constexpr (kAttentionWideScores) {
@@ -279,7 +297,7 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
     for (std::int64_t p0 = first; p0 < last;) {
       const std::int64_t in_block = p0 % bs;
       const std::int64_t nk = std::min(bs - in_block, last - p0);
-      const float* block_keys = keys[p0 - first];
+      const KV* block_keys = keys[p0 - first];
       for (std::int64_t g = 0; g < group; ++g) {
         const float* q = a.q + t0 * a.q_stride + (kvh * group + g) * hd;
         float* y = score_row(0, g) + (p0 - first);
@@ -287,7 +305,7 @@ inline void attention_run(const baton::cpu::AttentionArgs& a, std::int64_t t0, s
           const int mr = static_cast<int>(std::min<std::int64_t>(kGemmMaxRows, runs - r));
           for (std::int64_t j = 0; j < nk; j += kGemmMaxCols) {
             const int nr = static_cast<int>(std::min<std::int64_t>(kGemmMaxCols, nk - j));
-            gemm_tile_dyn<baton::DType::kF32, kGemmMaxRows, kGemmMaxCols>(
+            gemm_tile_dyn<kKvRowDType<KV>, kGemmMaxRows, kGemmMaxCols>(
                 q + r * a.q_stride, a.q_stride, block_keys + j * token_stride_kv, token_stride_kv, nullptr,
                 y + r * group * score_stride + j, group * score_stride, hd, mr, nr);
           }
@@ -353,7 +371,13 @@ inline void attention(const baton::cpu::AttentionArgs& a, std::int64_t item_begi
       } else {
         while (u < end && a.token_seq[u] == a.token_seq[t]) ++u;
       }
-      for (std::int64_t kvh = h0; kvh < h1; ++kvh) attention_run(a, t, u, kvh, first, scratch);
+      for (std::int64_t kvh = h0; kvh < h1; ++kvh) {
+        if (a.kv_dtype == baton::DType::kBF16) {
+          attention_run<std::uint16_t>(a, t, u, kvh, first, scratch);
+        } else {
+          attention_run<float>(a, t, u, kvh, first, scratch);
+        }
+      }
       t = u;
     }
   }

@@ -82,6 +82,24 @@ TEST_P(EngineFixtureTest, BatchedRequestsEqualEachRunAlone) {
   }
 }
 
+// A BF16 KV cache keeps batch invariance: every request gives alone what it gives in a batch
+// (greedy and seeded sampled), on every architecture (sliding windows, GQA, head dims).
+TEST_P(EngineFixtureTest, Bf16KvCacheBatchedRequestsEqualEachRunAlone) {
+  EngineConfig c = config_for(GetParam());
+  c.kv_cache_dtype = DType::kBF16;
+  auto engine = make_engine(c);
+  auto jobs = random_jobs(6, engine->model_config().vocab_size, 4, /*sampled=*/false);
+  for (const Job& j : random_jobs(2, engine->model_config().vocab_size, 5, /*sampled=*/true)) {
+    jobs.push_back(j);
+    jobs.back().id = "s" + j.id;
+  }
+  const auto batched = run(*engine, jobs);
+  for (const Job& j : jobs) {
+    auto alone = make_engine(c);
+    EXPECT_EQ(run(*alone, {j})[j.id], batched.at(j.id)) << j.id;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, EngineFixtureTest, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
@@ -227,6 +245,16 @@ TEST(Engine, StopsAtEosFromGenerationConfig) {
   ASSERT_TRUE(last.stop_token.has_value());
   EXPECT_EQ(*last.stop_token, ref.greedy.back());
   EXPECT_EQ(last.num_output_tokens, static_cast<std::int32_t>(ref.greedy.size()));
+}
+
+TEST(Engine, RefusesAKvCacheDtypeItsBackendCannotStore) {
+  EngineConfig c = config_for("llama-f32");
+  c.kv_cache_dtype = DType::kF16;
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(), HasSubstr("kv cache dtype F16"));
+  EXPECT_THAT(e.status().message(), HasSubstr("cpu"));
 }
 
 TEST(Engine, RefusesBadRequestsAndKeepsServing) {

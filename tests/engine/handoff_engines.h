@@ -29,6 +29,7 @@ struct EngineSetup {
   // The CPU acting like a GPU whose memory the host cannot read: a P/D engine's KV then leaves
   // and arrives through its pools' host mirrors.
   bool discrete_memory = false;
+  std::optional<DType> kv_cache_dtype;  // nullopt: the backend's (F32)
   EngineHooks hooks;
 };
 
@@ -37,6 +38,7 @@ inline std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
   c.model_dir = fixture_path(s.target);
   c.backend.num_threads = 2;
   c.kv_cache_bytes = 8 << 20;
+  c.kv_cache_dtype = s.kv_cache_dtype;
   c.scheduler.max_num_batched_tokens = s.budget;
   c.scheduler.max_num_seqs = s.max_seqs;
   c.speculative = s.spec;

@@ -119,6 +119,22 @@ TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
     EXPECT_EQ(mirrored_decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens)
         << method_label(GetParam());
   }
+  // BF16 KV caches on all three engines (target and draft pools; half the bytes per block move):
+  // the disaggregated pair gives the colocated engine's tokens and acceptances again.
+  for (EngineSetup* e : {&t.colocated, &t.prefill, &t.decode}) e->kv_cache_dtype = DType::kBF16;
+  t.prefill.discrete_memory = t.decode.discrete_memory = false;
+  auto bf16_colocated = make_engine(t.colocated);
+  auto bf16_prefill = make_engine(t.prefill);
+  auto bf16_decode = make_engine(t.decode);
+  testing::poison_pools(*bf16_decode);
+  const Tokens bf16_want = run_jobs(*bf16_colocated, jobs);
+  const Tokens bf16_got = run_disaggregated(*bf16_prefill, *bf16_decode, jobs);
+  for (const Job& j : jobs) EXPECT_EQ(bf16_got.at(j.id), bf16_want.at(j.id)) << method_label(GetParam()) << " BF16 KV " << j.id;
+  expect_no_blocks_held(*bf16_decode, "decode engine (BF16 KV)");
+  if (m != nullptr) {
+    EXPECT_EQ(bf16_decode->spec_stats()->num_accepted_tokens, bf16_colocated->spec_stats()->num_accepted_tokens)
+        << method_label(GetParam()) << " BF16 KV";
+  }
 }
 
 TEST(HandoffPrefixCache, BlocksFromThePrefillPrefixCacheTravelToo) {

@@ -2,7 +2,8 @@
 // by the real UCX or gRPC transport, every request yields exactly what one local engine yields
 // (`baton generate`): greedy tokens and text for no speculation and every method, and seeded
 // sampled tokens (temperature 0.8, ten seeds) too; and the same with both nodes' backends acting
-// like a GPU's memory, where the KV leaves and arrives through host mirrors of the pools.
+// like a GPU's memory, where the KV leaves and arrives through host mirrors of the pools; and with
+// BF16 KV caches on both nodes, against a local engine with a BF16 cache.
 #include <gtest/gtest.h>
 
 #include "tests/serving/serving_support.h"
@@ -17,14 +18,17 @@ struct Case {
   bool discrete_memory = false;
   // Both nodes replay decode and verification steps from graphs, as on a GPU.
   bool graphs = false;
+  // Both nodes (and the local reference) keep their KV caches in BF16.
+  bool bf16_kv = false;
   std::string name() const {
-    return spec.label + "_" + transport + (discrete_memory ? "_host_mirrors" : "") + (graphs ? "_graphs" : "");
+    return spec.label + "_" + transport + (discrete_memory ? "_host_mirrors" : "") + (graphs ? "_graphs" : "") +
+           (bf16_kv ? "_bf16_kv" : "");
   }
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.spec.label << " over " << c.transport << (c.discrete_memory ? " through host mirrors" : "")
-      << (c.graphs ? " with graphs" : "");
+      << (c.graphs ? " with graphs" : "") << (c.bf16_kv ? " with BF16 KV" : "");
 }
 
 class ServingEquivalence : public ::testing::TestWithParam<Case> {};
@@ -46,13 +50,18 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
     p.seed = seed * 7919;
     params.push_back(p);
   }
-  const std::vector<LocalResult> expected = run_local(c.spec.config, prompts, params);
+  const std::vector<LocalResult> expected =
+      run_local(c.spec.config, prompts, params, c.bf16_kv ? std::optional(DType::kBF16) : std::nullopt);
 
   cli::ClusterOptions options = cluster_options(c.spec.config, c.transport, c.name());
   if (c.discrete_memory) options.node_args.push_back("--testing-cpu-discrete-memory");
   if (c.graphs) {
     options.node_args.push_back("--graphs");
     options.node_args.push_back("on");
+  }
+  if (c.bf16_kv) {
+    options.node_args.push_back("--kv-cache-dtype");
+    options.node_args.push_back("bfloat16");
   }
   auto cluster = cli::LocalCluster::start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -102,6 +111,9 @@ std::vector<Case> cases() {
   // What a GPU decode node does by default: every method with graphs, with and without mirrors.
   for (const SpecCase& s : family_methods()) out.push_back({s, "ucx", false, true});
   out.push_back({family_methods().back(), "ucx", true, true});
+  // BF16 KV caches: every method over UCX (half the bytes per block move), and gRPC once.
+  for (const SpecCase& s : family_methods()) out.push_back({s, "ucx", false, false, true});
+  out.push_back({family_methods().front(), "grpc", false, false, true});
   return out;
 }
 

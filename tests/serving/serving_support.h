@@ -141,10 +141,12 @@ struct LocalResult {
 // The reference: the same prompts through one colocated engine in this process, as `baton
 // generate` runs them (text encoded with special tokens, the tokenizer's text decoder attached).
 inline std::vector<LocalResult> run_local(const std::optional<std::string>& spec, const std::vector<std::string>& prompts,
-                                          const std::vector<SamplingParams>& params) {
+                                          const std::vector<SamplingParams>& params,
+                                          std::optional<DType> kv_cache_dtype = std::nullopt) {
   EngineConfig config;
   config.model_dir = family_path("target");
   config.kv_cache_bytes = 128LL << 20;
+  config.kv_cache_dtype = kv_cache_dtype;
   if (spec) {
     auto parsed = SpeculativeConfig::parse(*spec, NodeRole::kColocated);
     BATON_CHECK(parsed.ok(), parsed.status().ToString());

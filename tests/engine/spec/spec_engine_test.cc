@@ -2,8 +2,8 @@
 // greedy output is token-for-token the output of plain greedy decoding, over many prompts in one
 // batch that mixes speculating requests, requests without drafts, and sampled requests; seeded
 // sampled output does not depend on the batch; acceptance counters are consistent; rejected KV is
-// rolled back (all blocks return to the pool); the opt-in BF16-dot CPU tier keeps greedy output
-// identical too.
+// rolled back (all blocks return to the pool); the opt-in BF16-dot CPU tier and a BF16 KV cache
+// keep greedy output identical too.
 #include <map>
 #include <random>
 
@@ -63,8 +63,10 @@ std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
 
 std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
                                     const std::string& cpu_isa = "auto", bool discrete_memory = false,
-                                    GraphMode graphs = GraphMode::kAuto) {
+                                    GraphMode graphs = GraphMode::kAuto,
+                                    std::optional<DType> kv_cache_dtype = std::nullopt) {
   EngineConfig c;
+  c.kv_cache_dtype = kv_cache_dtype;
   c.model_dir = fixture_path(target);
   c.backend.num_threads = 2;
   c.backend.cpu_isa = cpu_isa;
@@ -334,6 +336,27 @@ TEST(SpecEngine, PreemptionAndChunkingKeepGreedyOutputIdentical) {
 // The opt-in BF16-dot tier computes BF16-weight GEMMs its own way (activations rounded to BF16,
 // VDPBF16PS over the packed panels): its rows are just as batch-invariant, so a verification of
 // k + 1 tokens must still reproduce plain greedy decoding under it, token for token.
+// A BF16 KV cache (target and draft pools): twice the blocks in the same bytes, and for every
+// method greedy output is plain greedy decoding's over the same BF16 cache, with no block leaked.
+TEST(SpecEngine, Bf16KvCacheKeepsEveryMethodLossless) {
+  {
+    auto f32 = make_engine("llama-f32", std::nullopt);
+    auto bf16 = make_engine("llama-f32", std::nullopt, "auto", false, GraphMode::kAuto, DType::kBF16);
+    EXPECT_EQ(bf16->block_pool().num_blocks(), 2 * f32->block_pool().num_blocks());
+  }
+  for (const MethodCase& m : method_cases()) {
+    auto plain = make_engine(m.target, std::nullopt, "auto", false, GraphMode::kAuto, DType::kBF16);
+    const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/false);
+    const auto expected = run(*plain, jobs);
+    auto spec = SpeculativeConfig::parse(m.json + ", \"num_speculative_tokens\": 3}", NodeRole::kColocated);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto engine = make_engine(m.target, *spec, "auto", false, GraphMode::kAuto, DType::kBF16);
+    EXPECT_EQ(run(*engine, jobs), expected) << m.label;
+    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << m.label << ": nothing was verified";
+    EXPECT_EQ(engine->block_pool().num_in_use(), 0) << m.label << ": blocks leaked";
+  }
+}
+
 TEST(SpecEngine, Bf16DotTierKeepsGreedyOutputIdentical) {
   if (!cpu::CpuFeatures::detect().supports(cpu::CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -1,7 +1,9 @@
 // Paged attention: float64 reference over varlen batches (GQA, sliding window, block tables that
 // are not in order), bit-identical tiers, and batch invariance (each token computed alone gives the
-// same bits as inside the batch, and however the work items are split).
+// same bits as inside the batch, and however the work items are split); a BF16 cache gives the bits
+// of an F32 cache holding the same rounded values.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -98,8 +100,10 @@ std::vector<double> reference(const Data& d) {
 }
 
 // Runs the kernel for tokens [t_begin, t_end) of the batch, as if they were the whole batch.
-// Items are run in two calls split at `split` (as two threads would) when split > 0.
-std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int t_end, std::int64_t split = 0) {
+// Items are run in two calls split at `split` (as two threads would) when split > 0. With
+// bf16_cache, the kernel reads that BF16 cache (laid out as d.cache) instead of d.cache.
+std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int t_end, std::int64_t split = 0,
+                       const std::vector<std::uint16_t>* bf16_cache = nullptr) {
   const AttnCase& s = d.s;
   const int n = t_end - t_begin;
   std::vector<float> out(static_cast<std::size_t>(n * s.num_heads * s.head_dim), 0.0f);
@@ -107,6 +111,10 @@ std::vector<float> run(const KernelTable& table, const Data& d, int t_begin, int
   a.q = d.q.data() + static_cast<std::size_t>(t_begin * s.num_heads * s.head_dim);
   a.q_stride = s.num_heads * s.head_dim;
   a.kv_cache = d.cache.data();
+  if (bf16_cache != nullptr) {
+    a.kv_cache = bf16_cache->data();
+    a.kv_dtype = DType::kBF16;
+  }
   a.positions = d.positions.data() + t_begin;
   a.token_seq = d.token_seq.data() + t_begin;
   a.block_tables = d.block_tables.data();
@@ -197,44 +205,133 @@ TEST(PagedAttention, TiersAreBitIdentical) {
   }
 }
 
+// The cache rounded to BF16, and the same values widened back into an F32 Data.
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<std::uint16_t> out(x.size());
+  std::transform(x.begin(), x.end(), out.begin(), f32_to_bf16);
+  return out;
+}
+Data widened(const Data& d, const std::vector<std::uint16_t>& bf16) {
+  Data w = d;
+  std::transform(bf16.begin(), bf16.end(), w.cache.begin(), bf16_to_f32);
+  return w;
+}
+
+TEST(PagedAttention, Bf16CacheGivesTheBitsOfItsValuesInF32) {
+  for (const AttnCase& s : kSetups) {
+    const Data d = make_data(s, 12);
+    const auto bf16 = to_bf16(d.cache);
+    const Data rounded = widened(d, bf16);
+    ASSERT_NE(rounded.cache, d.cache) << "rounding to BF16 changed nothing: the test would not see a widening bug";
+    for (CpuIsa isa : supported_isas()) {
+      const KernelTable& table = kernel_table_for(isa);
+      const auto expected = run(table, rounded, 0, rounded.tokens);
+      EXPECT_TRUE(same_bits(run(table, d, 0, d.tokens, 0, &bf16), expected))
+          << isa_name(isa) << " heads " << s.num_heads << "/" << s.num_kv_heads << " head_dim " << s.head_dim
+          << " window " << s.window;
+      // Split work items, as two threads take them, change no bit either.
+      EXPECT_TRUE(same_bits(run(table, d, 0, d.tokens, 1, &bf16), expected)) << isa_name(isa);
+    }
+  }
+}
+
+// Sequence 0's keys and values of d as write_kv() takes them, with the slots they belong in.
+struct KvRows {
+  std::vector<float> k, v;
+  std::vector<std::int32_t> slots;
+};
+KvRows kv_rows(const Data& d) {
+  const AttnCase& s = d.s;
+  const int row = s.num_kv_heads * s.head_dim;
+  KvRows r;
+  r.k.resize(static_cast<std::size_t>(d.tokens * row));
+  r.v.resize(r.k.size());
+  for (int t = 0; t < d.tokens; ++t) {
+    std::copy_n(kv_at(d, 0, t, 0, 0), row, r.k.begin() + t * row);
+    std::copy_n(kv_at(d, 0, t, 1, 0), row, r.v.begin() + t * row);
+    r.slots.push_back(d.block_tables[static_cast<std::size_t>(t / s.block_size)] * s.block_size + t % s.block_size);
+  }
+  return r;
+}
+
+// write_kv() of d's sequence 0 into `cache` (laid out as d.cache, of `dtype`), through the backend.
+void backend_write_kv(Backend& backend, const Data& d, void* cache, DType dtype) {
+  const AttnCase& s = d.s;
+  KvRows r = kv_rows(d);
+  backend.write_kv(TensorView::contiguous(r.k.data(), DType::kF32, {d.tokens, s.num_kv_heads, s.head_dim}),
+                   TensorView::contiguous(r.v.data(), DType::kF32, {d.tokens, s.num_kv_heads, s.head_dim}),
+                   TensorView::contiguous(r.slots.data(), DType::kI32, {d.tokens}),
+                   TensorView::contiguous(cache, dtype, {d.num_blocks, 2, s.block_size, s.num_kv_heads, s.head_dim}));
+}
+
+// paged_attention() of d's one sequence over `cache` (laid out as d.cache, of `dtype`), through the backend.
+std::vector<float> backend_attention(Backend& backend, const Data& d, void* cache, DType dtype) {
+  const AttnCase& s = d.s;
+  std::vector<float> out(d.q.size());
+  auto q = d.q;
+  auto positions = d.positions;
+  auto token_seq = d.token_seq;
+  auto tables = d.block_tables;
+  AttentionBatch batch;
+  batch.positions = TensorView::contiguous(positions.data(), DType::kI32, {d.tokens});
+  batch.token_seq = TensorView::contiguous(token_seq.data(), DType::kI32, {d.tokens});
+  batch.block_tables = TensorView::contiguous(tables.data(), DType::kI32, {1, d.max_blocks});
+  batch.num_tokens = d.tokens;
+  batch.max_context_len = s.context_lens[0];
+  backend.paged_attention(TensorView::contiguous(q.data(), DType::kF32, {d.tokens, s.num_heads, s.head_dim}),
+                          TensorView::contiguous(cache, dtype, {d.num_blocks, 2, s.block_size, s.num_kv_heads, s.head_dim}),
+                          batch, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), 0,
+                          TensorView::contiguous(out.data(), DType::kF32, {d.tokens, s.num_heads, s.head_dim}));
+  return out;
+}
+
+std::unique_ptr<CpuBackend> two_thread_backend() {
+  BackendOptions opts;
+  opts.num_threads = 2;
+  auto backend = CpuBackend::create(opts);
+  BATON_CHECK(backend.ok(), backend.status().ToString());
+  return std::move(*backend);
+}
+
 TEST(PagedAttention, BackendWriteKvThenAttendMatchesKernel) {
   // write_kv places keys/values where the attention kernel reads them: store a sequence's K/V
   // through the backend into an empty cache and compare with the pre-filled cache's result.
   const AttnCase s{4, 2, 16, 4, 0, {11}, {11}};
   const Data d = make_data(s, 13);
-  BackendOptions opts;
-  opts.num_threads = 2;
-  auto backend = CpuBackend::create(opts);
-  ASSERT_TRUE(backend.ok());
+  auto backend = two_thread_backend();
   std::vector<float> cache(d.cache.size(), 0.0f);
+  backend_write_kv(*backend, d, cache.data(), DType::kF32);
+  EXPECT_TRUE(same_bits(backend_attention(*backend, d, cache.data(), DType::kF32), run(backend->kernels(), d, 0, d.tokens)));
+}
+
+TEST(PagedAttention, BackendWritesBf16KvRoundedToNearestEven) {
+  const AttnCase s{4, 2, 16, 4, 0, {11}, {11}};
+  Data d = make_data(s, 14);
+  // The first key's first two values exactly halfway between two BF16 numbers: ties go to the even.
+  const std::size_t first = static_cast<std::size_t>(kv_at(d, 0, 0, 0, 0) - d.cache.data());
+  d.cache[first] = std::bit_cast<float>(0x3f808000u);      // between 0x3f80 and 0x3f81 -> 0x3f80
+  d.cache[first + 1] = std::bit_cast<float>(0x3f818000u);  // between 0x3f81 and 0x3f82 -> 0x3f82
+  auto backend = two_thread_backend();
+  ASSERT_TRUE(backend->supports_kv_cache_dtype(DType::kBF16));
+  std::vector<std::uint16_t> cache(d.cache.size(), 0);
+  backend_write_kv(*backend, d, cache.data(), DType::kBF16);
+  // What the kernel should find: the written positions rounded, the rest untouched (zero).
+  Data written = d;
+  std::fill(written.cache.begin(), written.cache.end(), 0.0f);
   const int row = s.num_kv_heads * s.head_dim;
-  std::vector<float> k(static_cast<std::size_t>(d.tokens * row)), v(k.size());
-  std::vector<std::int32_t> slots;
   for (int t = 0; t < d.tokens; ++t) {
-    std::copy_n(kv_at(d, 0, t, 0, 0), row, k.begin() + t * row);
-    std::copy_n(kv_at(d, 0, t, 1, 0), row, v.begin() + t * row);
-    slots.push_back(d.block_tables[static_cast<std::size_t>(t / s.block_size)] * s.block_size + t % s.block_size);
+    for (int kv = 0; kv < 2; ++kv) {
+      const float* src = kv_at(d, 0, t, kv, 0);
+      std::copy_n(src, row, written.cache.begin() + (src - d.cache.data()));
+    }
   }
-  const TensorView cache_view = TensorView::contiguous(cache.data(), DType::kF32,
-                                                       {d.num_blocks, 2, s.block_size, s.num_kv_heads, s.head_dim});
-  (*backend)->write_kv(TensorView::contiguous(k.data(), DType::kF32, {d.tokens, s.num_kv_heads, s.head_dim}),
-                       TensorView::contiguous(v.data(), DType::kF32, {d.tokens, s.num_kv_heads, s.head_dim}),
-                       TensorView::contiguous(slots.data(), DType::kI32, {d.tokens}), cache_view);
-  std::vector<float> out(d.q.size());
-  AttentionBatch batch;
-  auto positions = d.positions;
-  auto token_seq = d.token_seq;
-  auto tables = d.block_tables;
-  batch.positions = TensorView::contiguous(positions.data(), DType::kI32, {d.tokens});
-  batch.token_seq = TensorView::contiguous(token_seq.data(), DType::kI32, {d.tokens});
-  batch.block_tables = TensorView::contiguous(tables.data(), DType::kI32, {1, d.max_blocks});
-  batch.num_tokens = d.tokens;
-  batch.max_context_len = 11;
-  (*backend)->paged_attention(
-      TensorView::contiguous(const_cast<float*>(d.q.data()), DType::kF32, {d.tokens, s.num_heads, s.head_dim}),
-      cache_view, batch, 1.0f / std::sqrt(16.0f), 0,
-      TensorView::contiguous(out.data(), DType::kF32, {d.tokens, s.num_heads, s.head_dim}));
-  EXPECT_TRUE(same_bits(out, run((*backend)->kernels(), d, 0, d.tokens)));
+  const auto expected = to_bf16(written.cache);
+  EXPECT_EQ(cache, expected);
+  EXPECT_EQ(cache[first], 0x3f80) << "a tie rounds to even";
+  EXPECT_EQ(cache[first + 1], 0x3f82) << "a tie rounds to even";
+  // And attention over it is the kernel's over those values.
+  EXPECT_TRUE(same_bits(backend_attention(*backend, d, cache.data(), DType::kBF16),
+                        run(backend->kernels(), widened(written, expected), 0, d.tokens)));
 }
 
 }  // namespace
