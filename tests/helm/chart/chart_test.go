@@ -728,6 +728,9 @@ func TestDeviceFollowsTheImageAndPoolsOverrideIt(t *testing.T) {
 	if msg := renderError(t, "broken-device.yaml"); !strings.Contains(msg, "set image.variant: cuda") {
 		t.Errorf("CUDA engines in the CPU image: %s", msg)
 	}
+	if msg := renderError(t, "broken-kv-dtype.yaml"); !strings.Contains(msg, "set engine.kvCacheDtype once for both") {
+		t.Errorf("prefill and decode KV dtypes differ: %s", msg)
+	}
 }
 
 func TestEngineValuesOverrideKeyByKey(t *testing.T) {
@@ -740,7 +743,8 @@ func TestEngineValuesOverrideKeyByKey(t *testing.T) {
 		flag string
 		want string
 	}{{prefill, "threads", "4"}, {decode, "threads", "8"}, {prefill, "kv-cache-memory", "2"},
-		{decode, "kv-cache-memory", "2"}, {decode, "max-num-seqs", "128"}} {
+		{decode, "kv-cache-memory", "2"}, {decode, "max-num-seqs", "128"},
+		{prefill, "kv-cache-dtype", "bfloat16"}, {decode, "kv-cache-dtype", "bfloat16"}} {
 		if got := mustFlag(t, c.ctr, c.flag); got != c.want {
 			t.Errorf("%v --%s = %s, want %s", c.ctr["name"], c.flag, got, c.want)
 		}

@@ -186,6 +186,10 @@ runs on CUDA and the pool's limits name no GPU count (one engine drives one GPU)
 - --dtype
 - {{ $e.dtype | quote }}
 {{- end }}
+{{- if and $e.kvCacheDtype (ne $e.kvCacheDtype "auto") }}
+- --kv-cache-dtype
+- {{ $e.kvCacheDtype | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Does a prefill pool exist (fixed replicas or an autoscaler)? "true" or "". */}}
@@ -314,6 +318,17 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- end -}}
 {{- if and (or .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled) (not .Values.metrics.enabled) -}}
 {{- fail "metrics.podMonitor/serviceMonitor need metrics.enabled" -}}
+{{- end -}}
+{{- $kvDtypes := dict -}}
+{{- range $component := list "prefill" "decode" -}}
+{{- $e := merge (deepCopy (index $.Values $component "engine" | default dict)) (deepCopy $.Values.engine) -}}
+{{- $_ := set $kvDtypes $component ($e.kvCacheDtype | default "auto") -}}
+{{- if and (eq ($e.kvCacheDtype | default "auto") "bfloat16") (hasPrefix "cuda" (include "baton.device" (dict "root" $ "component" $component))) -}}
+{{- fail (printf "%s nodes: engine.kvCacheDtype bfloat16 is CPU-only for now; the CUDA backend stores the KV cache in float32" $component) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (include "baton.hasPrefill" .) (ne $kvDtypes.prefill $kvDtypes.decode) -}}
+{{- fail (printf "prefill nodes keep their KV cache in %s but decode nodes in %s: the router pairs only nodes whose KV layouts match; set engine.kvCacheDtype once for both" $kvDtypes.prefill $kvDtypes.decode) -}}
 {{- end -}}
 {{- range $component := list "prefill" "decode" -}}
 {{- $device := include "baton.device" (dict "root" $ "component" $component) -}}
