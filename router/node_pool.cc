@@ -275,7 +275,7 @@ void NodePool::poll_async(PollCall& poll) {
           call->round->done();
         };
         // Info's callback may finish before this one returns: counted apart, so the node (whose
-        // stub this uses) outlives both.
+        // gRPC client this call goes through) outlives both.
         call->round->add();
         if (n.kind() == NodeKind::kPrefill) {
           n.prefill().async()->Info(&call->info_context, &call->info_request, &call->info, on_info);

@@ -124,10 +124,16 @@ app.kubernetes.io/part-of: baton
 {{- end }}
 {{- end -}}
 
+{{/* A node pool's engine values as JSON: the shared engine values overridden key by key by the
+pool's. Takes (dict "root" $ "component" "prefill|decode"). */}}
+{{- define "baton.engineValues" -}}
+{{- merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) | toJson -}}
+{{- end -}}
+
 {{/* Where a node pool's engine runs: engine.device (the pool's, else the shared one), or by
 default cuda with the CUDA image and cpu with the CPU one. Takes (dict "root" $ "component" ...). */}}
 {{- define "baton.device" -}}
-{{- $e := merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) -}}
+{{- $e := include "baton.engineValues" . | fromJson -}}
 {{- if $e.device -}}{{ $e.device }}{{- else -}}{{ ternary "cuda" "cpu" (eq .root.Values.image.variant "cuda") }}{{- end -}}
 {{- end -}}
 
@@ -147,7 +153,7 @@ runs on CUDA and the pool's limits name no GPU count (one engine drives one GPU)
 
 {{/* Engine flags of a node pool: the shared engine values overridden by the pool's. */}}
 {{- define "baton.engineArgs" -}}
-{{- $e := merge (deepCopy (index .root.Values .component "engine" | default dict)) (deepCopy .root.Values.engine) -}}
+{{- $e := include "baton.engineValues" . | fromJson -}}
 {{- with include "baton.device" . -}}
 {{- if ne . "cpu" }}
 - --device
@@ -321,7 +327,7 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- end -}}
 {{- $kvDtypes := dict -}}
 {{- range $component := list "prefill" "decode" -}}
-{{- $e := merge (deepCopy (index $.Values $component "engine" | default dict)) (deepCopy $.Values.engine) -}}
+{{- $e := include "baton.engineValues" (dict "root" $ "component" $component) | fromJson -}}
 {{- $_ := set $kvDtypes $component ($e.kvCacheDtype | default "auto") -}}
 {{- if and (eq ($e.kvCacheDtype | default "auto") "bfloat16") (hasPrefix "cuda" (include "baton.device" (dict "root" $ "component" $component))) -}}
 {{- fail (printf "%s nodes: engine.kvCacheDtype bfloat16 is CPU-only for now; the CUDA backend stores the KV cache in float32" $component) -}}
