@@ -13,6 +13,7 @@ What it is for
     * the bundled family's target (models/baton-tiny-code/target): the 10 prompts and the
       speculative configs of tools/train/check_engine_greedy.py (PROMPTS, family_specs: ngram,
       suffix, draft_model, eagle3, mtp; k = 4), 64 new tokens, as ctest family_target_greedy runs;
+      then the same again with a BF16 KV cache (--kv-cache-dtype bfloat16) on both devices;
     * every fixture of tools/fixtures (DIR/manifest.json): its reference.json prompt plus two
       prompts that repeat a motif (so n-gram and suffix find drafts), up to 16 new tokens, plain,
       ngram and suffix, and each speculative head of DIR/spec/reference.json on its target.
@@ -66,12 +67,15 @@ def motif_prompts(reference_prompt, vocab, eos_ids, count=2, seed=23):
 
 
 def family_jobs(family, max_tokens):
+    """The family target with an F32 KV cache (the default), and with a BF16 one."""
     target = os.path.join(family, "target")
     prompts = [{"prompt": p} for p in PROMPTS]
     methods = {"plain": None}
     methods.update(family_specs(target, K))
-    return {"name": "baton-tiny-code/target", "model": target, "prompts": prompts, "max_tokens": max_tokens,
-            "methods": methods}
+    job = {"name": "baton-tiny-code/target", "model": target, "prompts": prompts, "max_tokens": max_tokens,
+           "methods": methods}
+    bf16 = dict(job, name="baton-tiny-code/target+bf16-kv", extra_args=["--kv-cache-dtype", "bfloat16"])
+    return [job, bf16]
 
 
 def fixture_jobs(fixtures):
@@ -112,7 +116,7 @@ def run_one(baton, job, method, spec, device, out_dir, timeout):
     stem = f"{safe(job['name'])}.{safe(method)}.{safe(device)}"
     prompts_file = os.path.join(runs, f"{safe(job['name'])}.prompts.jsonl")
     cmd = [baton, "generate", "--model", job["model"], "--prompts-file", prompts_file, "--json",
-           "--max-tokens", str(job["max_tokens"])] + device_flags(device)
+           "--max-tokens", str(job["max_tokens"])] + device_flags(device) + job.get("extra_args", [])
     if spec:
         cmd += ["--speculative-config", json.dumps(spec)]
     start = time.time()
@@ -186,7 +190,7 @@ def main(argv=None):
 
     jobs = []
     if args.family:
-        jobs.append(family_jobs(args.family, args.family_max_tokens))
+        jobs += family_jobs(args.family, args.family_max_tokens)
     if args.fixtures:
         jobs += fixture_jobs(args.fixtures)
     for job in jobs:
@@ -252,10 +256,10 @@ def main(argv=None):
     with open(os.path.join(args.out, "greedy.json"), "w") as f:
         json.dump(report, f, indent=1)
 
-    print(f"{'model':28s} {'method':30s} {args.a + ' vs ' + args.b:>14s} {'spec == plain (a b)':>20s} "
+    print(f"{'model':32s} {'method':30s} {args.a + ' vs ' + args.b:>14s} {'spec == plain (a b)':>20s} "
           f"{'accept':>7s} {'seconds a/b':>12s}")
     for r in rows:
-        print(f"{r[0]:28s} {r[1]:30s} {r[2]:>14s} {r[3]:>20s} {r[4]:>7s} {r[5]:>12s}")
+        print(f"{r[0]:32s} {r[1]:30s} {r[2]:>14s} {r[3]:>20s} {r[4]:>7s} {r[5]:>12s}")
     print(json.dumps({"greedy_ok": ok, **totals}))
     return 0 if ok else 1
 

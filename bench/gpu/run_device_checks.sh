@@ -24,7 +24,8 @@
 # that ran passed.
 #
 # --cpu-only: the same plumbing on a machine without a GPU (greedy compares CPU 1 thread vs all
-# cores, dump_logits runs on the CPU, the CUDA tests are expected to skip, llama_decode_bench runs
+# cores, dump_logits runs on the CPU, the CUDA kernel tests run with a CPU backend standing in for
+# the GPU (BATON_TWIN_ON_CPU=1) and the other CUDA tests skip, llama_decode_bench runs
 # its tiny --small model on the CPU, and transformers' speed is skipped):
 # finds script bugs here instead of on scarce GPU minutes.
 #
@@ -225,6 +226,7 @@ run_step env 30 255 -- env_step
 # -------------------------------------------------------------------------------------- b. tests
 tests_step() {
   mkdir -p "$work/tests"
+  $cpu_only && export BATON_TWIN_ON_CPU=1  # the kernel tests' plumbing, a CPU in the GPU's place
   local status=0 name filter
   while IFS=$'\t' read -r name filter; do
     [ -x "$B/bin/$name" ] || { echo "$name: listed in the manifest but missing"; status=1; continue; }

@@ -1,6 +1,8 @@
 // Paged attention on CUDA (attention.cuh; write_kv is in kv_write.cu): causal (optionally
 // sliding-window) GQA attention of each new token over its sequence's cached keys and values. One
-// kernel serves decode, varlen prefill and verification batches. F32 in, F32 accumulation, F32 out.
+// kernel serves decode, varlen prefill and verification batches. F32 queries, an F32 or BF16 cache
+// (BF16 rows widened exactly on load, so they enter the same F32 arithmetic), F32 accumulation, F32
+// out.
 //
 // Must not: allocate (no workspace: any split of the context happens inside one CTA), synchronize
 // with the host, use atomics, or let a token's result depend on the other tokens of the call (the
@@ -122,7 +124,7 @@ __device__ __forceinline__ float* head_row(const HeadsArg& x, const Run& run, in
   return x.data + (run.token0 + r / run.heads) * x.stride0 + static_cast<std::int64_t>(run.head0 + r % run.heads) * x.stride1;
 }
 
-// Offset (floats) of the key row of position `pos` for the run's kv head; its value row is
+// Offset (elements) of the key row of position `pos` for the run's kv head; its value row is
 // block_size * kv_heads * head_dim further.
 __device__ __forceinline__ std::int64_t key_row_offset(const KvCacheArg& c, const Run& run, int pos) {
   const std::int64_t block = run.blocks[pos / c.block_size];
@@ -133,12 +135,13 @@ __device__ __forceinline__ std::int64_t key_row_offset(const KvCacheArg& c, cons
 // ---- paged attention: one chunk of 32 keys, one warp ----------------------------------------------
 
 // Raw dot products q_r . k for the chunk's keys into p_s[r][k]. Groups of kLanesPerKey lanes take
-// one key each (kKeysPerStep keys per step); lane li of a group reads the key's KW-float vectors
-// li, li + 8, ... (coalesced 128-bit reads when KW = 4), so every K byte is read once for all rows.
+// one key each (kKeysPerStep keys per step); lane li of a group reads the key's KW-element vectors
+// li, li + 8, ... (coalesced 128-bit reads when KW = 4 on an F32 cache, 64-bit on BF16), so every
+// K byte is read once for all rows.
 // kStepsInFlight steps' loads are issued before their arithmetic. A dot is a fixed FMA chain per
 // lane, then a fixed 3-level butterfly: its bits depend only on q_r, the key and head_dim.
-template <class C>
-__device__ __forceinline__ void chunk_scores(const float* __restrict__ keys, std::int64_t key_row, int base,
+template <class C, class T>
+__device__ __forceinline__ void chunk_scores(const T* __restrict__ keys, std::int64_t key_row, int base,
                                              const Run& run, int head_dim, const float* q_s, float* p_s, int lane) {
   constexpr int KW = C::KW, kVecs = C::kKeyVecs, kInFlight = C::kStepsInFlight;
   const int nvec = head_dim / KW;
@@ -215,8 +218,8 @@ __device__ __forceinline__ void chunk_softmax(int base, const Run& run, float sc
 // value row is one coalesced warp read shared by all rows; kValuesInFlight rows are loaded before
 // their arithmetic. Keys a row does not see are skipped (not multiplied by 0), so a row's
 // operations are the same whatever other rows share the CTA.
-template <class C>
-__device__ __forceinline__ void chunk_values(const float* __restrict__ values, std::int64_t key_row, int base,
+template <class C, class T>
+__device__ __forceinline__ void chunk_values(const T* __restrict__ values, std::int64_t key_row, int base,
                                              const Run& run, int head_dim, const float* p_s,
                                              const RowState<C::kMaxRows>& st,
                                              float (&acc)[C::kMaxRows][C::NV][C::VW], int lane) {
@@ -335,7 +338,7 @@ __device__ __forceinline__ void store_partials(const Run& run, int head_dim, con
   }
 }
 
-template <class C>
+template <class C, class T>
 __device__ void attend_run(const AttentionArgs& a, Run& run, float* smem, float* part_m, float* part_l, int* row_lo,
                            int* row_hi) {
   const int head_dim = a.q.head_dim;
@@ -368,17 +371,17 @@ __device__ void attend_run(const AttentionArgs& a, Run& run, float* smem, float*
   if (run.lo < run.hi) {
     // Chunk c covers key positions [32c, 32c + 32) and belongs to warp c % kWarps.
     const int c_first = run.lo / kChunk, c_last = (run.hi - 1) / kChunk;
-    const float* keys = a.cache.data;
-    const float* values = keys + static_cast<std::int64_t>(a.cache.block_size) * a.cache.kv_heads * a.cache.head_dim;
+    const T* keys = static_cast<const T*>(a.cache.data);
+    const T* values = keys + static_cast<std::int64_t>(a.cache.block_size) * a.cache.kv_heads * a.cache.head_dim;
     for (int c = c_first + (warp - c_first % kWarps + kWarps) % kWarps; c <= c_last; c += kWarps) {
       const int base = c * kChunk;
       const int pos = base + lane;
       const std::int64_t key_row = pos >= run.lo && pos < run.hi ? key_row_offset(a.cache, run, pos) : 0;
-      chunk_scores<C>(keys, key_row, base, run, head_dim, q_s, p_s, lane);
+      chunk_scores<C, T>(keys, key_row, base, run, head_dim, q_s, p_s, lane);
       __syncwarp();
       chunk_softmax<C::kMaxRows>(base, run, a.scale, row_lo, row_hi, p_s, st, lane);
       __syncwarp();
-      chunk_values<C>(values, key_row, base, run, head_dim, p_s, st, acc, lane);
+      chunk_values<C, T>(values, key_row, base, run, head_dim, p_s, st, acc, lane);
       __syncwarp();
     }
   }
@@ -398,9 +401,10 @@ __device__ void attend_run(const AttentionArgs& a, Run& run, float* smem, float*
 //    dot product's order depends on head_dim alone; max, sum and p * v use fixed butterflies and
 //    increasing key order; keys the row does not see are skipped, not weighted by 0);
 //  - the kWarps partial states are combined in warp order, skipping warps that saw none of its keys.
-// Tiles (plan) only decide which rows share K/V loads. The instance (Config) depends on head_dim and
-// the cache pointer's alignment, which are the same for every token of a model.
-template <class C>
+// Tiles (plan) only decide which rows share K/V loads. The instance (Config, T) depends on head_dim,
+// the cache's element type and the cache pointer's alignment, which are the same for every token of
+// a model.
+template <class C, class T>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttentionArgs a, Plan plan) {
   __shared__ __align__(16) float smem[C::kSharedFloats];
   __shared__ float part_m[kWarps * C::kMaxRows], part_l[kWarps * C::kMaxRows];
@@ -421,12 +425,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttentionArgs
     run.token0 = t0;
     run.rows = static_cast<int>(t1 - t0) * run.heads;
     run.blocks = a.block_tables + seq * a.max_blocks_per_seq;
-    attend_run<C>(a, run, smem, part_m, part_l, row_lo, row_hi);
+    attend_run<C, T>(a, run, smem, part_m, part_l, row_lo, row_hi);
     t0 = t1;
   }
 }
 
-template <int KW, int VW, int NV>
+template <int KW, int VW, int NV, class T>
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   using C = Config<KW, VW, NV>;
   const Plan plan = make_plan(a, C::kMaxRows);
@@ -434,8 +438,21 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (grid_y > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((a.q.tokens + plan.tile_tokens - 1) / plan.tile_tokens),
                   static_cast<unsigned>(grid_y));
-  paged_attention_kernel<C><<<grid, kThreads, 0, stream>>>(a, plan);
+  paged_attention_kernel<C, T><<<grid, kThreads, 0, stream>>>(a, plan);
   return cudaGetLastError();
+}
+
+// The instance for the call's head_dim and cache alignment, over cache elements T.
+template <class T>
+cudaError_t dispatch_head_dim(const AttentionArgs& a, cudaStream_t stream) {
+  const int head_dim = a.q.head_dim;
+  // Vector K/V reads (4 elements) need head_dim % 4 == 0 and a cache aligned to 4 elements (rows are
+  // then aligned too).
+  const bool vec4 = head_dim % 4 == 0 && aligned(a.cache.data, 4 * sizeof(T));
+  if (vec4 && head_dim <= 64) return launch_attention<4, 2, 1, T>(a, stream);
+  if (vec4 && head_dim <= 128) return launch_attention<4, 4, 1, T>(a, stream);
+  if (vec4) return launch_attention<4, 4, 2, T>(a, stream);
+  return launch_attention<1, 1, 8, T>(a, stream);  // any even head_dim <= 256, scalar reads
 }
 
 }  // namespace
@@ -448,12 +465,11 @@ cudaError_t paged_attention(const AttentionArgs& a, cudaStream_t stream) {
       a.out.heads != a.q.heads || a.out.tokens != a.q.tokens || a.q.tokens > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
-  // 128-bit K/V reads need head_dim % 4 == 0 and a 16-byte aligned cache (rows are then aligned too).
-  const bool vec4 = head_dim % 4 == 0 && aligned(a.cache.data, 16);
-  if (vec4 && head_dim <= 64) return launch_attention<4, 2, 1>(a, stream);
-  if (vec4 && head_dim <= 128) return launch_attention<4, 4, 1>(a, stream);
-  if (vec4) return launch_attention<4, 4, 2>(a, stream);
-  return launch_attention<1, 1, 8>(a, stream);  // any even head_dim <= 256, scalar reads
+  switch (a.cache.type) {
+    case KvType::kF32: return dispatch_head_dim<float>(a, stream);
+    case KvType::kBF16: return dispatch_head_dim<__nv_bfloat16>(a, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace baton::cuda

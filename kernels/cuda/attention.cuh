@@ -1,7 +1,8 @@
 // Paged attention on CUDA: storing new keys/values into the block cache, and causal attention of
 // each new token over its sequence's cached context (decode: one query per sequence; prefill and
 // verification: several, causal among themselves). Semantics are the CPU twins'
-// (Backend::write_kv / paged_attention in kernels/backend.h). F32 only, head_dim even and <= 256.
+// (Backend::write_kv / paged_attention in kernels/backend.h). F32 keys, values, queries and outputs;
+// the cache F32 or BF16 (KvCacheArg::type); head_dim even and <= 256.
 // The launchers must not allocate (no workspace), synchronize with the host or let a token's result
 // depend on which other tokens share the call (batch-invariant; see attention.cu).
 #pragma once

@@ -67,10 +67,13 @@ cuda::HeadsArg heads(const TensorView& v, const char* what) {
 }
 
 cuda::KvCacheArg kv_cache_arg(const TensorView& kv) {
-  BATON_CHECK(kv.dtype == DType::kF32 && kv.ndim == 5 && kv.is_contiguous() && kv.dim(1) == 2,
-              "KV cache layer must be contiguous F32 [num_blocks, 2, block_size, kv_heads, head_dim]: ", kv.describe());
+  BATON_CHECK((kv.dtype == DType::kF32 || kv.dtype == DType::kBF16) && kv.ndim == 5 && kv.is_contiguous() &&
+                  kv.dim(1) == 2,
+              "KV cache layer must be contiguous F32 or BF16 [num_blocks, 2, block_size, kv_heads, head_dim]: ",
+              kv.describe());
   cuda::KvCacheArg a;
-  a.data = kv.ptr<float>();
+  a.data = kv.data;
+  a.type = kv.dtype == DType::kBF16 ? cuda::KvType::kBF16 : cuda::KvType::kF32;
   a.num_blocks = kv.dim(0);
   a.block_size = static_cast<int>(kv.dim(2));
   a.kv_heads = static_cast<int>(kv.dim(3));
@@ -145,6 +148,7 @@ class CudaBackend final : public Backend {
     return str_cat(device_name(options_.device), " (", name_, options_.batch_invariant ? ", batch-invariant" : "", ")");
   }
   DType activation_dtype() const override { return DType::kF32; }
+  bool supports_kv_cache_dtype(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kBF16; }
 
   absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override {
     if (breaks_capture("allocate")) return absl::FailedPreconditionError("allocate() inside a graph capture");

@@ -51,10 +51,15 @@ struct HeadsArg {
   std::int64_t stride1 = 0;
 };
 
-// One layer of the paged KV cache, contiguous F32 [num_blocks, 2, block_size, kv_heads, head_dim]:
-// index 0 of the second dimension holds keys, 1 values.
+// Element type of the paged KV cache: F32, or BF16 (raw bits, the values rounded to nearest even
+// when written and widened exactly when read, as on the CPU).
+enum class KvType : int { kF32 = 0, kBF16 = 1 };
+
+// One layer of the paged KV cache, contiguous [num_blocks, 2, block_size, kv_heads, head_dim] of
+// `type`: index 0 of the second dimension holds keys, 1 values.
 struct KvCacheArg {
-  float* data = nullptr;
+  void* data = nullptr;
+  KvType type = KvType::kF32;
   std::int64_t num_blocks = 0;
   int block_size = 0;
   int kv_heads = 0;

@@ -6,9 +6,13 @@
 // the same in a decode step and in a verification); and a request prefilled by a prefill-role GPU
 // engine and decoded by a decode-role one, its KV going through the pools' host mirrors (page-locked
 // copies, fences), yields a colocated GPU engine's tokens for every method; and steps replayed from
-// CUDA graphs (the default on a GPU) give exactly the tokens of steps launched op by op.
+// CUDA graphs (the default on a GPU) give exactly the tokens of steps launched op by op. With a BF16
+// KV cache, every method stays lossless on the GPU, its plain greedy tokens are the CPU's with the
+// same cache, and the handoff through the halved host mirrors still yields the colocated tokens.
 // Every test skips on a machine without a GPU.
+#include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "engine/engine.h"
@@ -65,9 +69,11 @@ std::vector<Job> jobs_for(std::int32_t vocab) {
 
 std::unique_ptr<Engine> make_engine(const std::string& target, Device device,
                                     const std::optional<SpeculativeConfig>& spec = std::nullopt,
-                                    NodeRole role = NodeRole::kColocated, GraphMode graphs = GraphMode::kAuto) {
+                                    NodeRole role = NodeRole::kColocated, GraphMode graphs = GraphMode::kAuto,
+                                    DType kv_cache_dtype = DType::kF32) {
   EngineConfig c;
   c.role = role;
+  c.kv_cache_dtype = kv_cache_dtype;
   c.graphs = graphs;
   c.model_dir = fixture_path(target);
   c.backend.device = device;
@@ -159,6 +165,13 @@ TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices)
 INSTANTIATE_TEST_SUITE_P(AllMethods, CudaSpecEquivalence, ::testing::Range(0, static_cast<int>(method_cases().size())),
                          [](const auto& p) { return method_cases()[static_cast<std::size_t>(p.param)].label; });
 
+// The method of a test parameter, -1 being no speculation. A copy: method_cases() returns a
+// temporary, so a pointer into it would dangle.
+std::optional<MethodCase> method_at(int i) {
+  if (i < 0) return std::nullopt;
+  return method_cases()[static_cast<std::size_t>(i)];
+}
+
 // Test names for a method index, -1 being no speculation.
 std::string method_label(const ::testing::TestParamInfo<int>& p) {
   return p.param < 0 ? std::string("none") : method_cases()[static_cast<std::size_t>(p.param)].label;
@@ -168,7 +181,7 @@ class CudaHandoff : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
   SKIP_WITHOUT_GPU();
-  const MethodCase* m = GetParam() < 0 ? nullptr : &method_cases()[static_cast<std::size_t>(GetParam())];
+  const std::optional<MethodCase> m = method_at(GetParam());
   const std::string target = m ? m->target : "llama-f32";
   constexpr int k = 3;
   auto colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
@@ -187,7 +200,7 @@ TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
   const auto got = testing::run_disaggregated(*prefill, *decode, jobs);
   const std::string label = m ? m->label : "none";
   for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", request " << j.id;
-  if (m != nullptr) {
+  if (m) {
     EXPECT_EQ(decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens) << label;
   }
   EXPECT_EQ(decode->block_pool().num_in_use(), 0) << "blocks leaked";
@@ -203,7 +216,7 @@ class CudaGraphs : public ::testing::TestWithParam<int> {};
 // engine launching every op, and really replayed.
 TEST_P(CudaGraphs, ReplayedStepsGiveTheTokensOfEagerOnes) {
   SKIP_WITHOUT_GPU();
-  const MethodCase* m = GetParam() < 0 ? nullptr : &method_cases()[static_cast<std::size_t>(GetParam())];
+  const std::optional<MethodCase> m = method_at(GetParam());
   const std::string target = m ? m->target : "llama-f32";
   const auto spec = m ? std::optional(m->config(3)) : std::nullopt;
   auto eager = make_engine(target, kCuda, spec, NodeRole::kColocated, GraphMode::kOff);
@@ -214,7 +227,7 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheTokensOfEagerOnes) {
   const auto want = testing::run_jobs(*eager, jobs);
   const auto got = testing::run_jobs(*graphed, jobs);
   for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", request " << j.id;
-  if (m != nullptr) {
+  if (m) {
     EXPECT_EQ(graphed->spec_stats()->num_accepted_tokens, eager->spec_stats()->num_accepted_tokens) << label;
   }
   EXPECT_GT(graphed->graph_stats().replays, 0) << label;
@@ -222,6 +235,43 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheTokensOfEagerOnes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaGraphs, ::testing::Range(-1, static_cast<int>(method_cases().size())),
+                         method_label);
+
+class CudaBf16KvCache : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaBf16KvCache, LosslessOnTheGpuAndEqualToTheCpuAndThroughAHandoff) {
+  SKIP_WITHOUT_GPU();
+  const std::optional<MethodCase> m = method_at(GetParam());
+  const std::string target = m ? m->target : "llama-f32";
+  const std::string label = (m ? m->label : std::string("none")) + " with a BF16 KV cache";
+  constexpr int k = 3;
+  constexpr DType kBf16 = DType::kBF16;
+  const auto spec = [&](int tokens, NodeRole role) {
+    return m ? std::optional(m->config(tokens, role)) : std::nullopt;
+  };
+  auto plain_gpu = make_engine(target, kCuda, std::nullopt, NodeRole::kColocated, GraphMode::kAuto, kBf16);
+  const auto jobs = jobs_for(plain_gpu->model_config().vocab_size);
+  const auto plain = testing::run_jobs(*plain_gpu, jobs);
+  auto plain_cpu = make_engine(target, kCpu, std::nullopt, NodeRole::kColocated, GraphMode::kAuto, kBf16);
+  expect_same_greedy(jobs, plain, testing::run_jobs(*plain_cpu, jobs), label + ": plain cuda vs plain cpu");
+
+  auto colocated = make_engine(target, kCuda, spec(k, NodeRole::kColocated), NodeRole::kColocated, GraphMode::kAuto,
+                               kBf16);
+  const auto want = testing::run_jobs(*colocated, jobs);
+  expect_same_greedy(jobs, want, plain, label + ": speculative vs plain, cuda");
+
+  auto prefill = make_engine(target, kCuda, spec(1, NodeRole::kPrefill), NodeRole::kPrefill, GraphMode::kAuto, kBf16);
+  auto decode = make_engine(target, kCuda, spec(k, NodeRole::kDecode), NodeRole::kDecode, GraphMode::kAuto, kBf16);
+  for (Engine* e : {prefill.get(), decode.get()}) {
+    ASSERT_TRUE(e->kv_host_mirrored());
+    for (const KvPoolInfo& p : e->kv_pools()) std::memset(p.transfer.base, 0xff, p.transfer.bytes);
+  }
+  const auto got = testing::run_disaggregated(*prefill, *decode, jobs);
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", handoff, request " << j.id;
+  EXPECT_EQ(decode->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaBf16KvCache, ::testing::Range(-1, static_cast<int>(method_cases().size())),
                          method_label);
 
 TEST(CudaEngine, UnknownDeviceIndexIsAClearError) {

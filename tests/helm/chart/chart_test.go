@@ -710,7 +710,8 @@ func TestDeviceFollowsTheImageAndPoolsOverrideIt(t *testing.T) {
 		flag string
 		want string
 	}{{prefill, "device", "cuda"}, {decode, "device", "cuda:1"}, {decode, "graphs", "off"},
-		{decode, "graph-max-batch-size", "64"}} {
+		{decode, "graph-max-batch-size", "64"}, {prefill, "kv-cache-dtype", "bfloat16"},
+		{decode, "kv-cache-dtype", "bfloat16"}} {
 		if got := mustFlag(t, c.ctr, c.flag); got != c.want {
 			t.Errorf("%v --%s = %s, want %s", c.ctr["name"], c.flag, got, c.want)
 		}

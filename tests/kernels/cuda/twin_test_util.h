@@ -2,10 +2,15 @@
 // with the same inputs and compares. Host arrays go up with Twin::upload and come back with
 // Twin::download; a test calls SKIP_WITHOUT_GPU() first, so the suite passes (skipped) on machines
 // without a GPU and CI only compiles it.
+//
+// BATON_TWIN_ON_CPU=1 runs the tests without a GPU with a second CPU backend in the GPU's place: the
+// comparisons then hold trivially, but every test's plumbing (uploads, views, dtypes, the host-side
+// reference) runs, so a broken test shows up before GPU time is spent on it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -20,8 +25,13 @@
 
 namespace baton::cuda_testing {
 
+inline bool twin_on_cpu() {
+  const char* v = std::getenv("BATON_TWIN_ON_CPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
 #define SKIP_WITHOUT_GPU() \
-  if (::baton::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+  if (::baton::cuda_device_count() == 0 && !::baton::cuda_testing::twin_on_cpu()) GTEST_SKIP() << "no CUDA device"
 
 // The same seeded N(0, scale^2) data as the CPU kernel tests.
 using cpu::testing::random_floats;
@@ -32,7 +42,7 @@ class Twin {
   explicit Twin(bool batch_invariant = true) {
     BackendOptions o;
     o.batch_invariant = batch_invariant;
-    o.device = Device{DeviceType::kCuda, 0};
+    o.device = twin_on_cpu() && cuda_device_count() == 0 ? Device{} : Device{DeviceType::kCuda, 0};
     auto g = make_backend(o);
     EXPECT_TRUE(g.ok()) << g.status();
     if (g.ok()) gpu_ = std::move(*g);
@@ -43,6 +53,8 @@ class Twin {
     if (c.ok()) cpu_ = std::move(*c);
   }
   Backend& gpu() { return *gpu_; }
+  // Whether a CPU backend stands in for the GPU (BATON_TWIN_ON_CPU=1 on a machine without one).
+  bool cpu_stand_in() const { return gpu_ != nullptr && gpu_->device().type == DeviceType::kCpu; }
   Backend& cpu() { return *cpu_; }
 
   // A device copy of `host` viewed with `shape` (contiguous).

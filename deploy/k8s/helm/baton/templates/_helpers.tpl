@@ -329,9 +329,6 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- range $component := list "prefill" "decode" -}}
 {{- $e := include "baton.engineValues" (dict "root" $ "component" $component) | fromJson -}}
 {{- $_ := set $kvDtypes $component ($e.kvCacheDtype | default "auto") -}}
-{{- if and (eq ($e.kvCacheDtype | default "auto") "bfloat16") (hasPrefix "cuda" (include "baton.device" (dict "root" $ "component" $component))) -}}
-{{- fail (printf "%s nodes: engine.kvCacheDtype bfloat16 is CPU-only for now; the CUDA backend stores the KV cache in float32" $component) -}}
-{{- end -}}
 {{- end -}}
 {{- if and (include "baton.hasPrefill" .) (ne $kvDtypes.prefill $kvDtypes.decode) -}}
 {{- fail (printf "prefill nodes keep their KV cache in %s but decode nodes in %s: the router pairs only nodes whose KV layouts match; set engine.kvCacheDtype once for both" $kvDtypes.prefill $kvDtypes.decode) -}}
