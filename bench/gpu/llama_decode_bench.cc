@@ -4,7 +4,8 @@
 // times the same shape in Hugging Face transformers.
 //
 //   llama_decode_bench [--device cuda:0] [--batches 1,16] [--context 512] [--warmup 5] [--steps 30]
-//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--graphs both] [--small]
+//                      [--copy-gib 2] [--layers 32] [--prefill 1] [--graphs both]
+//                      [--kv-cache-dtype float32] [--small]
 //
 // --small swaps in a tiny model of the same family (hidden 256, 2 layers, vocab 1024) and
 // --device cpu runs on the CPU backend, its weights filled on the host by the same hash: together a
@@ -17,8 +18,8 @@
 // directly from those device buffers, each linear() weight put in the backend's packed layout
 // when it has one, as ModelWeights::load does (random_llama.h makes the model).
 //
-// Context: the paged KV cache (F32, the backend's activation dtype) is pre-filled with random
-// values, and every sequence starts decoding at position --context over a block table covering
+// Context: the paged KV cache (F32, the backend's activation dtype, or BF16 with --kv-cache-dtype
+// bfloat16) is pre-filled with random values, and every sequence starts decoding at position --context over a block table covering
 // it: the attention reads `context` cached positions, exactly as after a prefill. With --prefill 1
 // one 'context'-token prefill of a single sequence is timed too (its own warm-up first).
 //
@@ -40,7 +41,7 @@
 //   fraction        = weight_bandwidth / copy_bandwidth: 1.0 would be a step that does nothing but
 //                     stream its weights at copy speed. fraction_with_kv also counts the KV cache
 //                     bytes the attention reads (batch x context x layers x 2 x kv_heads x
-//                     head_dim x 4), which matter at batch 16.
+//                     head_dim x 4, or x 2 with a BF16 cache), which matter at batch 16.
 // Prints one JSON object on stdout (progress on stderr).
 //
 // Must not: read weights from the host or the disk on the GPU, pass a CPU run for a measurement
@@ -86,6 +87,7 @@ struct Args {
   int layers = 32;
   bool prefill = true;
   std::string graphs = "both";  // on, off, both
+  DType kv_cache_dtype = DType::kF32;
   bool small = false;
 };
 
@@ -123,6 +125,9 @@ Args parse(int argc, char** argv) {
     } else if (k == "--graphs") {
       if (v != "on" && v != "off" && v != "both") die("--graphs must be on, off or both");
       a.graphs = v;
+    } else if (k == "--kv-cache-dtype") {
+      if (v != "float32" && v != "bfloat16") die("--kv-cache-dtype must be float32 or bfloat16");
+      a.kv_cache_dtype = v == "bfloat16" ? DType::kBF16 : DType::kF32;
     } else {
       die(str_cat("unknown flag ", k));
     }
@@ -249,13 +254,21 @@ int run(int argc, char** argv) {
   std::unique_ptr<Transformer> graph_model = std::move(*graph_model_or);
 
   const std::int32_t num_blocks = max_batch * blocks_per_seq + 1;
-  auto cache_or = KvCache::create(*backend, model->kv_layout(), num_blocks);
+  KvCacheLayout layout = model->kv_layout();
+  layout.dtype = args.kv_cache_dtype;
+  auto cache_or = KvCache::create(*backend, layout, num_blocks);
   check(cache_or.status(), "KvCache::create");
   KvCache cache = std::move(*cache_or);
   const KvRegion region = cache.region();
-  fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
-  fill.sync("KV fill");
-  const KvCacheLayout layout = model->kv_layout();
+  const auto fill_kv = [&] {
+    if (layout.dtype == DType::kBF16) {
+      fill.bf16_uniform(region.base, region.bytes / 2, 1.0f, 7);
+    } else {
+      fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
+    }
+    fill.sync("KV fill");
+  };
+  fill_kv();
   // Bytes of K and V for one cached position, all layers.
   const double kv_bytes_per_position = 2.0 * layout.num_layers * layout.num_kv_heads * layout.head_dim *
                                        static_cast<double>(dtype_size(layout.dtype));
@@ -315,8 +328,7 @@ int run(int argc, char** argv) {
                       {"finite_logits", finite}};
     std::fprintf(stderr, "llama_decode_bench: prefill %d tokens: %.2f ms\n", args.context, s.median * 1e3);
     // Re-randomize the KV the prefill overwrote (not needed for timing; keeps the data uniform).
-    fill.f32_uniform(region.base, region.bytes / 4, 1.0f, 7);
-    fill.sync("KV fill");
+    fill_kv();
   }
 
   auto time_decode = [&](Transformer& m, const int batch_size, const bool graphs) {

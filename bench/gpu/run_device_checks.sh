@@ -16,7 +16,8 @@
 #           (bench/gpu/dump_logits + bench/gpu/compare_hf_logits.py)
 #   speed   Llama-3.1-8B-shaped decode at batch 1 and 16: ours (bench/gpu/llama_decode_bench) vs the
 #           copy bandwidth and vs transformers (bench/gpu/hf_decode_speed.py: eager; torch.compile
-#           too when the budget allows — its failure is reported, not a failed check)
+#           too when the budget allows — its failure is reported, not a failed check); and batch 16
+#           at context 4096 with an F32 and a BF16 KV cache (figures only)
 # Results: ${OUT:-/tmp/baton-gpu-check}/ holds summary.json (pass/fail per step, key figures),
 # check.log (this console output) and logs.tar.gz (every step's logs and JSON), refreshed after
 # each step — three files, within what the device tool brings back. The work files themselves stay
@@ -274,8 +275,20 @@ speed_baton_step() {
   if $cpu_only; then  # the bench's plumbing on a tiny model: no figure of this run means anything
     "$B/bin/llama_decode_bench" --device cpu --small --copy-gib 0.25 --context 64 --warmup 2 --steps 10 \
       >"$work/speed/baton.json"
+    local dt
+    for dt in float32 bfloat16; do
+      "$B/bin/llama_decode_bench" --device cpu --small --copy-gib 0.01 --context 256 --batches 4 --prefill 0 \
+        --graphs on --warmup 1 --steps 3 --kv-cache-dtype $dt >"$work/speed/kv_$dt.json" || echo "kv $dt failed" >&2
+    done
   else
     "$B/bin/llama_decode_bench" --batches 1,16 --context 512 --warmup 5 --steps 30 >"$work/speed/baton.json"
+    # Batch 16 at context 4096, where the KV cache's bytes outweigh the weights': F32 against BF16
+    # (figures for the summary; best effort, the check does not judge them).
+    local dt
+    for dt in float32 bfloat16; do
+      timeout 45 "$B/bin/llama_decode_bench" --batches 16 --context 4096 --prefill 0 --graphs on --copy-gib 1 \
+        --warmup 3 --steps 20 --kv-cache-dtype $dt >"$work/speed/kv_$dt.json" || echo "kv $dt failed (exit $?)" >&2
+    done
     # linear() alone on the same shapes, per shape and row count, against the copy bandwidth
     # (for tuning; its figures go to the logs, the check does not judge them).
     if [ -x "$B/bin/cuda_gemm_bench" ]; then
@@ -286,7 +299,7 @@ speed_baton_step() {
 }
 mkdir -p "$work/speed"
 export -f speed_baton_step
-run_step speed_baton 120 60 -- speed_baton_step
+run_step speed_baton 150 60 -- speed_baton_step
 if $cpu_only; then
   say "speed_hf: skipped (CPU-only run)"; record speed_hf skipped 0 "CPU-only run"
 else

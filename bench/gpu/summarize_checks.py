@@ -176,6 +176,15 @@ def speed_figures(work):
                 ratios[mode] = {b: round(v["tokens_per_s"] / theirs[b]["tokens_per_s"], 3)
                                 for b, v in out["baton"].items() if b in theirs}
     out["ours_over_transformers"] = ratios
+    # A long-context decode batch with an F32 and a BF16 KV cache (the cache's bytes dominate).
+    kv = {dt: load_last_json_line(os.path.join(work, "speed", f"kv_{dt}.json")) for dt in ("float32", "bfloat16")}
+    kv = {dt: r["decode"][0] for dt, r in kv.items() if r and r.get("decode")}
+    if len(kv) == 2:
+        f32, bf16 = kv["float32"], kv["bfloat16"]
+        out["kv_cache_dtype"] = {"batch": f32["batch"], "context": f32.get("context"),
+                                 "step_ms_float32": round(f32["step_ms_median"], 3),
+                                 "step_ms_bfloat16": round(bf16["step_ms_median"], 3),
+                                 "bfloat16_over_float32": round(bf16["step_ms_median"] / f32["step_ms_median"], 3)}
     return out
 
 
@@ -249,6 +258,11 @@ def print_summary(s):
                 for b, v in sp["baton_without_graphs"].items())
     elif sp.get("baton_error"):
         notes["speed_baton"] = sp["baton_error"][:200]
+    if sp.get("kv_cache_dtype"):
+        k = sp["kv_cache_dtype"]
+        notes["speed_baton"] = notes.get("speed_baton", "") + (
+            f"; b{k['batch']} at context {k['context']}: {k['step_ms_float32']} ms/step with an F32 KV cache, "
+            f"{k['step_ms_bfloat16']} with BF16 ({k['bfloat16_over_float32']}x)")
     hf_bits = []
     for mode in ("eager", "compile"):
         r = sp.get(f"transformers_{mode}")

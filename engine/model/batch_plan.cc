@@ -6,6 +6,30 @@
 
 namespace baton {
 
+bool fits_shape(const ForwardBatch& batch, const GraphShape& shape) {
+  const std::int32_t q_max = shape.tokens_per_seq, l = shape.logits_per_seq;
+  if (batch.sequences.empty() || static_cast<std::int64_t>(batch.sequences.size()) > shape.num_seqs || q_max < 1 ||
+      (l != 0 && l != 1 && l != q_max)) {
+    return false;
+  }
+  for (const ForwardSequence& s : batch.sequences) {
+    const auto q = static_cast<std::int32_t>(s.tokens.size());
+    const std::span<const std::int32_t> idx = s.logits_indices;
+    if (q < 1 || q > q_max) return false;
+    if (l == q_max) {  // every token, in order
+      if (static_cast<std::int32_t>(idx.size()) != q) return false;
+      for (std::int32_t j = 0; j < q; ++j) {
+        if (idx[static_cast<std::size_t>(j)] != j) return false;
+      }
+    } else if (l == 1) {  // the last token
+      if (idx.size() != 1 || idx[0] != q - 1) return false;
+    } else if (!idx.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::Status BatchPlan::allocate(Backend& backend, const BatchLimits& limits) {
   backend_ = &backend;
   limits_ = limits;
@@ -35,25 +59,22 @@ AttentionBatch BatchPlan::attention() const {
   return a;
 }
 
-absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks, std::int64_t padded_seqs) {
+absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
+                             const std::optional<GraphShape>& padded) {
   const auto real_seqs = static_cast<std::int64_t>(batch.sequences.size());
   if (real_seqs == 0) return absl::InvalidArgumentError("forward batch has no tokens");
   std::int64_t num_tokens = batch.num_tokens();
   std::int64_t num_logits = batch.num_logits();
   num_seqs_ = real_seqs;
-  if (padded_seqs > 0) {
-    if (padded_seqs < real_seqs || num_blocks < 1) {
-      return absl::InvalidArgumentError(str_cat("cannot pad ", real_seqs, " sequences to ", padded_seqs));
+  if (padded) {
+    if (num_blocks < 1 || !fits_shape(batch, *padded)) {
+      return absl::InvalidArgumentError(str_cat("cannot pad a forward batch of ", real_seqs, " sequences to ",
+                                                padded->num_seqs, " sequences of ", padded->tokens_per_seq,
+                                                " tokens with logits at ", padded->logits_per_seq));
     }
-    const ForwardSequence& first = batch.sequences.front();
-    for (const ForwardSequence& seq : batch.sequences) {
-      if (seq.tokens.size() != first.tokens.size() || !std::ranges::equal(seq.logits_indices, first.logits_indices)) {
-        return absl::InvalidArgumentError("a padded forward batch needs sequences of one shape");
-      }
-    }
-    num_tokens = padded_seqs * static_cast<std::int64_t>(first.tokens.size());
-    num_logits = padded_seqs * static_cast<std::int64_t>(first.logits_indices.size());
-    num_seqs_ = padded_seqs;
+    num_tokens = padded->num_seqs * padded->tokens_per_seq;
+    num_logits = padded->num_seqs * padded->logits_per_seq;
+    num_seqs_ = padded->num_seqs;
   }
   if (num_tokens == 0) return absl::InvalidArgumentError("forward batch has no tokens");
   if (num_tokens > limits_.max_num_tokens || num_seqs_ > limits_.max_num_seqs || num_logits > limits_.max_num_logits) {
@@ -110,13 +131,11 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
     }
     max_context_len_ = std::max(max_context_len_, end);
   }
-  if (padded_seqs > 0) {
-    // Padding: the first sequence's shape at positions 0.. of block 0 (every block-table entry 0,
-    // so all its reads stay inside the cache), slot -1 so it writes no KV. Its rows are computed
-    // and never read.
-    const ForwardSequence& first = batch.sequences.front();
-    const auto q_len = static_cast<std::int32_t>(first.tokens.size());
-    for (std::int64_t s = real_seqs; s < padded_seqs; ++s) {
+  if (padded) {
+    const std::int32_t q_len = padded->tokens_per_seq, logits = padded->logits_per_seq;
+    // Padding sequences: the shape at positions 0.. of block 0 (every block-table entry 0, so all
+    // their reads stay inside the cache), slot -1 so they write no KV.
+    for (std::int64_t s = real_seqs; s < padded->num_seqs; ++s) {
       std::fill_n(h_block_tables_.begin() + s * max_blocks_per_seq_, max_blocks_per_seq_, 0);
       const auto base = static_cast<std::int32_t>(h_tokens_.size());
       for (std::int32_t i = 0; i < q_len; ++i) {
@@ -124,8 +143,22 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
         h_positions_.push_back(i);
         h_token_seq_.push_back(static_cast<std::int32_t>(s));
         h_slots_.push_back(-1);
+        if (logits == q_len || (logits == 1 && i == q_len - 1)) h_logits_rows_.push_back(base + i);
       }
-      for (std::int32_t idx : first.logits_indices) h_logits_rows_.push_back(base + idx);
+    }
+    // Fillers of the real sequences shorter than the shape: at position 0 of the sequence, whose key
+    // is cached or written by this forward before attention reads it (one key to read, however
+    // long the context), slot -1.
+    for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
+      const ForwardSequence& seq = batch.sequences[s];
+      const auto q = static_cast<std::int32_t>(seq.tokens.size());
+      for (std::int32_t i = q; i < q_len; ++i) {
+        if (logits == q_len) h_logits_rows_.push_back(static_cast<std::int32_t>(h_tokens_.size()));
+        h_tokens_.push_back(0);
+        h_positions_.push_back(0);
+        h_token_seq_.push_back(static_cast<std::int32_t>(s));
+        h_slots_.push_back(-1);
+      }
     }
     // A graph replays for any context: attention gets the bound, not this batch's longest.
     max_context_len_ = limits_.max_model_len;

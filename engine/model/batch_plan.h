@@ -8,12 +8,15 @@
 // vocabulary, logits indices inside their chunk) so kernels never see an out-of-range index.
 //
 // For a forward replayed from a graph (engine/model/forward_graphs.h) it pads the batch to the
-// graph's number of sequences and gives attention the bound max_model_len as its longest context,
-// so that the packed layout and every launch value are the graph's whatever the real batch.
+// graph's shape — sequences up to its number, each sequence's new tokens up to its length — and
+// gives attention the bound max_model_len as its longest context, so that the packed layout and
+// every launch value are the graph's whatever the real batch. The real tokens and logits rows come
+// first, in the batch's order, so a caller reads them where it would without padding.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,14 +34,32 @@ struct BatchLimits {
   std::int32_t vocab_size = 0;  // token ids must be below it
 };
 
+// The shape of a padded forward (a graph's): num_seqs sequences of tokens_per_seq new tokens each,
+// with logits at none of them (logits_per_seq 0), the last (1) or every one (tokens_per_seq).
+struct GraphShape {
+  std::int64_t num_seqs = 0;
+  std::int32_t tokens_per_seq = 0;
+  std::int32_t logits_per_seq = 0;
+  bool operator==(const GraphShape&) const = default;
+};
+
+// Whether `batch` pads to `shape`: at most shape.num_seqs sequences, each with 1 to tokens_per_seq
+// new tokens and logits at none of them, its last, or every one, as the shape says (a one-token
+// sequence with logits fits either of the last two).
+bool fits_shape(const ForwardBatch& batch, const GraphShape& shape);
+
 class BatchPlan {
  public:
   absl::Status allocate(Backend& backend, const BatchLimits& limits);
   // Validates `batch` against the limits and a cache of num_blocks blocks, then uploads it.
-  // padded_seqs > 0 (a graph's shape; every sequence of `batch` has the first one's number of
-  // tokens and logits positions): pads the batch with sequences shaped like its first, each at
-  // positions 0.. over block 0 with its KV writes skipped, up to padded_seqs sequences.
-  absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks, std::int64_t padded_seqs = 0);
+  // With a `padded` shape (which the batch must fit), the batch is padded to it:
+  //  - each real sequence shorter than tokens_per_seq gets filler tokens (token 0 at position 0 of
+  //    the sequence, so attention reads one of its keys; KV writes skipped; logits rows when the
+  //    shape has logits at every token), placed after every real token;
+  //  - sequences up to num_seqs, each at positions 0.. over block 0 with its KV writes skipped.
+  // Their rows are computed and never read: kernels are batch-invariant, so no real row changes.
+  absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks,
+                    const std::optional<GraphShape>& padded = std::nullopt);
 
   // Counts include padding.
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(h_tokens_.size()); }

@@ -24,20 +24,19 @@ ForwardGraphs::ForwardGraphs(std::int64_t max_seqs, std::int32_t max_tokens_per_
 
 std::optional<GraphShape> ForwardGraphs::shape_for(const ForwardBatch& batch) const {
   if (!enabled_ || batch.on_layer_written || batch.sequences.empty()) return std::nullopt;
-  const ForwardSequence& first = batch.sequences.front();
-  const auto q = static_cast<std::int32_t>(first.tokens.size());
-  const auto logits = static_cast<std::int32_t>(first.logits_indices.size());
-  // Logits at no token, the last token, or every token, in order.
-  if (q == 0 || q > max_tokens_per_seq_ || (logits > 1 && logits != q)) return std::nullopt;
-  for (std::int32_t j = 0; j < logits; ++j) {
-    if (first.logits_indices[static_cast<std::size_t>(j)] != (logits == 1 ? q - 1 : j)) return std::nullopt;
-  }
-  for (const ForwardSequence& s : batch.sequences) {
-    if (s.tokens.size() != first.tokens.size() || !std::ranges::equal(s.logits_indices, first.logits_indices)) {
-      return std::nullopt;
+  std::int32_t q = 0;  // the longest sequence's new tokens: every sequence pads to it
+  for (const ForwardSequence& s : batch.sequences) q = std::max(q, static_cast<std::int32_t>(s.tokens.size()));
+  if (q == 0 || q > max_tokens_per_seq_) return std::nullopt;
+  // Logits at every token, the last, or none: the first the batch fits.
+  const auto seqs = static_cast<std::int64_t>(batch.sequences.size());
+  std::int32_t logits = -1;
+  for (const std::int32_t l : {q, 1, 0}) {
+    if (fits_shape(batch, GraphShape{seqs, q, l})) {
+      logits = l;
+      break;
     }
   }
-  const auto seqs = static_cast<std::int64_t>(batch.sequences.size());
+  if (logits < 0) return std::nullopt;
   for (std::int64_t n : buckets_) {
     if (n < seqs) continue;
     if (n > limits_.max_num_seqs || n * q > limits_.max_num_tokens || n * logits > limits_.max_num_logits) break;

@@ -1,17 +1,21 @@
 // ForwardGraphs: which of a Transformer's forwards replay a captured graph (a CUDA graph on a GPU:
 // one launch for the whole forward instead of one per op), and those graphs.
 //
-// Decode steps (one new token per sequence) and verification steps (k + 1 per sequence) keep
-// their shape from step to step but for the number of sequences. Padded up to a bucket (1, 2, 4,
-// 8, then multiples of 8 up to max_seqs), they fall into a few shapes, each captured the first
-// time it is seen, right after running that forward eagerly (which also warms anything a kernel
-// sets up on first use), and replayed from then on. (The engine shows each bucket's decode and
-// verification shapes to the model as it starts: engine/engine_graphs.cc.) BatchPlan does the padding (sequences shaped
-// like the batch's, over block 0, writing no KV) and gives attention the bound max_model_len, so
-// the launch values frozen in a graph hold for every batch of its shape.
+// Decode steps (one new token per sequence) and verification steps (up to k + 1 per sequence)
+// keep their shape from step to step but for the number of sequences. Padded up to a bucket (1, 2,
+// 4, 8, then multiples of 8 up to max_seqs) and each sequence up to the batch's longest, they fall
+// into a few shapes, each captured the first time it is seen, right after running that forward
+// eagerly (which also warms anything a kernel sets up on first use), and replayed from then on.
+// (The engine shows each bucket's decode and verification shapes to the model as it starts:
+// engine/engine_graphs.cc.) A verification whose sequences have fewer drafts than others (an
+// n-gram proposer that matched for some requests only) replays the graph of its longest sequence.
+// BatchPlan does the padding (filler tokens and sequences over blocks already read, writing no
+// KV) and gives attention the bound max_model_len, so the launch values frozen in a graph hold for
+// every batch of its shape.
 //
-// Forwards of any other shape — prefill chunks, a step mixing sequences of different lengths, one
-// with a per-layer callback (KV pushed layer by layer) — run eagerly.
+// Forwards of any other shape — prefill chunks (longer than k + 1 tokens), sequences with logits
+// at other positions than none, the last or all of their tokens, one with a per-layer callback (KV
+// pushed layer by layer) — run eagerly.
 //
 // Must not: change a real sequence's result (kernels are batch-invariant, and padding only adds
 // rows after the real ones); reuse a graph for another KV cache or other captures (they are part
@@ -29,15 +33,6 @@
 #include "kernels/backend.h"
 
 namespace baton {
-
-// The shape of a graph's forward: num_seqs sequences of tokens_per_seq new tokens each, with logits
-// at the same logits_per_seq positions (none, the last token, or every token).
-struct GraphShape {
-  std::int64_t num_seqs = 0;
-  std::int32_t tokens_per_seq = 0;
-  std::int32_t logits_per_seq = 0;
-  bool operator==(const GraphShape&) const = default;
-};
 
 // Everything besides the plan's contents that a captured forward depends on.
 struct GraphKey {

@@ -109,7 +109,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
                                               " does not fit this model (", kv_layout().describe(), ")"));
   }
   const std::optional<GraphShape> shape = graphs_->shape_for(batch);
-  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks(), shape ? shape->num_seqs : 0));
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks(), shape));
   const std::int64_t t = plan_.num_tokens();
   const std::int64_t n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;

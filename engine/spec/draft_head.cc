@@ -280,7 +280,7 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
       if (s.start_position == 0) shape.reset();
     }
   }
-  BATON_RETURN_IF_ERROR(plan_.plan(batch, cache.num_blocks(), shape ? shape->num_seqs : 0));
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, cache.num_blocks(), shape));
   const std::int64_t t = plan_.num_tokens(), n_logits = plan_.num_logits();
   const TensorView features = shape ? features_.view(DType::kF32, {t, width}) : feat;
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});

@@ -142,7 +142,7 @@ TEST(BatchPlan, PaddingAddsSequencesThatReadBlockZeroAndWriteNothing) {
   ForwardBatch batch;
   batch.sequences.push_back({tokens_a, 5, blocks_a, both});   // positions 5, 6 in block 3
   batch.sequences.push_back({tokens_b, 17, blocks_b, both});  // positions 17, 18 in block 1
-  ASSERT_TRUE(plan.plan(batch, /*num_blocks=*/4, /*padded_seqs=*/4).ok());
+  ASSERT_TRUE(plan.plan(batch, /*num_blocks=*/4, GraphShape{4, 2, 2}).ok());
   EXPECT_EQ(plan.num_tokens(), 8);
   EXPECT_EQ(plan.num_logits(), 8);
   EXPECT_EQ(plan.num_seqs(), 4);
@@ -163,12 +163,55 @@ TEST(BatchPlan, PaddingAddsSequencesThatReadBlockZeroAndWriteNothing) {
   ASSERT_TRUE(plan.plan(batch, 4).ok());
   EXPECT_EQ(plan.attention().max_context_len, 19);
 
-  const std::vector<std::int32_t> last = {0};
+  const std::vector<std::int32_t> last = {1};
   ForwardBatch mixed = batch;
   mixed.sequences[1].logits_indices = last;
-  EXPECT_FALSE(plan.plan(mixed, 4, 4).ok()) << "sequences of different shapes padded";
-  EXPECT_FALSE(plan.plan(batch, 4, 1).ok()) << "padded below the batch";
-  EXPECT_FALSE(plan.plan(batch, 4, 5).ok()) << "padded beyond max_num_seqs";
+  EXPECT_FALSE(plan.plan(mixed, 4, GraphShape{4, 2, 2}).ok()) << "logits at the last token padded as every token";
+  EXPECT_FALSE(plan.plan(mixed, 4, GraphShape{4, 2, 1}).ok()) << "logits at every token padded as the last";
+  EXPECT_FALSE(plan.plan(batch, 4, GraphShape{1, 2, 2}).ok()) << "padded below the batch";
+  EXPECT_FALSE(plan.plan(batch, 4, GraphShape{4, 1, 1}).ok()) << "padded below a sequence's length";
+  EXPECT_FALSE(plan.plan(batch, 4, GraphShape{5, 2, 2}).ok()) << "padded beyond max_num_seqs";
+}
+
+// Sequences of different lengths (a verification of one draft next to a decode) pad to the longest:
+// the shorter one gets filler tokens after every real token and every padding sequence, at its
+// position 0 (one key to attend to), writing no KV; with logits at every token they get logits rows too, after the real
+// ones; with logits at the last token they get none.
+TEST(BatchPlan, ShorterSequencesGetFillersAfterTheRealRows) {
+  DeferredDmaBackend backend;
+  const BatchLimits limits = small_limits(/*max_num_seqs=*/4, /*max_num_logits=*/8);
+  BatchPlan plan;
+  ASSERT_TRUE(plan.allocate(backend, limits).ok());
+  const std::vector<std::int32_t> blocks_a = {3}, blocks_b = {2, 1};
+  const std::vector<std::int32_t> tokens_a = {11, 12}, tokens_b = {21}, every_a = {0, 1}, only_b = {0};
+  ForwardBatch batch;
+  batch.sequences.push_back({tokens_a, 5, blocks_a, every_a});  // positions 5, 6 in block 3
+  batch.sequences.push_back({tokens_b, 17, blocks_b, only_b});  // position 17 in block 1
+  ASSERT_TRUE(fits_shape(batch, GraphShape{4, 2, 2}));
+  ASSERT_TRUE(plan.plan(batch, /*num_blocks=*/4, GraphShape{4, 2, 2}).ok());
+  EXPECT_EQ(plan.num_tokens(), 8);
+  EXPECT_EQ(plan.num_logits(), 8);
+  backend.synchronize();
+  ASSERT_EQ(backend.delivered.size(), 1u);
+  const std::vector<std::int32_t> expected = {
+      11, 12, 21, 0, 0, 0, 0, 0,                         // tokens: real, padding sequences 2 and 3, b's filler
+      5, 6, 17, 0, 1, 0, 1, 0,                           // positions: the filler at b's first
+      0, 0, 1, 2, 2, 3, 3, 1,                            // token_seq: the filler is b's
+      3 * 16 + 5, 3 * 16 + 6, 16 + 1, -1, -1, -1, -1, -1,  // slots
+      0, 1, 2, 3, 4, 5, 6, 7,                            // logits rows: real ones first
+      3, -1, 2, 1, 0, 0, 0, 0,                           // block tables [4, 2]
+  };
+  EXPECT_EQ(backend.delivered[0], expected);
+
+  // Logits at each sequence's last token: none for the filler.
+  const std::vector<std::int32_t> last_a = {1};
+  batch.sequences[0].logits_indices = last_a;
+  ASSERT_TRUE(plan.plan(batch, 4, GraphShape{4, 2, 1}).ok());
+  EXPECT_EQ(plan.num_logits(), 4);
+  backend.synchronize();
+  ASSERT_EQ(backend.delivered.size(), 2u);
+  const std::vector<std::int32_t> last_rows(backend.delivered[1].begin() + 32, backend.delivered[1].begin() + 36);
+  EXPECT_EQ(last_rows, (std::vector<std::int32_t>{1, 2, 4, 6}));
 }
 
 }  // namespace

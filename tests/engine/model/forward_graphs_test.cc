@@ -1,7 +1,8 @@
 // Forwards replayed from captured graphs (engine/model/forward_graphs.h) against the same forwards
 // run op by op, on every fixture architecture and backend (the CUDA instances run real CUDA graphs
-// and skip without a GPU): decode steps and verification steps padded to a bucket, a step of
-// another shape, hidden-state captures. Logits and hidden states must be bit-identical, step after
+// and skip without a GPU): decode steps and verification steps padded to a bucket, steps whose
+// sequences add different numbers of tokens (padded with fillers to the longest), hidden-state
+// captures. Logits and hidden states must be bit-identical, step after
 // step (so padding never writes KV: block 0, which padding reads, belongs to a real sequence), and
 // the graphs must actually have been replayed.
 #include <cstring>
@@ -76,7 +77,9 @@ TEST_P(ForwardGraphsTest, ReplayedStepsAreBitIdenticalToEagerOnes) {
       {all, std::vector<std::int32_t>(6, 4)},  // replayed
       {{2}, {1}},                              // one sequence: captured
       {{2}, {1}},                              // replayed
-      {{0, 1}, {1, 3}},                        // mixed lengths: eager
+      {all, {4, 1, 4, 2, 4, 4}},               // mixed lengths: the verification graph, with fillers
+      {{0, 1, 2}, {1, 3, 2}},                  // mixed, 3 padded to 4 of 3 tokens: captured
+      {{3, 4, 5}, {2, 3, 1}},                  // replayed
       {all, std::vector<std::int32_t>(6, 1), true},  // with hidden-state captures: a new graph
       {all, std::vector<std::int32_t>(6, 1), true},  // replayed
       {all, std::vector<std::int32_t>(6, 1)},        // the first graph again
@@ -134,9 +137,9 @@ TEST_P(ForwardGraphsTest, ReplayedStepsAreBitIdenticalToEagerOnes) {
     }
   }
   const GraphStats& g = graphed.h.model->graph_stats();
-  EXPECT_EQ(g.captured, 5) << name();
-  EXPECT_EQ(g.replays, 7) << name();
-  EXPECT_EQ(g.eager, 6 + 5 + 1) << name();  // prefills, each graph's first run, the mixed step
+  EXPECT_EQ(g.captured, 6) << name();
+  EXPECT_EQ(g.replays, 9) << name();
+  EXPECT_EQ(g.eager, 6 + 6) << name();  // prefills, each graph's first run
   EXPECT_EQ(eager.h.model->graph_stats().replays, 0);
 }
 

@@ -176,6 +176,25 @@ TEST(SpecEngine, GraphReplaysGiveTheSameTokensAndDrafts) {
   }
 }
 
+// An n-gram proposer drafts for one request and not (or less) for another in the same step: such a
+// step pads the shorter sequences with fillers and replays a graph, so the only target forwards run
+// op by op are the prefill and each graph's first run (its capture).
+TEST(SpecEngine, StepsMixingDraftLengthsReplayGraphs) {
+  const MethodCase m = method_cases()[0];
+  ASSERT_EQ(m.label, "ngram");
+  auto spec = SpeculativeConfig::parse(m.json + ", \"num_speculative_tokens\": 3}", NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto eager = make_engine(m.target, *spec, "auto", false, GraphMode::kOff);
+  auto graphed = make_engine(m.target, *spec, "auto", false, GraphMode::kOn);
+  const auto all = jobs_for(eager->model_config().vocab_size, /*include_sampled=*/false);
+  const std::vector<Job> jobs = {all[0], all[1]};  // a prompt without repeats, one with
+  EXPECT_EQ(run(*graphed, jobs), run(*eager, jobs));
+  EXPECT_GT(graphed->spec_stats()->num_draft_tokens, 0);
+  const GraphStats& g = graphed->graph_stats();
+  EXPECT_EQ(g.eager - g.captured, 1) << "target forwards without a graph besides the prefill (" << g.replays
+                                     << " replays)";
+}
+
 TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
   auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
                                            fixture_path("spec/draft-llama-f32") + "\"}",
