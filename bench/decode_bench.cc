@@ -30,14 +30,23 @@
 // each round's batch-1 run is bracketed by probes, its floor uses the faster of the two, and the
 // figure is the median over rounds of those paired fractions.
 //
+// --context N (default 16) gives every decoding request (and the verifying one) an N-token prompt,
+// so each step attends over about N cached positions; --kv-cache-dtype auto|float32|bfloat16 picks
+// the cache's elements. Decode and verify lines then add the KV bytes a step reads (the cached
+// positions, K and V, every layer) and "fraction_of_bandwidth_floor_with_kv", the floor that reads
+// the weights and those bytes over the step (the verify line: over its target forward): at long
+// contexts the cache, not the weights, is most of a step.
+//
 // usage: decode_bench --model DIR [--batches 1,8,32] [--steps 32] [--rounds 5] [--prefill-tokens 512] [--threads N]
 //                     [--cpu-isa auto|avx2|avx512|avx512bf16] [--profile 0|1] [--verify-k K]
+//                     [--context 16] [--kv-cache-dtype auto|float32|bfloat16]
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,6 +73,8 @@ struct Args {
   std::string cpu_isa = "auto";
   bool profile = true;
   int verify_k = 4;
+  int context = 16;                     // prompt tokens of each decoding request
+  std::optional<DType> kv_cache_dtype;  // nullopt: the engine's default (the activations')
 };
 
 Args parse(int argc, char** argv) {
@@ -78,6 +89,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--cpu-isa") a.cpu_isa = v;
     else if (k == "--profile") a.profile = v != "0";
     else if (k == "--verify-k") a.verify_k = std::stoi(v);
+    else if (k == "--context") a.context = std::max(1, std::stoi(v));
+    else if (k == "--kv-cache-dtype") {
+      if (v == "float32") a.kv_cache_dtype = DType::kF32;
+      else if (v == "bfloat16") a.kv_cache_dtype = DType::kBF16;
+      else if (v != "auto") {
+        std::fprintf(stderr, "--kv-cache-dtype must be auto, float32 or bfloat16\n");
+        std::exit(2);
+      }
+    }
     else if (k == "--batches") {
       a.batches.clear();
       std::size_t pos = 0;
@@ -103,13 +123,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// KV bytes of one cached position (K and V, every layer) in the engine's cache.
+double kv_bytes_per_position(const ModelConfig& c, DType dtype) {
+  return 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<double>(dtype_size(dtype));
+}
+
 std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs, int draft_k = 0) {
+  auto config = ModelConfig::load(a.model);
+  if (!config.ok()) {
+    std::fprintf(stderr, "decode_bench: %s\n", std::string(config.status().message()).c_str());
+    std::exit(1);
+  }
+  const int longest = a.context + (a.steps + 8) * (draft_k + 1);
   EngineConfig c;
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
   c.backend.cpu_isa = a.cpu_isa;
-  c.kv_cache_bytes = 2LL << 30;
-  c.max_model_len = 2048;
+  c.kv_cache_dtype = a.kv_cache_dtype;
+  // Room for every request's whole sequence (the draft model, the target itself, needs as much).
+  const double needed = 1.25 * max_seqs * longest * kv_bytes_per_position(*config, DType::kF32) * (draft_k > 0 ? 2 : 1);
+  c.kv_cache_bytes = std::max<std::int64_t>(2LL << 30, static_cast<std::int64_t>(needed));
+  c.max_model_len = std::max(2048, longest + 16);
+  if (config->max_position_embeddings > 0) c.max_model_len = std::min(c.max_model_len, config->max_position_embeddings);
   c.scheduler.max_num_batched_tokens = std::max(2048, a.prefill_tokens);
   c.scheduler.max_num_seqs = max_seqs;
   if (draft_k > 0) {
@@ -209,7 +244,7 @@ int main(int argc, char** argv) {
     p.ignore_eos = true;
     p.max_tokens = args.steps + 3;
     for (int i = 0; i < max_batch; ++i) {
-      (void)engine->add_request("w" + std::to_string(i), random_prompt(16, vocab, 1000u + static_cast<unsigned>(i)), p);
+      (void)engine->add_request("w" + std::to_string(i), random_prompt(args.context, vocab, 1000u + static_cast<unsigned>(i)), p);
     }
     while (engine->has_unfinished()) {
       if (!engine->step().ok()) return 1;
@@ -232,10 +267,10 @@ int main(int argc, char** argv) {
     if (on != nullptr) p.max_speculative_tokens = 0;
     for (int i = 0; i < batch; ++i) {
       (void)e.add_request("d" + std::to_string(batch) + "-" + std::to_string(round) + "-" + std::to_string(i),
-                                random_prompt(16, vocab, static_cast<std::uint32_t>(i)), p);
+                                random_prompt(args.context, vocab, static_cast<std::uint32_t>(i)), p);
     }
     std::vector<double> forward_s;
-    int step = 0;
+    int full_steps = 0;  // steps in which every request got a token
     while (e.has_unfinished()) {
       StepProfile::reset();
       const double fwd0 = e.stats().forward_seconds;
@@ -243,13 +278,13 @@ int main(int argc, char** argv) {
       auto outs = e.step();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!outs.ok()) std::exit(1);
-      // Step 0 prefills, steps 1-2 warm up; the rest are pure decode steps of `batch` tokens.
-      if (step >= 3 && static_cast<int>(outs->size()) == batch) {
+      // The first such step finishes the prefill, the next two warm up; the rest are pure decode
+      // steps of `batch` tokens.
+      if (static_cast<int>(outs->size()) == batch && ++full_steps > 3) {
         into.step_s.push_back(s);
         forward_s.push_back(e.stats().forward_seconds - fwd0);
         into.prof.add(StepProfile::totals(), s);
       }
-      ++step;
     }
     into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
     return forward_s;
@@ -262,9 +297,9 @@ int main(int argc, char** argv) {
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = (args.steps + 3) * (args.verify_k + 1);
-    (void)spec_engine->add_request("v" + std::to_string(round), random_prompt(16, vocab, 0u), p);
+    (void)spec_engine->add_request("v" + std::to_string(round), random_prompt(args.context, vocab, 0u), p);
     std::vector<double> forward_s;
-    int step = 0;
+    int full_steps = 0;  // steps that accepted every draft; the first two warm up
     while (spec_engine->has_unfinished()) {
       StepProfile::reset();
       const double fwd0 = spec_engine->stats().forward_seconds;
@@ -274,12 +309,11 @@ int main(int argc, char** argv) {
       if (!outs.ok()) std::exit(1);
       std::int64_t n = 0;
       for (const RequestOutput& o : *outs) n += static_cast<std::int64_t>(o.new_tokens.size());
-      if (step >= 3 && n == args.verify_k + 1) {
+      if (n == args.verify_k + 1 && ++full_steps > 2) {
         into.step_s.push_back(s);
         forward_s.push_back(spec_engine->stats().forward_seconds - fwd0);
         into.prof.add(StepProfile::totals(), s);
       }
-      ++step;
     }
     into.forward_s.insert(into.forward_s.end(), forward_s.begin(), forward_s.end());
     return forward_s;
@@ -422,6 +456,8 @@ int main(int argc, char** argv) {
   auto step_flops = [&](double tokens, double logit_rows) {
     return 2.0 * layer_params * tokens + 2.0 * head_params * logit_rows;
   };
+  const DType kv_dtype = args.kv_cache_dtype.value_or(engine->model().kv_layout().dtype);
+  const double kv_position_bytes = kv_bytes_per_position(mc, kv_dtype);
   double batch1_step_s = 0;
   for (const nlohmann::json& j : results) {
     if (j["phase"] == "decode" && j["batch"] == 1) batch1_step_s = j["step_seconds_median"].get<double>();
@@ -456,6 +492,19 @@ int main(int argc, char** argv) {
     j["floor_step_seconds"] = floor_step_s;
     // For prefill this is far below 1 by nature: prefill is bound by compute, not by reading weights.
     j["fraction_of_bandwidth_floor"] = floor_step_s / j["step_seconds_median"].get<double>();
+    j["context"] = args.context;
+    j["kv_cache_dtype"] = std::string(dtype_name(kv_dtype));
+    if (phase != "prefill") {
+      // Cached positions a timed step reads, on average: the prompt plus the tokens before the
+      // middle timed step (three untimed steps first), for each sequence.
+      const double per_step = phase == "verify" ? args.verify_k + 1.0 : 1.0;
+      const double seqs = phase == "verify" ? 1.0 : j["batch"].get<double>();
+      const double kv_bytes = seqs * (args.context + per_step * (3.0 + args.steps / 2.0)) * kv_position_bytes;
+      const double timed_s = phase == "verify" ? j["forward_seconds_median"].get<double>()
+                                               : j["step_seconds_median"].get<double>();
+      j["kv_bytes_per_step"] = kv_bytes;
+      j["fraction_of_bandwidth_floor_with_kv"] = (static_cast<double>(weight_bytes) + kv_bytes) / best_bw / timed_s;
+    }
     j["backend"] = engine->describe();
     j["cpu_isa"] = args.cpu_isa;
     std::cout << j.dump() << std::endl;
