@@ -227,7 +227,8 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   max_num_logits_ = o.max_num_seqs;
   max_num_tokens_ = o.max_num_tokens;
   BATON_RETURN_IF_ERROR(plan_.allocate(backend_, limits));
-  graphs_ = std::make_unique<ForwardGraphs>(backend_.captures_graphs() ? o.graph_max_seqs : 0, 1, limits);
+  const std::int32_t k = o.num_speculative_tokens > 0 ? o.num_speculative_tokens : num_modules();
+  graphs_ = std::make_unique<ForwardGraphs>(backend_.captures_graphs() ? o.graph_max_seqs : 0, k + 2, limits);
   const auto t = static_cast<std::size_t>(o.max_num_tokens);
   const auto h = static_cast<std::size_t>(config_.hidden_size);
   const auto f = sizeof(float);
@@ -286,7 +287,7 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});
   const TensorView head_in = m.out_norm.empty() ? sel : selected_normed_.view(DType::kF32, {n_logits, h});
   const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
-  auto enqueue = [&] { enqueue_forward(m, mi, features, from_target, cache, t, n_logits, head_in, logits); };
+  auto enqueue = [&] { enqueue_forward(m, mi, features, from_target, cache, t, real_t, n_logits, head_in, logits); };
   if (shape) {
     GraphKey& key = graph_key_;
     key.shape = *shape;
@@ -314,16 +315,18 @@ absl::StatusOr<HeadOutput> DraftHead::forward(std::int32_t mi, const ForwardBatc
 }
 
 void DraftHead::enqueue_forward(const HeadModule& m, std::int32_t mi, const TensorView& feat, bool from_target,
-                                KvCache& cache, std::int64_t t, std::int64_t n_logits, const TensorView& head_in,
+                                KvCache& cache, std::int64_t t, std::int64_t real_t, std::int64_t n_logits, const TensorView& head_in,
                                 const TensorView& logits) {
   const std::int64_t h = config_.hidden_size;
   Backend& b = backend_;
   const TensorView emb = emb_.view(DType::kF32, {t, h});
   b.embedding(m.embed, plan_.tokens(), emb);
   if (kind_ == HeadKind::kMtpDeepSeek) {
-    // DeepSeek's MTP sees no embedding at position 0.
+    // DeepSeek's MTP sees no embedding at position 0. Real rows only: padding and filler rows
+    // (some at position 0) are never read, and a graph must not keep a copy for a row that
+    // another batch of its shape fills with a real token (a real row at position 0 runs eagerly).
     const auto& pos = plan_.host_positions();
-    for (std::size_t i = 0; i < pos.size(); ++i) {
+    for (std::size_t i = 0; i < pos.size() && static_cast<std::int64_t>(i) < real_t; ++i) {
       if (pos[i] == 0) b.copy(zero_row_.view(DType::kF32, {1, h}), emb.slice0(static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1));
     }
   }

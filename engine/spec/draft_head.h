@@ -45,9 +45,13 @@ struct HeadOptions {
   std::int32_t max_model_len = 0;
   std::int32_t block_size = 16;
   std::optional<DType> dtype;
-  // Drafting steps (one token per sequence, features in feature_input()) replay captured graphs
-  // for batches of up to this many sequences (engine/model/forward_graphs.h); 0: never.
+  // Forwards with features in feature_input() replay captured graphs for batches of up to this
+  // many sequences (engine/model/forward_graphs.h); 0: never. Drafting steps add one token per
+  // sequence; catch-ups up to k + 2 (the accepted drafts, the correction or bonus token, and the
+  // position recomputed from the last step), padded to the batch's longest.
   std::int32_t graph_max_seqs = 0;
+  // k, the drafts per step (0: one per module), which bounds a catch-up's tokens per sequence.
+  std::int32_t num_speculative_tokens = 0;
 };
 
 // What a forward gives for its logits rows. The views are the head's own buffers, valid until its
@@ -94,9 +98,11 @@ class DraftHead {
  private:
   DraftHead(Backend& backend) : backend_(backend) {}
   absl::Status allocate(const HeadOptions& options, std::int32_t vocab);
-  // Module m's ops over the planned batch (t tokens, n_logits rows, padding included).
+  // Module m's ops over the planned batch (t tokens, n_logits rows, padding included; the first
+  // real_t tokens are the batch's own).
   void enqueue_forward(const HeadModule& m, std::int32_t mi, const TensorView& feat, bool from_target, KvCache& cache,
-                       std::int64_t t, std::int64_t n_logits, const TensorView& head_in, const TensorView& logits);
+                       std::int64_t t, std::int64_t real_t, std::int64_t n_logits, const TensorView& head_in,
+                       const TensorView& logits);
 
   Backend& backend_;
   HeadKind kind_ = HeadKind::kEagle1;

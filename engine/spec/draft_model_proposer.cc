@@ -68,6 +68,9 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(c
   to.max_model_len = ctx.max_model_len;
   to.block_size = ctx.block_size;
   to.graph_max_seqs = ctx.graph_max_seqs;
+  // Drafting steps add one token per sequence; catch-ups up to k + 2 (the accepted drafts, the
+  // correction or bonus token, the position recomputed from the last step), padded to the longest.
+  to.graph_max_tokens_per_seq = config.num_speculative_tokens + 2;
   BATON_ASSIGN_OR_RETURN(p->model_, Transformer::create(*ctx.backend, draft_config, std::move(weights), to));
   BATON_RETURN_IF_ERROR(p->init_kv(*ctx.backend, p->model_->kv_layout(), ctx, config.num_speculative_tokens));
   spdlog::info("draft model {}: {} layers, hidden {}, {} KV blocks", config.model, draft_config.num_layers,

@@ -27,6 +27,7 @@ absl::StatusOr<std::unique_ptr<HeadProposer>> HeadProposer::create(const Specula
   ho.block_size = ctx.block_size;
   ho.dtype = ctx.dtype;
   ho.graph_max_seqs = ctx.graph_max_seqs;
+  ho.num_speculative_tokens = config.num_speculative_tokens;
   BATON_ASSIGN_OR_RETURN(p->head_, DraftHead::load(config.method, dir, *ctx.target_config, *ctx.target_weights,
                                                    *ctx.backend, ho));
   p->name_ = std::string(spec_method_name(config.method));

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/spec/draft_head.h"
+#include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/head_proposer.h"
 #include "engine/spec/proposer_factory.h"
 #include "gmock/gmock.h"
@@ -205,6 +206,94 @@ TEST(DraftHeads, GraphReplayedDraftStepsDraftTheReference) {
     }
     if (const auto* heads = dynamic_cast<const HeadProposer*>(&p)) {
       EXPECT_GT(heads->head().graph_stats().replays, 0) << c.name;
+    }
+  }
+}
+
+// Forwards that ran without a graph (each graph's first run aside) of a head or draft model.
+std::int64_t ungraphed_forwards(const Proposer& p) {
+  const GraphStats* g = nullptr;
+  if (const auto* heads = dynamic_cast<const HeadProposer*>(&p)) g = &heads->head().graph_stats();
+  if (const auto* draft = dynamic_cast<const DraftModelProposer*>(&p)) g = &draft->model().graph_stats();
+  BATON_CHECK(g != nullptr, "not a drafting proposer");
+  return g->eager - g->captured;
+}
+
+// One target forward over the positions of each request not fed yet ([computed, n - 1) of its
+// tokens; `seqs` persists between calls, as the engine's requests do), its states handed to every
+// proposer in `ps`, as the engine does after a verification.
+void feed_new(ModelHarness& h, const std::vector<Proposer*>& ps, const std::vector<RequestKey>& keys,
+              const std::vector<std::vector<std::int32_t>>& tokens, std::vector<TestSequence>& seqs) {
+  static std::uint64_t forward_id = std::uint64_t{1} << 40;  // apart from feed_together's
+  std::vector<TargetStateConsumer*> consumers;
+  for (Proposer* p : ps) {
+    if (auto* c = dynamic_cast<TargetStateConsumer*>(p)) consumers.push_back(c);
+  }
+  if (consumers.empty()) return;
+  const TargetStateSpec spec = consumers.front()->target_states();
+  seqs.resize(tokens.size());
+  for (TargetStateConsumer* c : consumers) c->before_target_forward();
+  ForwardBatch batch;
+  std::vector<std::int32_t> starts, counts;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    seqs[i].tokens = tokens[i];
+    starts.push_back(seqs[i].computed);
+    counts.push_back(static_cast<std::int32_t>(tokens[i].size()) - 1 - seqs[i].computed);
+    if (counts.back() > 0) batch.sequences.push_back(seqs[i].chunk(*h.pool, counts.back()));
+  }
+  if (batch.sequences.empty()) return;
+  batch.capture_layer_inputs = spec.layer_inputs;
+  batch.capture_final_hidden = spec.final_hidden;
+  auto out = h.model->forward(batch, *h.cache);
+  BATON_CHECK(out.ok(), out.status().ToString());
+  std::vector<TensorView> views = out->layer_inputs;
+  if (spec.final_hidden) views.push_back(out->final_hidden);
+  ++forward_id;
+  for (TargetStateConsumer* c : consumers) {
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      if (counts[i] <= 0) continue;
+      const absl::Status s = c->observe(keys[i], starts[i], TargetStateRows{views, row, forward_id}, counts[i], counts[i]);
+      BATON_CHECK(s.ok(), s.ToString());
+      row += counts[i];
+    }
+  }
+}
+
+// After a verification, each request's catch-up takes the tokens it accepted, a different number
+// per request: padded to the longest, the catch-up replays a graph, and every request drafts what
+// it drafts with graphs off.
+TEST(DraftHeads, CatchUpsOfDifferentLengthsReplayGraphs) {
+  for (const HeadCase& c : head_cases()) {
+    auto h = ModelHarness::load(fixture_path(c.target));
+    auto eager_or = make_proposer(head_config(c), context_for(h, c.target));
+    auto graphed_or = make_proposer(head_config(c), context_for(h, c.target, /*graph_max_seqs=*/4));
+    ASSERT_TRUE(eager_or.ok() && graphed_or.ok()) << c.name;
+    Proposer& eager = **eager_or;
+    Proposer& graphed = **graphed_or;
+    const std::vector<RequestKey> keys = {1, 2, 3};
+    std::vector<std::vector<std::int32_t>> tokens = {c.tokens, {c.tokens.rbegin(), c.tokens.rend()}, {}};
+    tokens[2].assign(c.tokens.begin() + 3, c.tokens.end());
+    for (Proposer* p : {&eager, &graphed}) {
+      for (std::size_t i = 0; i < keys.size(); ++i) p->add_request(keys[i], tokens[i]);
+    }
+    std::vector<TestSequence> seqs;
+    feed_new(h, {&eager, &graphed}, keys, tokens, seqs);
+    EXPECT_EQ(propose_for(graphed, keys, tokens, c.k), propose_for(eager, keys, tokens, c.k)) << c.name;
+    // Two steps that accept all k, none and 2, then 1, all and 3 of each request's own drafts (a
+    // draft model has fed all but its last draft: only a request that accepted all k catches up
+    // on two tokens).
+    for (const std::vector<std::size_t>& accepted : {std::vector<std::size_t>{99, 0, 2}, {1, 99, 3}}) {
+      const auto drafts = propose_for(eager, keys, tokens, c.k);
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        const std::size_t n = std::min(accepted[i], drafts[i].size());
+        tokens[i].insert(tokens[i].end(), drafts[i].begin(), drafts[i].begin() + static_cast<std::ptrdiff_t>(n));
+        tokens[i].push_back(c.tokens[i]);  // the correction or bonus token
+      }
+      feed_new(h, {&eager, &graphed}, keys, tokens, seqs);
+      const std::int64_t before = ungraphed_forwards(graphed);
+      EXPECT_EQ(propose_for(graphed, keys, tokens, c.k), propose_for(eager, keys, tokens, c.k)) << c.name;
+      EXPECT_EQ(ungraphed_forwards(graphed), before) << c.name << ": a catch-up ran without a graph";
     }
   }
 }
