@@ -65,44 +65,59 @@ ProposerContext context_for(ModelHarness& h, const std::string& target, std::int
   return pc;
 }
 
-// Runs the target over each prompt's positions [0, n - 1) (those whose next token is known), in
-// forwards that take the next `chunk` tokens of every prompt, and hands the states the proposer
-// wants to it, as the engine does over a (chunked) prefill: before_target_forward() before each
-// forward, the rows left in the forward's capture buffers (several requests' side by side).
-void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& keys,
-                   const std::vector<std::vector<std::int32_t>>& prompts,
-                   std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
-  auto* consumer = dynamic_cast<TargetStateConsumer*>(&p);
-  if (consumer == nullptr) return;
+// One target forward over the next `chunk` (at most) positions of each request that are not fed
+// yet ([seqs[i].computed, n - 1) of tokens[i]: those whose next token is known; `seqs` persists
+// between calls, as the engine's requests do), its states handed to every proposer of `ps` that
+// wants them, as the engine does: before_target_forward() before the forward, then the rows left
+// in the forward's capture buffers (several requests' side by side). False when nothing was left.
+bool feed_next(ModelHarness& h, const std::vector<Proposer*>& ps, const std::vector<RequestKey>& keys,
+               const std::vector<std::vector<std::int32_t>>& tokens, std::vector<TestSequence>& seqs,
+               std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
   static std::uint64_t forward_id = 0;
-  const TargetStateSpec spec = consumer->target_states();
-  std::vector<TestSequence> seqs(prompts.size());
-  for (std::size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = prompts[i];
-  for (;;) {
-    consumer->before_target_forward();
-    ForwardBatch batch;
-    std::vector<std::int32_t> starts, counts;
-    for (TestSequence& seq : seqs) {
-      const auto n = static_cast<std::int32_t>(seq.tokens.size()) - 1;
-      starts.push_back(seq.computed);
-      counts.push_back(std::min(chunk, n - seq.computed));
-      if (counts.back() > 0) batch.sequences.push_back(seq.chunk(*h.pool, counts.back()));
-    }
-    if (batch.sequences.empty()) break;
-    batch.capture_layer_inputs = spec.layer_inputs;
-    batch.capture_final_hidden = spec.final_hidden;
-    auto out = h.model->forward(batch, *h.cache);
-    BATON_CHECK(out.ok(), out.status().ToString());
-    std::vector<TensorView> views = out->layer_inputs;
-    if (spec.final_hidden) views.push_back(out->final_hidden);
-    ++forward_id;
+  std::vector<TargetStateConsumer*> consumers;
+  for (Proposer* p : ps) {
+    if (auto* c = dynamic_cast<TargetStateConsumer*>(p)) consumers.push_back(c);
+  }
+  if (consumers.empty()) return false;
+  const TargetStateSpec spec = consumers.front()->target_states();
+  seqs.resize(tokens.size());
+  for (TargetStateConsumer* c : consumers) c->before_target_forward();
+  ForwardBatch batch;
+  std::vector<std::int32_t> starts, counts;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    seqs[i].tokens = tokens[i];
+    const auto n = static_cast<std::int32_t>(tokens[i].size()) - 1;
+    starts.push_back(seqs[i].computed);
+    counts.push_back(std::min(chunk, n - seqs[i].computed));
+    if (counts.back() > 0) batch.sequences.push_back(seqs[i].chunk(*h.pool, counts.back()));
+  }
+  if (batch.sequences.empty()) return false;
+  batch.capture_layer_inputs = spec.layer_inputs;
+  batch.capture_final_hidden = spec.final_hidden;
+  auto out = h.model->forward(batch, *h.cache);
+  BATON_CHECK(out.ok(), out.status().ToString());
+  std::vector<TensorView> views = out->layer_inputs;
+  if (spec.final_hidden) views.push_back(out->final_hidden);
+  ++forward_id;
+  for (TargetStateConsumer* c : consumers) {
     std::int64_t row = 0;
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
       if (counts[i] <= 0) continue;
-      const absl::Status s = consumer->observe(keys[i], starts[i], TargetStateRows{views, row, forward_id}, counts[i], counts[i]);
+      const absl::Status s = c->observe(keys[i], starts[i], TargetStateRows{views, row, forward_id}, counts[i], counts[i]);
       BATON_CHECK(s.ok(), s.ToString());
       row += counts[i];
     }
+  }
+  return true;
+}
+
+// The target over each prompt's positions [0, n - 1), in forwards that take the next `chunk`
+// tokens of every prompt, its states handed to `p`, as over a (chunked) prefill.
+void feed_together(ModelHarness& h, Proposer& p, const std::vector<RequestKey>& keys,
+                   const std::vector<std::vector<std::int32_t>>& prompts,
+                   std::int32_t chunk = std::numeric_limits<std::int32_t>::max()) {
+  std::vector<TestSequence> seqs;
+  while (feed_next(h, {&p}, keys, prompts, seqs, chunk)) {
   }
 }
 
@@ -219,47 +234,6 @@ std::int64_t ungraphed_forwards(const Proposer& p) {
   return g->eager - g->captured;
 }
 
-// One target forward over the positions of each request not fed yet ([computed, n - 1) of its
-// tokens; `seqs` persists between calls, as the engine's requests do), its states handed to every
-// proposer in `ps`, as the engine does after a verification.
-void feed_new(ModelHarness& h, const std::vector<Proposer*>& ps, const std::vector<RequestKey>& keys,
-              const std::vector<std::vector<std::int32_t>>& tokens, std::vector<TestSequence>& seqs) {
-  static std::uint64_t forward_id = std::uint64_t{1} << 40;  // apart from feed_together's
-  std::vector<TargetStateConsumer*> consumers;
-  for (Proposer* p : ps) {
-    if (auto* c = dynamic_cast<TargetStateConsumer*>(p)) consumers.push_back(c);
-  }
-  if (consumers.empty()) return;
-  const TargetStateSpec spec = consumers.front()->target_states();
-  seqs.resize(tokens.size());
-  for (TargetStateConsumer* c : consumers) c->before_target_forward();
-  ForwardBatch batch;
-  std::vector<std::int32_t> starts, counts;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    seqs[i].tokens = tokens[i];
-    starts.push_back(seqs[i].computed);
-    counts.push_back(static_cast<std::int32_t>(tokens[i].size()) - 1 - seqs[i].computed);
-    if (counts.back() > 0) batch.sequences.push_back(seqs[i].chunk(*h.pool, counts.back()));
-  }
-  if (batch.sequences.empty()) return;
-  batch.capture_layer_inputs = spec.layer_inputs;
-  batch.capture_final_hidden = spec.final_hidden;
-  auto out = h.model->forward(batch, *h.cache);
-  BATON_CHECK(out.ok(), out.status().ToString());
-  std::vector<TensorView> views = out->layer_inputs;
-  if (spec.final_hidden) views.push_back(out->final_hidden);
-  ++forward_id;
-  for (TargetStateConsumer* c : consumers) {
-    std::int64_t row = 0;
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      if (counts[i] <= 0) continue;
-      const absl::Status s = c->observe(keys[i], starts[i], TargetStateRows{views, row, forward_id}, counts[i], counts[i]);
-      BATON_CHECK(s.ok(), s.ToString());
-      row += counts[i];
-    }
-  }
-}
-
 // After a verification, each request's catch-up takes the tokens it accepted, a different number
 // per request: padded to the longest, the catch-up replays a graph, and every request drafts what
 // it drafts with graphs off.
@@ -278,7 +252,7 @@ TEST(DraftHeads, CatchUpsOfDifferentLengthsReplayGraphs) {
       for (std::size_t i = 0; i < keys.size(); ++i) p->add_request(keys[i], tokens[i]);
     }
     std::vector<TestSequence> seqs;
-    feed_new(h, {&eager, &graphed}, keys, tokens, seqs);
+    feed_next(h, {&eager, &graphed}, keys, tokens, seqs);
     EXPECT_EQ(propose_for(graphed, keys, tokens, c.k), propose_for(eager, keys, tokens, c.k)) << c.name;
     // Two steps that accept all k, none and 2, then 1, all and 3 of each request's own drafts (a
     // draft model has fed all but its last draft: only a request that accepted all k catches up
@@ -290,7 +264,7 @@ TEST(DraftHeads, CatchUpsOfDifferentLengthsReplayGraphs) {
         tokens[i].insert(tokens[i].end(), drafts[i].begin(), drafts[i].begin() + static_cast<std::ptrdiff_t>(n));
         tokens[i].push_back(c.tokens[i]);  // the correction or bonus token
       }
-      feed_new(h, {&eager, &graphed}, keys, tokens, seqs);
+      feed_next(h, {&eager, &graphed}, keys, tokens, seqs);
       const std::int64_t before = ungraphed_forwards(graphed);
       EXPECT_EQ(propose_for(graphed, keys, tokens, c.k), propose_for(eager, keys, tokens, c.k)) << c.name;
       EXPECT_EQ(ungraphed_forwards(graphed), before) << c.name << ": a catch-up ran without a graph";
