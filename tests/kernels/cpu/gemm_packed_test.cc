@@ -86,8 +86,10 @@ const std::vector<Shape>& sweep() {
                                             // one and two rows over many panels: the wider tiles of
                                             // few-row calls, whole groups and a partial one
                                             {1, 200, 65}, {2, 150, 70}, {1, 390, 40},
-                                            // several row tiles and k blocks (partial sums resumed from y)
-                                            {20, 35, 600}, {40, 97, 1031}};
+                                            // several row tiles, in one k block and in several (partial
+                                            // sums resumed from y): every tier's block is at most 8192
+                                            // BF16 elements (gemm_packed_kernels.h, packed_block_k)
+                                            {20, 35, 600}, {40, 97, 1031}, {12, 35, 8500}};
   return shapes;
 }
 
@@ -235,7 +237,7 @@ TEST(GemmPackedBf16Dot, MatchesReferenceOverBf16RoundedActivations) {
 TEST(GemmPackedBf16Dot, RowOfAnMRowGemmEqualsTheRowAlone) {
   if (!CpuFeatures::detect().supports(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16";
   const KernelTable& t = kernel_table_for(CpuIsa::kAvx512Bf16);
-  for (std::int64_t k : {301, 1031}) {  // one k block, and several (partial sums resumed from y)
+  for (std::int64_t k : {301, 3001}) {  // one k block, and several (blocks of 2730 on AVX-512)
     const Weight w = make_weight(DType::kBF16, 83, k, 7);
     const auto bias = random_floats(83, 8);
     for (std::int64_t m : {2, 5, 8, 9, 31, 64}) {
