@@ -20,13 +20,16 @@ void Engine::propose_pending(std::vector<RequestOutput>& outs) {
   if (!speculator_) return;
   std::vector<Request*>& want = want_drafts_;  // reused from step to step
   want.clear();
+  std::size_t decoding = 0;
   for (Request* r : scheduler_->running()) {
-    if (r->needs_drafts && r->decoding() && !r->finished()) want.push_back(r);
+    if (!r->decoding() || r->finished()) continue;
+    ++decoding;
+    if (r->needs_drafts) want.push_back(r);
   }
   if (want.empty()) return;
   for (Request* r : want) r->needs_drafts = false;
   const ProfileScope profile(ProfileClass::kProposer);
-  for (const ProposalFailure& f : speculator_->propose(want, max_model_len_)) fail(f.first, f.second, outs);
+  for (const ProposalFailure& f : speculator_->propose(want, max_model_len_, decoding)) fail(f.first, f.second, outs);
 }
 
 absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vector<RequestOutput>& outs) {

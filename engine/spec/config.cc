@@ -78,12 +78,12 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
       "method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
       "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
       "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
-      "draft_sample_method", "proposer_endpoint", "proposer_budget_ms"};
+      "draft_sample_method", "disable_by_batch_size", "proposer_endpoint", "proposer_budget_ms"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
                             "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method, "
-                            "proposer_endpoint, proposer_budget_ms)");
+                            "disable_by_batch_size, proposer_endpoint, proposer_budget_ms)");
     }
   }
   SpeculativeConfig c;
@@ -135,6 +135,8 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     return key_error("prompt_lookup_min", str_cat("(", c.prompt_lookup_min, ") must not exceed prompt_lookup_max (",
                                                   c.prompt_lookup_max, ")"));
   }
+  // A threshold of 1 would turn speculation off for good: refused, as vLLM refuses it.
+  BATON_RETURN_IF_ERROR(read_int(j, "disable_by_batch_size", 2, &c.disable_by_batch_size));
   BATON_RETURN_IF_ERROR(read_int(j, "draft_tensor_parallel_size", 1, &c.draft_tensor_parallel_size));
   if (c.draft_tensor_parallel_size != 1) {
     return key_error("draft_tensor_parallel_size", "must be 1 (drafts run on one device)");
@@ -195,6 +197,7 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"draft_tensor_parallel_size", draft_tensor_parallel_size},
           {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
+  if (disable_by_batch_size > 0) j["disable_by_batch_size"] = disable_by_batch_size;
   if (!proposer_endpoint.empty()) {
     j["proposer_endpoint"] = proposer_endpoint;
     j["proposer_budget_ms"] = proposer_budget_ms;

@@ -38,6 +38,10 @@ struct SpeculativeConfig {
   std::int32_t draft_tensor_parallel_size = 1;
   RejectionMethod rejection_sample_method = RejectionMethod::kStandard;
   DraftSampleMethod draft_sample_method = DraftSampleMethod::kGreedy;
+  // vLLM's key: a decode step with at least this many requests runs without drafts (0: never).
+  // Speculation spends spare compute, and a large batch has none: its verification costs nearly
+  // k + 1 steps while the drafts add under one token each on average. At least 2 when set.
+  std::int32_t disable_by_batch_size = 0;
   // Baton's own keys (not vLLM's): a proposer sidecar (baton-proposer, host:port) that a decode
   // node asks for its ngram/suffix drafts, and how long a step may wait for its answer before the
   // node drafts locally. Only with method ngram or suffix; prefill nodes ignore them (they run

@@ -148,7 +148,7 @@ VerifiedTokens Speculator::accept(Request& r, const VerifyResult& res, std::span
   return out;
 }
 
-void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i) {
+void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i, bool drafts_off) {
   r->drafts.clear();
   r->draft_probs.clear();
   // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len. Both
@@ -157,8 +157,11 @@ void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i) 
   // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
   // state such as suffix trees in step with the output.
   // A request may lower k for itself (0: plain decoding); the output does not depend on it.
-  const std::int32_t k = std::min(config_.num_speculative_tokens,
-                                  r->params.max_speculative_tokens.value_or(config_.num_speculative_tokens));
+  // So may the batch, by its size (disable_by_batch_size).
+  const std::int32_t k =
+      drafts_off ? 0
+                 : std::min(config_.num_speculative_tokens,
+                            r->params.max_speculative_tokens.value_or(config_.num_speculative_tokens));
   const std::int32_t max_drafts = std::max(0, std::min(k, room));
   // Drafts are sampled from the stream of the step that verifies them (random.h).
   streams_[i] = RandomStream(r->seed, RandomPurpose::kDraft, r->num_tokens());
@@ -192,12 +195,15 @@ absl::Status Speculator::check(const ProposalRequest& p) const {
   return absl::OkStatus();
 }
 
-std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> requests, std::int32_t max_model_len) {
+std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> requests, std::int32_t max_model_len,
+                                                 std::size_t decoding) {
   std::vector<ProposalFailure> failures;
   if (requests.empty()) return failures;
+  const bool drafts_off =
+      config_.disable_by_batch_size > 0 && decoding >= static_cast<std::size_t>(config_.disable_by_batch_size);
   batch_.resize(requests.size());
   streams_.assign(requests.size(), RandomStream(0, RandomPurpose::kDraft, 0));
-  for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i);
+  for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i, drafts_off);
   const absl::Status whole = proposer_->propose(batch_);
   if (whole.ok()) {
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -206,7 +212,7 @@ std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> reque
   } else {
     // Retry one by one: whoever still fails alone is the one at fault.
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      prepare(requests[i], max_model_len, i);
+      prepare(requests[i], max_model_len, i, drafts_off);
       absl::Status s = proposer_->propose(std::span<ProposalRequest>(&batch_[i], 1));
       if (s.ok()) s = check(batch_[i]);
       if (!s.ok()) failures.emplace_back(requests[i], s);

@@ -90,13 +90,17 @@ class Speculator {
   }
 
   // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens,
-  // max_model_len and the request's own max_speculative_tokens. Returns the requests the proposer failed for (they got no drafts); if the
-  // batch as a whole fails, each request is retried alone so the failure is pinned on its owner.
-  std::vector<ProposalFailure> propose(std::span<Request* const> requests, std::int32_t max_model_len);
+  // max_model_len and the request's own max_speculative_tokens; none at all when `decoding` (the
+  // requests the step decodes) reaches the config's disable_by_batch_size, though the proposer
+  // still sees every request (its state keeps up with the tokens). Returns the requests the
+  // proposer failed for (they got no drafts); if the batch as a whole fails, each request is
+  // retried alone so the failure is pinned on its owner.
+  std::vector<ProposalFailure> propose(std::span<Request* const> requests, std::int32_t max_model_len,
+                                       std::size_t decoding);
 
  private:
-  // Builds the proposal for r into batch_[i] / streams_[i].
-  void prepare(Request* r, std::int32_t max_model_len, std::size_t i);
+  // Builds the proposal for r into batch_[i] / streams_[i]; no drafts when `drafts_off`.
+  void prepare(Request* r, std::int32_t max_model_len, std::size_t i, bool drafts_off);
   // The tokens a verification emits, its logprobs (from `logits`, when asked for) and its counts;
   // clears r's drafts.
   VerifiedTokens accept(Request& r, const VerifyResult& res, std::span<const float> logits);

@@ -58,6 +58,8 @@ TEST(SpeculativeConfig, ErrorsNameTheKey) {
       {R"({"method": "suffix", "suffix_decoding_min_token_prob": 1.5})", "`suffix_decoding_min_token_prob`"},
       {R"({"method": "eagle", "num_speculative_tokens": 2, "model": "x", "draft_tensor_parallel_size": 2})",
        "`draft_tensor_parallel_size`"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 1})", "`disable_by_batch_size`"},
+      {R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": "8"})", "`disable_by_batch_size`"},
       {"[1, 2]", "expected a JSON object"},
       {"{not json", "expected a JSON object"},
   };
@@ -97,6 +99,19 @@ TEST(SpeculativeConfig, ProposerEndpointOnlyWithModelFreeMethods) {
     EXPECT_FALSE(r.ok()) << json;
     EXPECT_THAT(r.status().message(), HasSubstr(expected)) << json;
   }
+}
+
+TEST(SpeculativeConfig, DisableByBatchSizeIsOffUnlessSetAndRoundTrips) {
+  auto unset = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "disable_by_batch_size": null})");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->disable_by_batch_size, 0);
+  EXPECT_FALSE(unset->to_json().contains("disable_by_batch_size"));
+  auto c = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "disable_by_batch_size": 8})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->disable_by_batch_size, 8);
+  auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kColocated);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->disable_by_batch_size, 8);
 }
 
 TEST(SpeculativeConfig, BlockAndProbabilisticParse) {

@@ -6,6 +6,7 @@
 // keep greedy output identical too.
 #include <map>
 #include <random>
+#include <set>
 
 #include "engine/engine.h"
 #include "gmock/gmock.h"
@@ -257,6 +258,52 @@ TEST(SpecEngine, RequestsWithSpeculationOffDecodePlainlyAmongSpeculatingOnes) {
     }
   }
   EXPECT_GT(engine->spec_stats()->num_accepted_tokens, 0) << "the speculating requests never speculated";
+  EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+// disable_by_batch_size: no step that decodes at least that many requests verifies a draft. Once
+// requests finish and fewer remain, drafting resumes (the proposer kept up with every request
+// meanwhile), and every request's greedy tokens are the plain engine's throughout.
+TEST(SpecEngine, DisableByBatchSizeDraftsOnlyForSmallerBatches) {
+  // The target drafting for itself: every step that may draft does, and nearly all is accepted.
+  auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 3, )"
+                                       R"("disable_by_batch_size": 3, "model": ")" +
+                                           fixture_path("llama-f32") + "\"}",
+                                       NodeRole::kColocated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto plain = make_engine("llama-f32", std::nullopt);
+  auto engine = make_engine("llama-f32", *spec);
+  std::vector<Job> jobs = jobs_for(engine->model_config().vocab_size, /*include_sampled=*/false);
+  jobs.resize(4);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {  // they finish one by one
+    jobs[i].params.max_tokens = 6 + 10 * static_cast<std::int32_t>(i);
+    jobs[i].params.ignore_eos = true;
+  }
+  const auto expected = run(*plain, jobs);
+  for (const Job& j : jobs) ASSERT_TRUE(engine->add_request(j.id, j.prompt, j.params).ok());
+  std::map<std::string, std::vector<std::int32_t>> got;
+  std::map<std::string, std::int64_t> drafted;  // draft tokens verified so far, per request
+  std::set<std::string> finished;
+  std::int64_t drafted_in_small_batches = 0;
+  while (engine->has_unfinished()) {
+    const std::size_t unfinished = jobs.size() - finished.size();
+    auto outs = engine->step();
+    ASSERT_TRUE(outs.ok()) << outs.status();
+    std::int64_t step_drafts = 0;
+    for (const RequestOutput& o : *outs) {
+      for (const TokenOutput& t : o.new_tokens) got[o.request_id].push_back(t.token);
+      step_drafts += o.spec.num_draft_tokens - drafted[o.request_id];
+      drafted[o.request_id] = o.spec.num_draft_tokens;
+      if (o.finished) finished.insert(o.request_id);
+    }
+    if (unfinished >= 3) {
+      EXPECT_EQ(step_drafts, 0) << "a step decoding " << unfinished << " requests verified drafts";
+    } else {
+      drafted_in_small_batches += step_drafts;
+    }
+  }
+  EXPECT_GT(drafted_in_small_batches, 0) << "drafting never resumed once fewer than 3 requests decoded";
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), expected.at(j.id)) << j.id;
   EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
 }
 
