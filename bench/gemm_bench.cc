@@ -55,6 +55,11 @@ struct Args {
   std::exit(2);
 }
 
+[[noreturn]] void die(const absl::Status& status) {
+  std::fprintf(stderr, "gemm_bench: %s\n", std::string(status.message()).c_str());
+  std::exit(1);
+}
+
 int to_int(const std::string& flag, const std::string& v) {
   int n = 0;
   if (!absl::SimpleAtoi(v, &n) || n < 0) usage((flag + " wants a non-negative integer").c_str());
@@ -111,7 +116,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> step_shapes(const baton::Mode
 struct Matrix {
   std::int64_t n = 0, k = 0;
   baton::DeviceBuffer packed_buffer;  // empty when the backend keeps the row-major weight
-  baton::DeviceBuffer row_major;
+  baton::DeviceBuffer row_major;      // only then kept
   baton::TensorView view;
 };
 
@@ -120,18 +125,12 @@ struct Matrix {
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   auto config = baton::ModelConfig::load(args.model);
-  if (!config.ok()) {
-    std::fprintf(stderr, "gemm_bench: %s\n", std::string(config.status().message()).c_str());
-    return 1;
-  }
+  if (!config.ok()) die(config.status());
   baton::BackendOptions options;
   options.num_threads = args.threads;
   options.cpu_isa = args.cpu_isa;
   auto backend_or = baton::make_backend(options);  // the CPU's (options.device's default)
-  if (!backend_or.ok()) {
-    std::fprintf(stderr, "gemm_bench: %s\n", std::string(backend_or.status().message()).c_str());
-    return 1;
-  }
+  if (!backend_or.ok()) die(backend_or.status());
   baton::Backend& backend = **backend_or;
   const int layers = args.layers >= 0 ? args.layers : config->num_layers;
 
@@ -139,7 +138,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
   std::vector<Matrix> matrices;
-  std::int64_t weight_bytes = 0, macs_per_row = 0, widest = 0;
+  std::int64_t weight_bytes = 0, macs_per_row = 0, max_n = 0, max_k = 0;
   for (const auto& [n, k] : step_shapes(*config, layers)) {
     Matrix m;
     m.n = n;
@@ -148,10 +147,7 @@ int main(int argc, char** argv) {
     for (float& v : values) v = dist(rng);
     const std::size_t bytes = values.size() * baton::dtype_size(args.dtype);
     auto buf = backend.allocate(bytes);
-    if (!buf.ok()) {
-      std::fprintf(stderr, "gemm_bench: %s\n", std::string(buf.status().message()).c_str());
-      return 1;
-    }
+    if (!buf.ok()) die(buf.status());
     m.row_major = std::move(*buf);
     if (args.dtype == DType::kBF16) {  // the CPU backend's memory is the host's
       auto* out = static_cast<std::uint16_t*>(m.row_major.data());
@@ -161,15 +157,17 @@ int main(int argc, char** argv) {
     }
     const auto weight = baton::TensorView::contiguous(m.row_major.data(), args.dtype, {n, k}, backend.device());
     auto packed = backend.pack_linear_weight(weight, &m.view);
-    if (!packed.ok()) {
-      std::fprintf(stderr, "gemm_bench: %s\n", std::string(packed.status().message()).c_str());
-      return 1;
-    }
+    if (!packed.ok()) die(packed.status());
     m.packed_buffer = std::move(*packed);
-    if (m.packed_buffer.data() == nullptr) m.view = weight;
+    if (m.packed_buffer.data() == nullptr) {
+      m.view = weight;
+    } else {
+      m.row_major = baton::DeviceBuffer{};  // the engine keeps only the packed copy too
+    }
     weight_bytes += static_cast<std::int64_t>(bytes);
     macs_per_row += n * k;
-    widest = std::max({widest, n, k});
+    max_n = std::max(max_n, n);
+    max_k = std::max(max_k, k);
     matrices.push_back(std::move(m));
   }
 
@@ -182,9 +180,9 @@ int main(int argc, char** argv) {
 
   std::vector<nlohmann::json> lines;
   for (const std::int64_t rows : args.rows) {
-    std::vector<float> x(static_cast<std::size_t>(rows * widest));
+    std::vector<float> x(static_cast<std::size_t>(rows * max_k));
     for (float& v : x) v = dist(rng);
-    std::vector<float> y(static_cast<std::size_t>(rows * widest));
+    std::vector<float> y(static_cast<std::size_t>(rows * max_n));
     std::vector<double> seconds;
     for (int r = 0; r < args.reps + 1; ++r) {  // the first pass warms up
       const auto t0 = std::chrono::steady_clock::now();

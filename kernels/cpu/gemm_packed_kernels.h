@@ -110,8 +110,8 @@ void packed_tile_dyn(const float* x, std::int64_t ldx, const typename PanelLoad<
 // (2 KiB of BF16 per panel; the panels are a panel apart, too far apart for the hardware
 // prefetcher to run that far ahead of all of them). The second, while the block is in cache,
 // fetches the whole next block, so that the next first tile does not wait for memory line by line
-// (32 rows of the 110M model's GEMMs on one thread: 6-7% faster on the BF16-dot tier, 2% on the
-// compute-bound exact tiers). Later tiles read cache only.
+// (measured with the earlier 24 KiB blocks, 32 rows of the 110M model's GEMMs on one thread: 6-7%
+// faster on the BF16-dot tier, 2% on the compute-bound exact tiers). Later tiles read cache only.
 inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t next_block) {
   return m == 0 ? 32 : m == kPackedRows ? next_block : 0;
 }
@@ -155,7 +155,7 @@ void for_each_packed_tile(const baton::cpu::PackedGemmArgs& a, std::int64_t k, s
 
 // k per block for elements of `bytes` (a k-pair of one panel is 32 elements), kept even: about
 // 256 KiB of panel slice, a quarter of a 1 MiB L2, so that the row tiles after the first read it
-// from L2 and the row tile's x rows (k floats each) stay in L1 while it runs. Most matrices' k fits
+// from L2, beside their own rows of x. Most matrices' k fits
 // in one block (AVX-512: 2730 BF16 elements; a panel group of the 110M model's widest, k = 2048,
 // is 192 KiB); an 8B model's down projection (k = 14336) takes six. Measured on two Zen 5 cores
 // (1 MiB L2 each) against blocks of 24 KiB, which the row tiles re-read from L1: 7-12% less time
