@@ -23,7 +23,7 @@ cli::ClusterOptions http_cluster(const std::string& model, const std::optional<s
   o.model_dir = model;
   o.speculative_config = spec;
   o.bin_dir = BATON_BINARY_DIR;
-  o.log_dir = temp_path("baton-http-" + name).string();
+  o.log_dir = scratch_path("baton-http-" + name).string();
   o.node_args = {"--kv-cache-memory", "0.125"};
   o.http_port = 0;
   o.router_args = {"--api-key", kKey};

@@ -20,6 +20,7 @@
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/scratch.h"
 
 namespace baton::testing {
 
@@ -27,6 +28,7 @@ using nlohmann::json;
 
 inline std::string source_path(const std::string& part) { return std::string(BATON_SOURCE_DIR) + "/" + part; }
 
+// A file the caller removes once read (directories that outlive a call are scratch_path's).
 inline std::filesystem::path temp_path(const std::string& name) {
   return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
 }
@@ -36,7 +38,7 @@ inline std::filesystem::path temp_path(const std::string& name) {
 inline std::string chat_model_dir() {
   namespace fs = std::filesystem;
   const fs::path target = source_path("models/baton-tiny-code/target");
-  const fs::path dir = temp_path("baton-http-model") / "baton-tiny-chat";
+  const fs::path dir = scratch_path("baton-http-model") / "baton-tiny-chat";
   fs::create_directories(dir);
   for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"}) {
     std::error_code ec;

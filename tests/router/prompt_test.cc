@@ -9,9 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/scratch.h"
 
 namespace baton::router {
 namespace {
@@ -24,8 +24,7 @@ std::string bundled_dir() { return std::string(BATON_SOURCE_DIR) + "/models/bato
 // The bundled tokenizer with a ChatML template added (the bundled model has none).
 std::string chat_tokenizer_dir() {
   static const std::string dir = [] {
-    const auto d = std::filesystem::temp_directory_path() /
-                   ("baton-router-prompt-test-" + std::to_string(std::random_device{}()));
+    const auto d = baton::testing::scratch_path("baton-router-prompt-test");
     std::filesystem::create_directories(d);
     std::filesystem::copy_file(bundled_dir() + "/tokenizer.json", d / "tokenizer.json");
     std::ifstream in(bundled_dir() + "/tokenizer_config.json");

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "node_common/convert.h"
 #include "node_common/engine_flags.h"
+#include "tests/support/scratch.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::testing {
@@ -72,7 +73,7 @@ inline cli::ClusterOptions cluster_options(const std::optional<std::string>& spe
   o.speculative_config = spec;
   o.transport = transport;
   o.bin_dir = BATON_BINARY_DIR;
-  o.log_dir = (std::filesystem::temp_directory_path() / ("baton-test-" + name + "-" + std::to_string(::getpid()))).string();
+  o.log_dir = scratch_path("baton-test-" + name).string();
   o.node_args = {"--kv-cache-memory", "0.125", "--log-level", "info"};
   o.start_timeout = std::chrono::seconds(120);
   return o;

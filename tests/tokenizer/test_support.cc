@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/scratch.h"
 
 namespace baton::testing {
 
@@ -89,7 +90,7 @@ std::vector<TokenizerDir> fixture_tokenizer_dirs() {
     if (fs::exists(fixtures + "/manifest.json") && fs::exists(fixtures + "/llama-f32/tokenizer.json")) {
       return fixtures;
     }
-    std::string dir = (fs::temp_directory_path() / ("baton-fixture-tokenizers-" + std::to_string(getpid()))).string();
+    std::string dir = baton::testing::scratch_path("baton-fixture-tokenizers").string();
     int code = 0;
     run_command("/usr/bin/python3 " + shell_quote(source_dir() + "/tools/fixtures/fixture_tokenizers.py") +
                     " --out " + shell_quote(dir),
