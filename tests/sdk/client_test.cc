@@ -7,7 +7,6 @@
 // the reference run as processes, not in-process as the serving tests do.
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/scratch.h"
 
 namespace {
 
@@ -45,7 +45,7 @@ class SdkClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     baton::Subprocess::Options o;
-    log_dir_ = (std::filesystem::temp_directory_path() / ("baton-sdk-test-" + std::to_string(::getpid()))).string();
+    log_dir_ = baton::testing::scratch_path("baton-sdk-test").string();  // kept when a test fails
     o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--kv-cache-memory", "0.125", "--bin-dir", BATON_BINARY_DIR,
               "--log-dir", log_dir_};
     auto p = baton::Subprocess::start(std::move(o));
@@ -63,10 +63,6 @@ class SdkClientTest : public ::testing::Test {
     }
     delete cluster_;
     cluster_ = nullptr;
-    // The nodes' logs stay only when a test failed (or BATON_KEEP_LOGS is set), to look at.
-    if (::testing::UnitTest::GetInstance()->current_test_suite()->Passed() && std::getenv("BATON_KEEP_LOGS") == nullptr) {
-      std::filesystem::remove_all(log_dir_);
-    }
   }
   void SetUp() override { ASSERT_FALSE(address_.empty()) << "the cluster did not start"; }
 

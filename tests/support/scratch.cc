@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <system_error>
 #include <vector>
@@ -11,7 +12,8 @@
 namespace baton::testing {
 namespace {
 
-// Removes the registered paths when the whole program passed; gtest owns (and deletes) it.
+// Removes the registered paths when the whole program passed (and BATON_KEEP_LOGS is unset);
+// gtest owns (and deletes) it.
 class ScratchCleanup : public ::testing::EmptyTestEventListener {
  public:
   void add(std::filesystem::path p) {
@@ -24,10 +26,10 @@ class ScratchCleanup : public ::testing::EmptyTestEventListener {
     for (const auto& p : paths_) {
       std::error_code ec;
       if (!std::filesystem::exists(p, ec)) continue;
-      if (unit_test.Passed()) {
+      if (unit_test.Passed() && std::getenv("BATON_KEEP_LOGS") == nullptr) {
         std::filesystem::remove_all(p, ec);
       } else {
-        std::fprintf(stderr, "kept for the failure: %s\n", p.c_str());
+        std::fprintf(stderr, "kept: %s\n", p.c_str());
       }
     }
   }
