@@ -39,11 +39,6 @@ inline constexpr int kGrpcKvMaxMessageBytes = 8 << 20;
 // Sets what a server hosting GrpcKvReceiver::handle_push needs: the max receive message size.
 void configure_kv_server(grpc::ServerBuilder& builder);
 
-// The decode node's check that a write targets blocks reserved for that request; a non-OK status
-// rejects the whole push (its code is returned to the sender, with the message).
-using WriteCheck = std::function<absl::Status(const std::string& request_id, std::int32_t pool,
-                                              std::uint64_t dst_offset, std::uint64_t bytes)>;
-
 class GrpcKvReceiver final : public KvReceiver {
  public:
   // Pools in index order; the memory must stay valid while handle_push may run. `check` may be

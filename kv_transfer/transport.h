@@ -49,6 +49,12 @@ struct Copy {
 using Deadline = std::chrono::steady_clock::time_point;
 using DoneCallback = std::function<void(absl::Status)>;
 
+// The decode node's check that a write targets blocks reserved for that request, for the
+// transports whose receiver sees each write (gRPC, link): a non-OK status rejects the write, and
+// its code and message go back to the sender.
+using WriteCheck = std::function<absl::Status(const std::string& request_id, std::int32_t pool,
+                                              std::uint64_t dst_offset, std::uint64_t bytes)>;
+
 // Decode side: keeps the pools writable by peers for its lifetime.
 class KvReceiver {
  public:

@@ -172,11 +172,12 @@ export BATON_FIXTURES_DIR=$fixtures
 # executables' RUNPATH already names /usr/local/cuda's lib directories; only when a library is
 # neither there nor known to the dynamic linker is its directory (e.g. the pip nvidia-* packages
 # next to torch) added to LD_LIBRARY_PATH — never otherwise, because LD_LIBRARY_PATH would also
-# override the CUDA libraries torch itself loads.
+# override the CUDA libraries torch itself loads. (libnccl.so.2 is dlopen'ed by the NCCL KV link
+# test; torch's pip packages usually carry the one found there.)
 cuda_lib_dirs() {
   local lib d known
   known=$(ldconfig -p 2>/dev/null)
-  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
     grep -qF "$lib" <<<"$known" && continue
     for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
       [ -e "$d/$lib" ] && continue 2
