@@ -19,8 +19,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   e->hooks_ = std::move(hooks);
   BATON_ASSIGN_OR_RETURN(e->backend_, make_backend(config.backend));
   // KV that travels between nodes leaves from and arrives in host memory: the pools' own, or their
-  // host mirrors', which then take the provider's memory.
-  const bool mirrored = config.role != NodeRole::kColocated && !e->backend_->host_reads_device_memory();
+  // host mirrors', which then take the provider's memory; or in the pools' device memory, for
+  // transports that move it (NCCL).
+  const bool mirrored = config.role != NodeRole::kColocated && !e->backend_->host_reads_device_memory() &&
+                        !config.kv_transfer_in_device_memory;
   KvMemoryProvider* pool_memory = mirrored ? nullptr : config.kv_memory.get();
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
@@ -183,7 +185,9 @@ std::string Engine::describe() const {
                  model_->options().graph_max_seqs > 0
                      ? str_cat("; graphs for batches of up to ", model_->options().graph_max_seqs, " sequences")
                      : std::string(),
-                 mirrors_.empty() ? "" : "; KV transfers through host mirrors of the pools");
+                 !mirrors_.empty()                                                         ? "; KV transfers through host mirrors of the pools"
+                 : config_.kv_transfer_in_device_memory && !backend_->host_reads_device_memory() ? "; KV transfers from and into device memory"
+                                                                                                 : "");
 }
 
 Request* Engine::find(const std::string& id) const {

@@ -83,6 +83,12 @@ struct EngineConfig {
   // allocator): the KV pools' own on a backend whose memory the host reads, else their host
   // mirrors' (see kv_pools()); null: the backend allocates it.
   std::shared_ptr<KvMemoryProvider> kv_memory;
+  // KV transports read and write the pools themselves, in device memory (the NCCL link), instead
+  // of host mirrors on a backend whose memory the host cannot read. The layer callback then hears
+  // of a layer once the device has written it (the next layer is queued by then), and commit()
+  // copies nothing: the transport wrote the reservation's blocks in place, and reported only once
+  // its writes had completed.
+  bool kv_transfer_in_device_memory = false;
 };
 
 // Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault
@@ -147,8 +153,9 @@ struct EngineStats {
 struct KvPoolInfo {
   std::string name;  // "target", "draft"
   KvCache* cache = nullptr;
-  // The host memory KV transports read (prefill role) or write (decode role), at the pool's
-  // offsets: the pool itself where the host reads the backend's memory, else the pool's host
+  // The memory KV transports read (prefill role) or write (decode role), at the pool's offsets:
+  // the pool itself where the host reads the backend's memory or the transports move device
+  // memory (EngineConfig::kv_transfer_in_device_memory), else the pool's host
   // mirror (engine/kv/kv_host_mirror.h), which the engine keeps in step with the pool: a layer's
   // written rows are in it when the layer callback reports them, a hand-off's prefix-cache and
   // proposer blocks when the record is handed out, and commit() moves the reservation's blocks
@@ -206,7 +213,8 @@ class Engine {
 
   void set_text_decoder_factory(TextDecoderFactory factory) { decoder_factory_ = std::move(factory); }
   // Called for every target forward, layer by layer (see KvLayerWrite), once the layer's bytes
-  // can be read in the pools' transfer regions (with a host mirror: one layer behind the forward).
+  // can be read in the pools' transfer regions (on a device the host cannot read, one layer behind
+  // the forward: the layer's rows have come down to the mirror, or been written in device memory).
   void set_kv_layer_callback(KvLayerCallback callback) { layer_callback_ = std::move(callback); }
 
   const ModelConfig& model_config() const { return model_->config(); }
@@ -265,7 +273,8 @@ class Engine {
   absl::Status capture_step_graphs();
   // Host mirrors of the KV pools (prefill and decode roles on a backend whose memory the host
   // cannot read; see KvPoolInfo::transfer). Layer i's written rows go down while layer i + 1 is
-  // enqueued, and the callback hears of layer i once they have landed.
+  // enqueued, and the callback hears of layer i once they have landed (without mirrors, with
+  // kv_transfer_in_device_memory: once the device has written them).
   void stage_layer(std::int32_t layer);
   void report_staged_layer();
   void download_whole_blocks(const HandoffRecord& h);

@@ -44,7 +44,7 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     for (const ScheduledChunk& c : plan.chunks) {
       layer_writes_.push_back(KvLayerWrite{&c.request->id, c.start, c.num_tokens, c.request->blocks.blocks()});
     }
-    if (mirrors_.empty()) {
+    if (mirrors_.empty() && backend_->host_reads_device_memory()) {
       batch.on_layer_written = [this](std::int32_t layer) { layer_callback_(layer, layer_writes_); };
     } else {
       batch.on_layer_written = [this](std::int32_t layer) { stage_layer(layer); };
@@ -80,11 +80,16 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
 }
 
 void Engine::stage_layer(std::int32_t layer) {
-  mirror_spans_.clear();
-  for (const KvLayerWrite& w : layer_writes_) {
-    cache_->append_position_spans(layer, w.start, w.num_tokens, w.blocks, mirror_spans_);
+  std::uint64_t fence = 0;
+  if (mirrors_.empty()) {
+    fence = backend_->fence();  // transports read the device pools: the layer's writes must be done
+  } else {
+    mirror_spans_.clear();
+    for (const KvLayerWrite& w : layer_writes_) {
+      cache_->append_position_spans(layer, w.start, w.num_tokens, w.blocks, mirror_spans_);
+    }
+    fence = mirrors_[0].download(mirror_spans_);
   }
-  const std::uint64_t fence = mirrors_[0].download(mirror_spans_);
   // The device has this layer queued (and on a GPU its copies run on the copy engine beside the
   // next layers), so waiting for the previous layer's copies does not leave it idle.
   report_staged_layer();

@@ -10,6 +10,8 @@
 // KV cache, every method stays lossless on the GPU, its plain greedy tokens are the CPU's with the
 // same cache, and the handoff through the halved host mirrors still yields the colocated tokens.
 // Every test skips on a machine without a GPU.
+#include <cuda_runtime_api.h>
+
 #include <cstring>
 #include <map>
 #include <optional>
@@ -70,9 +72,10 @@ std::vector<Job> jobs_for(std::int32_t vocab) {
 std::unique_ptr<Engine> make_engine(const std::string& target, Device device,
                                     const std::optional<SpeculativeConfig>& spec = std::nullopt,
                                     NodeRole role = NodeRole::kColocated, GraphMode graphs = GraphMode::kAuto,
-                                    DType kv_cache_dtype = DType::kF32) {
+                                    DType kv_cache_dtype = DType::kF32, bool kv_transfer_in_device_memory = false) {
   EngineConfig c;
   c.role = role;
+  c.kv_transfer_in_device_memory = kv_transfer_in_device_memory;
   c.kv_cache_dtype = kv_cache_dtype;
   c.graphs = graphs;
   c.model_dir = fixture_path(target);
@@ -203,6 +206,42 @@ TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
   if (m) {
     EXPECT_EQ(decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens) << label;
   }
+  EXPECT_EQ(decode->block_pool().num_in_use(), 0) << "blocks leaked";
+}
+
+// The NCCL transport's way: no host mirrors, KV read from and written into the pools' device
+// memory (here by cudaMemcpy between the two engines' pools). The layer callback must hear of a
+// layer only once the device has written it, and commit must not overwrite what was written.
+TEST_P(CudaHandoff, InDeviceMemoryTokensEqualColocated) {
+  SKIP_WITHOUT_GPU();
+  const std::optional<MethodCase> m = method_at(GetParam());
+  const std::string target = m ? m->target : "llama-f32";
+  constexpr int k = 3;
+  auto colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
+  auto prefill = make_engine(target, kCuda, m ? std::optional(m->config(1, NodeRole::kPrefill)) : std::nullopt,
+                             NodeRole::kPrefill, GraphMode::kAuto, DType::kF32, /*kv_transfer_in_device_memory=*/true);
+  auto decode = make_engine(target, kCuda, m ? std::optional(m->config(k, NodeRole::kDecode)) : std::nullopt,
+                            NodeRole::kDecode, GraphMode::kAuto, DType::kF32, /*kv_transfer_in_device_memory=*/true);
+  // The decode pools start as NaN bytes: a block never copied shows.
+  for (Engine* e : {prefill.get(), decode.get()}) {
+    ASSERT_FALSE(e->kv_host_mirrored());
+    for (const KvPoolInfo& p : e->kv_pools()) {
+      ASSERT_EQ(p.transfer.base, p.cache->region().base) << "transports must see the pool itself";
+      if (e == decode.get()) {
+        ASSERT_EQ(cudaMemset(p.transfer.base, 0xff, p.transfer.bytes), cudaSuccess);
+      }
+    }
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto device_copy = [](void* dst, const void* src, std::size_t bytes) {
+    BATON_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess, "cudaMemcpy");
+    BATON_CHECK(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
+  };
+  const auto jobs = jobs_for(colocated->model_config().vocab_size);
+  const auto want = testing::run_jobs(*colocated, jobs);
+  const auto got = testing::run_disaggregated(*prefill, *decode, jobs, false, nullptr, device_copy);
+  const std::string label = m ? m->label : "none";
+  for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << label << ", request " << j.id;
   EXPECT_EQ(decode->block_pool().num_in_use(), 0) << "blocks leaked";
 }
 

@@ -28,9 +28,15 @@ inline KvPoolInfo pool_named(const Engine& e, const std::string& name) {
   return {};
 }
 
+// Moves bytes between two engines' transfer regions: memcpy for host memory; a test whose regions
+// are device memory passes a device copy that has completed when it returns.
+using ByteCopy = std::function<void(void* dst, const void* src, std::size_t bytes)>;
+inline void host_copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
 // Copies (layer, block) spans from src's pool to dst's, block ids paired by index.
 inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_blocks, const KvPoolInfo& dst,
-                        std::span<const BlockId> dst_blocks, std::int32_t first_layer, std::int32_t last_layer) {
+                        std::span<const BlockId> dst_blocks, std::int32_t first_layer, std::int32_t last_layer,
+                        const ByteCopy& copy = host_copy) {
   BATON_CHECK(src_blocks.size() <= dst_blocks.size(), src_blocks.size(), " source blocks for ", dst_blocks.size());
   const KvRegion from = src.transfer, to = dst.transfer;
   for (std::int32_t layer = first_layer; layer <= last_layer; ++layer) {
@@ -38,7 +44,7 @@ inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_bloc
       const KvSpan a = src.cache->span(layer, src_blocks[i]);
       const KvSpan b = dst.cache->span(layer, dst_blocks[i]);
       BATON_CHECK(a.bytes == b.bytes, "span sizes differ");
-      std::memcpy(static_cast<char*>(to.base) + b.offset, static_cast<const char*>(from.base) + a.offset, a.bytes);
+      copy(static_cast<char*>(to.base) + b.offset, static_cast<const char*>(from.base) + a.offset, a.bytes);
     }
   }
 }
@@ -54,10 +60,11 @@ inline void poison_pools(Engine& e) {
 
 // Runs the jobs disaggregated and returns each request's tokens (the first from P, the rest from
 // D). All are submitted at once, or with `one_at_a_time` each after the previous one's hand-off
-// (so later prompts can hit P's prefix cache). `after_handoff` runs after each commit on D.
+// (so later prompts can hit P's prefix cache). `after_handoff` runs after each commit on D; `copy`
+// moves the bytes.
 inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(
     Engine& p, Engine& d, const std::vector<Job>& jobs, bool one_at_a_time = false,
-    const std::function<void()>& after_handoff = nullptr) {
+    const std::function<void()>& after_handoff = nullptr, const ByteCopy& copy = host_copy) {
   const absl::Status compatible = d.layout_fingerprint().check_compatible(p.layout_fingerprint());
   BATON_CHECK(compatible.ok(), compatible.ToString());
   std::map<std::string, KvReservation> reservations;
@@ -84,7 +91,7 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(
       const std::int32_t first = w.start / bs, last = (w.start + w.num_tokens - 1) / bs;
       for (std::int32_t b = first; b <= last && b < static_cast<std::int32_t>(r.kv_blocks.size()); ++b) {
         copy_blocks(p_target, w.blocks.subspan(static_cast<std::size_t>(b), 1), d_target,
-                    std::span<const BlockId>(r.kv_blocks).subspan(static_cast<std::size_t>(b), 1), layer, layer);
+                    std::span<const BlockId>(r.kv_blocks).subspan(static_cast<std::size_t>(b), 1), layer, layer, copy);
       }
     }
   });
@@ -101,11 +108,11 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(
         // forward, so the layer callback did not send them: they go now, every layer.
         const auto cached = static_cast<std::size_t>(o.handoff->num_cached_prompt_tokens / bs);
         copy_blocks(p_target, std::span<const BlockId>(o.handoff->kv_blocks).first(cached), d_target,
-                    r.kv_blocks, 0, p_target.cache->layout().num_layers - 1);
+                    r.kv_blocks, 0, p_target.cache->layout().num_layers - 1, copy);
         if (!o.handoff->proposer.kv_blocks.empty()) {
           const KvPoolInfo p_draft = pool_named(p, "draft"), d_draft = pool_named(d, "draft");
           copy_blocks(p_draft, o.handoff->proposer.kv_blocks, d_draft, r.proposer_blocks, 0,
-                      p_draft.cache->layout().num_layers - 1);
+                      p_draft.cache->layout().num_layers - 1, copy);
         }
         const absl::Status c = d.commit(o.request_id, *o.handoff);
         BATON_CHECK(c.ok(), c.ToString());

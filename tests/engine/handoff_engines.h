@@ -29,6 +29,8 @@ struct EngineSetup {
   // The CPU acting like a GPU whose memory the host cannot read: a P/D engine's KV then leaves
   // and arrives through its pools' host mirrors.
   bool discrete_memory = false;
+  // With discrete_memory: transports read and write the pools themselves (NCCL's way), no mirrors.
+  bool kv_transfer_in_device_memory = false;
   std::optional<DType> kv_cache_dtype;  // nullopt: the backend's (F32)
   EngineHooks hooks;
 };
@@ -44,6 +46,7 @@ inline std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
   c.speculative = s.spec;
   c.role = s.role;
   c.backend.cpu_discrete_memory = s.discrete_memory;
+  c.kv_transfer_in_device_memory = s.kv_transfer_in_device_memory;
   auto e = Engine::create(c, s.hooks);
   BATON_CHECK(e.ok(), e.status().ToString());
   return std::move(*e);

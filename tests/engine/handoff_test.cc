@@ -119,6 +119,23 @@ TEST_P(Handoff, DisaggregatedTokensEqualColocatedTokens) {
     EXPECT_EQ(mirrored_decode->spec_stats()->num_accepted_tokens, colocated->spec_stats()->num_accepted_tokens)
         << method_label(GetParam());
   }
+  // The same with the transports in the pools' (discrete) memory, as NCCL moves it: no mirrors,
+  // the decode pools poisoned, and commit must take the blocks as the transport left them.
+  t.prefill.kv_transfer_in_device_memory = t.decode.kv_transfer_in_device_memory = true;
+  auto device_prefill = make_engine(t.prefill);
+  auto device_decode = make_engine(t.decode);
+  for (Engine* e : {device_prefill.get(), device_decode.get()}) {
+    ASSERT_FALSE(e->kv_host_mirrored());
+    for (const KvPoolInfo& p : e->kv_pools()) ASSERT_EQ(p.transfer.base, p.cache->region().base) << p.name;
+  }
+  testing::poison_pools(*device_decode);
+  const Tokens in_device_memory = run_disaggregated(*device_prefill, *device_decode, jobs);
+  for (const Job& j : jobs) {
+    EXPECT_EQ(in_device_memory.at(j.id), want.at(j.id)) << method_label(GetParam()) << " " << j.id << " (device memory)";
+  }
+  expect_no_blocks_held(*device_decode, "decode engine (device memory)");
+  t.prefill.kv_transfer_in_device_memory = t.decode.kv_transfer_in_device_memory = false;
+
   // BF16 KV caches on all three engines (target and draft pools; half the bytes per block move):
   // the disaggregated pair gives the colocated engine's tokens and acceptances again.
   for (EngineSetup* e : {&t.colocated, &t.prefill, &t.decode}) e->kv_cache_dtype = DType::kBF16;
