@@ -397,6 +397,12 @@ std::optional<node::v1::NodeInfo> DecodeService::info_snapshot(std::chrono::mill
   return info.get();
 }
 
+grpc::Status DecodeService::KvLink(grpc::ServerContext* ctx,
+                                   grpc::ServerReaderWriter<node::v1::KvLinkReply, node::v1::KvLinkMessage>* stream) {
+  if (!link_handler_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this decode node does not receive KV over NCCL");
+  return link_handler_(ctx, stream);
+}
+
 grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
                                    node::v1::PushKvResponse* response) {
   if (!push_handler_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this decode node does not receive KV over gRPC");

@@ -61,8 +61,12 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
   const std::vector<kv::MemoryRegion>& regions() const { return regions_; }
   // Receivers by kind; the first added is the preferred one. Call before serving.
   void add_receiver(std::unique_ptr<kv::KvReceiver> receiver);
+  using LinkHandler = std::function<grpc::Status(
+      grpc::ServerContext*, grpc::ServerReaderWriter<node::v1::KvLinkReply, node::v1::KvLinkMessage>*)>;
   // The gRPC transport's PushKv handler. Call before serving.
   void set_push_handler(PushHandler handler) { push_handler_ = std::move(handler); }
+  // The link transport's (NCCL's) KvLink handler. Call before serving.
+  void set_link_handler(LinkHandler handler) { link_handler_ = std::move(handler); }
   // OK when [offset, offset + bytes) of pool `pool` lies inside one (layer, block) reserved for
   // request `id`; otherwise InvalidArgument naming them (a peer may only write its reservation).
   absl::Status check_write(const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes);
@@ -81,6 +85,8 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
                                  node::v1::NodeInfo* response) override;
   grpc::Status PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
                       node::v1::PushKvResponse* response) override;
+  grpc::Status KvLink(grpc::ServerContext* ctx,
+                      grpc::ServerReaderWriter<node::v1::KvLinkReply, node::v1::KvLinkMessage>* stream) override;
 
   // The NodeInfo that Info returns, taken on the loop thread; nullopt when the loop does not answer
   // within `timeout` (for /metrics, which must not hang on a busy or stopped engine).
@@ -120,6 +126,7 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
   std::vector<std::int32_t> pool_blocks_;
   std::vector<std::unique_ptr<kv::KvReceiver>> receivers_;
   PushHandler push_handler_;
+  LinkHandler link_handler_;
   std::atomic<std::int64_t> local_prefills_{0};
   std::atomic<bool> draining_{false};
 

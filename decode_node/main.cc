@@ -24,7 +24,7 @@ static int run_decode_node(int argc, char** argv) {
       "continuous batching and speculative decoding.",
       {
           {"role", "ROLE", "decode (default), or both: a single node that is also expected to prefill"},
-          {"transport", "LIST", "KV transports to receive over, preferred first: ucx, grpc or ucx,grpc (default ucx,grpc)"},
+          {"transport", "LIST", "KV transports to receive over, preferred first: ucx, grpc or ucx,grpc (default ucx,grpc), or nccl (GPU to GPU)"},
           {"testing-broken-rejection-sampler", "",
            "TESTING ONLY, never in a real cluster: verify drafts with a deliberately lossy sampler (the negative "
            "control of `baton verify-lossless`); output is NOT the model's"},

@@ -399,8 +399,19 @@ std::int64_t LinkKvSender::links_made() const {
   return links_made_;
 }
 
-void LinkKvSender::retire_locked(PeerMap::iterator it) {
-  it->second->peer->fail(absl::UnavailableError(str_cat("KV link to ", it->first, ": dropped (the peer changed or failed)")));
+// Peers retired under the sender's lock, failed once it is released (failing reports transfers,
+// whose callbacks may call begin()). Declared before the lock, so destroyed after it.
+struct LinkKvSender::FailLater {
+  std::vector<std::shared_ptr<Peer>> peers;
+  ~FailLater() {
+    for (const auto& p : peers) {
+      p->fail(absl::UnavailableError(str_cat("KV link to ", p->address(), ": dropped (the peer changed or failed)")));
+    }
+  }
+};
+
+void LinkKvSender::retire_locked(PeerMap::iterator it, FailLater& fail_later) {
+  fail_later.peers.push_back(it->second->peer);
   retired_.push_back(std::move(it->second));
   peers_.erase(it);
 }
@@ -430,25 +441,30 @@ absl::StatusOr<std::unique_ptr<KvTransfer>> LinkKvSender::begin(const TransferTa
   if (target.peer_address.empty()) {
     return absl::InvalidArgumentError(str_cat("KV link sender: request ", target.request_id, ": no peer address"));
   }
+  const Deadline deadline = std::chrono::steady_clock::now() + options_.begin_timeout;
+  FailLater fail_later;
   std::unique_lock lock(mu_);
   reap(lock);
   for (;;) {
     auto it = peers_.find(target.peer_address);
     if (it != peers_.end() && (it->second->peer->instance() != target.peer_instance || !it->second->peer->alive())) {
-      retire_locked(it);
+      retire_locked(it, fail_later);
       it = peers_.end();
     }
     if (it != peers_.end()) {
       return std::make_unique<LinkTransfer>(it->second->peer, target.request_id, std::string(factory_->kind()));
     }
     if (connecting_.count(target.peer_address) == 0) break;
-    // Another caller is making this peer's link: wait for it (it has its own deadline).
-    connected_.wait(lock);
+    // Another caller is making this peer's link: wait for it.
+    if (connected_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return absl::DeadlineExceededError(str_cat("KV link to ", target.peer_address, ": request ", target.request_id,
+                                                 ": another caller's link set-up did not end in time"));
+    }
   }
   connecting_.insert(target.peer_address);
   lock.unlock();
   auto peer = std::make_shared<Peer>(target.peer_address, target.peer_instance, pools_, factory_->max_piece_bytes());
-  absl::Status connected = peer->connect(*factory_, std::chrono::steady_clock::now() + options_.begin_timeout);
+  absl::Status connected = peer->connect(*factory_, deadline);
   lock.lock();
   connecting_.erase(target.peer_address);
   connected_.notify_all();
@@ -464,9 +480,9 @@ absl::StatusOr<std::unique_ptr<KvTransfer>> LinkKvSender::begin(const TransferTa
 }
 
 void LinkKvSender::invalidate(const std::string& peer_address) {
+  FailLater fail_later;
   std::unique_lock lock(mu_);
-  if (auto it = peers_.find(peer_address); it != peers_.end()) retire_locked(it);
-  reap(lock);
+  if (auto it = peers_.find(peer_address); it != peers_.end()) retire_locked(it, fail_later);
 }
 
 }  // namespace baton::kv

@@ -116,9 +116,11 @@ class LinkKvSender final : public KvSender {
 
  private:
   struct PeerThreads;
+  struct FailLater;
   using PeerMap = std::map<std::string, std::unique_ptr<PeerThreads>>;
-  // Fails the peer and moves it to retired_, whose threads reap() joins.
-  void retire_locked(PeerMap::iterator it);
+  // Moves the peer to retired_, whose threads reap() joins; fail_later fails it once the lock is
+  // released.
+  void retire_locked(PeerMap::iterator it, FailLater& fail_later);
   void reap(std::unique_lock<std::mutex>& lock);
 
   std::vector<MemoryRegion> pools_;

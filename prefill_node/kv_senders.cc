@@ -3,11 +3,14 @@
 #include "common/status.h"
 #include "kv_transfer/grpc_transport.h"
 #include "kv_transfer/ucx_transport.h"
+#include "kv_transfer/kv_link_transport.h"
+#include "kv_transfer/nccl_kv_link.h"
+#include "node_common/kv_transports.h"
 
 namespace baton {
 
 absl::StatusOr<std::map<std::string, std::unique_ptr<kv::KvSender>>> make_kv_senders(
-    const std::vector<std::string>& kinds, const std::vector<kv::MemoryRegion>& local_pools) {
+    const std::vector<std::string>& kinds, const std::vector<kv::MemoryRegion>& local_pools, Device device) {
   std::map<std::string, std::unique_ptr<kv::KvSender>> senders;
   for (const std::string& kind : kinds) {
     if (kind == "ucx") {
@@ -16,6 +19,10 @@ absl::StatusOr<std::map<std::string, std::unique_ptr<kv::KvSender>>> make_kv_sen
       senders.emplace(kind, std::move(*ucx));
     } else if (kind == "grpc") {
       senders.emplace(kind, std::make_unique<kv::GrpcKvSender>(local_pools));
+    } else if (kind == "nccl") {
+      BATON_RETURN_IF_ERROR(check_transport_device(kinds, device));
+      BATON_ASSIGN_OR_RETURN(auto factory, kv::make_nccl_link_factory(kv::NcclLinkOptions{device.index}));
+      senders.emplace(kind, std::make_unique<kv::LinkKvSender>(local_pools, std::move(factory)));
     } else {
       return absl::InvalidArgumentError(str_cat("unknown KV transport '", kind, "'"));
     }

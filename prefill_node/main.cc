@@ -19,7 +19,7 @@ static int run_prefill_node(int argc, char** argv) {
       "Serves prefills for decode nodes: the prompt's KV goes to the decode node the router chose,\n"
       "layer by layer, then the first token comes back.",
       {
-          {"transport", "LIST", "KV transports this node can send over: ucx, grpc or ucx,grpc (default ucx,grpc)"},
+          {"transport", "LIST", "KV transports this node can send over: ucx, grpc or ucx,grpc (default ucx,grpc), or nccl (GPU to GPU)"},
           {"kv-transfer-timeout-ms", "MS", "deadline for a request's KV to reach the decode node (default 30000)"},
           {"commit-timeout-ms", "MS", "deadline of the hand-off commit on the decode node (default 10000)"},
           {"testing-hold-kv-transfer", "", "fault injection for tests: never finish a KV transfer"},
@@ -39,6 +39,9 @@ static int run_prefill_node(int argc, char** argv) {
   }
   auto kinds = parse_transport_list(f.get("transport").value_or("ucx,grpc"));
   if (!kinds.ok()) return command.fail(kinds.status());
+  if (absl::Status s = check_transport_device(*kinds, config->backend.device); !s.ok()) return command.fail(s);
+  // NCCL sends from the pools' device memory itself (no host mirrors).
+  config->kv_transfer_in_device_memory = (*kinds)[0] == "nccl";
 
   auto tokenizer = load_tokenizer_if_present(config->model_dir);
   if (!tokenizer.ok()) return command.fail(tokenizer.status());
@@ -47,7 +50,7 @@ static int run_prefill_node(int argc, char** argv) {
   if (*tokenizer) attach_tokenizer(**engine, **tokenizer);
   std::vector<kv::MemoryRegion> pools;
   for (const KvPoolInfo& p : (*engine)->kv_pools()) pools.push_back({p.name, p.transfer.base, p.transfer.bytes});
-  auto senders = make_kv_senders(*kinds, pools);
+  auto senders = make_kv_senders(*kinds, pools, config->backend.device);
   if (!senders.ok()) return command.fail(senders.status());
 
   NodeIdentity identity;

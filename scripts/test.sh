@@ -28,5 +28,5 @@ ctest --preset release -j "$jobs"
 
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test engine_sample_test \
-  kv_transfer_unit_test kv_transfer_ucx_test kv_transfer_grpc_test
+  kv_transfer_unit_test kv_transfer_ucx_test kv_transfer_grpc_test kv_transfer_link_test
 ctest --preset asan -j "$jobs" -L 'loader|kv|sample'

@@ -35,6 +35,24 @@ TEST(ServingRules, PrefillNodeWithKThreeRefusesToStart) {
   EXPECT_THAT(output, HasSubstr("the P/D rule requires 1 there"));
 }
 
+// NCCL moves the pools' device memory: it needs a CUDA device and cannot share a node with the
+// host-memory transports. Both are refused at start, before the model loads.
+TEST(ServingRules, NcclTransportRefusesACpuDeviceAndOtherTransports) {
+  const auto [code, output] =
+      run_to_exit({binary("baton-decode"), "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("--transport nccl needs --device cuda"));
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("ready on")));
+  const auto [code2, output2] =
+      run_to_exit({binary("baton-prefill"), "--model", family_path("target"), "--port", "0", "--transport", "ucx,nccl"});
+  EXPECT_EQ(code2, 1) << output2;
+  EXPECT_THAT(output2, HasSubstr("nccl cannot be combined with another transport"));
+  const auto [code3, output3] =
+      run_to_exit({binary("baton-prefill"), "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
+  EXPECT_EQ(code3, 1) << output3;
+  EXPECT_THAT(output3, HasSubstr("--transport nccl needs --device cuda"));
+}
+
 // A router given nodes that break the rule (P drafts with n-gram, D with suffix decoding) refuses
 // the pair: the client gets FAILED_PRECONDITION with the rule, and the router's log says why.
 TEST(ServingRules, RouterRefusesPairsThatBreakTheRule) {
