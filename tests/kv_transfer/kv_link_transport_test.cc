@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_test_support.h"
 #include "kv_transfer/kv_link_service.h"
@@ -267,6 +268,59 @@ TEST_F(KvLinkTransportTest, UnreachablePeerIsUnavailableByTheBeginTimeout) {
   ASSERT_FALSE(transfer.ok());
   EXPECT_EQ(transfer.status().code(), absl::StatusCode::kUnavailable) << transfer.status();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+}
+
+// A peer that breaks the protocol gets INVALID_ARGUMENT naming what it did, and the receiver
+// serves the next stream as before.
+TEST_F(KvLinkTransportTest, MalformedStreamsAreRefusedNamingTheFault) {
+  auto stub = baton::node::v1::DecodeNode::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+  auto run = [&](const std::vector<baton::node::v1::KvLinkMessage>& messages) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto stream = stub->KvLink(&context);
+    for (const auto& m : messages) stream->Write(m);
+    stream->WritesDone();
+    baton::node::v1::KvLinkReply reply;
+    while (stream->Read(&reply)) {
+    }
+    return stream->Finish();
+  };
+  baton::node::v1::KvLinkMessage put;
+  put.mutable_put()->set_transfer(1);
+  put.mutable_put()->set_request_id("req-x");
+  grpc::Status status = run({put});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("the first message is not a hello"));
+
+  baton::node::v1::KvLinkMessage hello;
+  hello.mutable_hello()->set_link_kind("carrier-pigeon");
+  hello.mutable_hello()->set_max_segment_bytes(receiver_factory_->max_piece_bytes());
+  hello.mutable_hello()->add_pool_names("target");
+  hello.mutable_hello()->add_pool_names("draft");
+  status = run({hello});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("'carrier-pigeon'"));
+
+  hello.mutable_hello()->set_link_kind("tcp");
+  hello.mutable_hello()->set_max_segment_bytes(4096);
+  status = run({hello});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("pieces of 4096 bytes"));
+
+  // A join that never comes (no such link) ends by the receiver's join deadline, named.
+  hello.mutable_hello()->set_max_segment_bytes(receiver_factory_->max_piece_bytes());
+  hello.mutable_hello()->set_link_id("not-a-port");
+  status = run({hello});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("cannot join the tcp link"));
+
+  const std::vector<Copy> copies{{0, 0, kMiB}};
+  auto after = sender_->begin(target("req-after"));
+  ASSERT_TRUE(after.ok()) << after.status();
+  (*after)->put(0, copies);
+  ASSERT_TRUE(finish_and_wait(**after, 10s).ok());
+  EXPECT_EQ(0, std::memcmp(dst_[0]->data(), src_[0]->data(), kMiB));
 }
 
 TEST_F(KvLinkTransportTest, ReceiverRestartFailsWaitingTransfersAndANewInstanceReconnects) {
