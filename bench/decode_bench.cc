@@ -361,6 +361,8 @@ int main(int argc, char** argv) {
     if (!verify_ratios.empty()) {
       j["forward_over_decode_forward"] = median(verify_ratios);
       j["forward_over_decode_forward_rounds"] = verify_ratios;
+    }
+    if (!verify_ratios_plain.empty()) {  // needs batch 1 in --batches
       j["forward_over_plain_engine_decode_forward"] = median(verify_ratios_plain);
     }
     if (args.profile) j["profile"] = verify_run.prof.to_json();
