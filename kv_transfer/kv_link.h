@@ -15,7 +15,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,10 +67,10 @@ class KvLinkFactory {
   virtual absl::StatusOr<std::string> new_link_id() = 0;
   // Joins the link `link_id` as rank 0 (sender) or 1 (receiver); returns once both have joined.
   // DEADLINE_EXCEEDED when the other side has not joined by `deadline`, CANCELLED soon after
-  // `give_up` turns true (the other side said it will not join); INVALID_ARGUMENT for an id this
-  // factory cannot use.
+  // give_up() returns true (polled while waiting: the other side said it will not join, or went
+  // away); INVALID_ARGUMENT for an id this factory cannot use.
   virtual absl::StatusOr<std::unique_ptr<KvLink>> join(const std::string& link_id, int rank, Deadline deadline,
-                                                       const std::atomic<bool>& give_up) = 0;
+                                                       const std::function<bool()>& give_up) = 0;
 };
 
 }  // namespace baton::kv

@@ -100,8 +100,9 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
     }
   }
   stream->Write(reply_for(0, absl::OkStatus(), 0));  // accepted: P joins now, and so do we
-  const std::atomic<bool> never{false};
-  auto joined = factory_->join(hello.link_id(), 1, std::chrono::steady_clock::now() + options_.join_timeout, never);
+  // The sender giving up (its join failed or timed out) cancels the stream: stop waiting then.
+  auto joined = factory_->join(hello.link_id(), 1, std::chrono::steady_clock::now() + options_.join_timeout,
+                               [context] { return context->IsCancelled(); });
   if (!joined.ok()) {
     const absl::Status s(joined.status().code(), str_cat("KvLink from ", peer, ": cannot join the ", factory_->kind(),
                                                          " link: ", joined.status().message()));

@@ -109,7 +109,7 @@ class LinkKvSender::Peer {
       if (!reply || reply->code() != 0) refused = true;  // D will not join: stop waiting for it
       return reply;
     });
-    auto joined = factory.join(link_id, 0, deadline, refused);
+    auto joined = factory.join(link_id, 0, deadline, [&refused] { return refused.load(); });
     if (!joined.ok()) {
       if (answer.wait_until(std::chrono::steady_clock::now()) != std::future_status::ready) context_.TryCancel();
       const std::optional<KvLinkReply> refusal = answer.get();

@@ -241,7 +241,7 @@ class NcclKvLinkFactory final : public KvLinkFactory {
   }
 
   absl::StatusOr<std::unique_ptr<KvLink>> join(const std::string& link_id, int rank, Deadline deadline,
-                                               const std::atomic<bool>& give_up) override {
+                                               const std::function<bool()>& give_up) override {
     ncclUniqueId id;
     if (link_id.size() != sizeof(id.internal)) {
       return absl::InvalidArgumentError(
@@ -254,9 +254,10 @@ class NcclKvLinkFactory final : public KvLinkFactory {
     ncclComm_t comm = nullptr;
     ncclResult_t r = api_.comm_init_rank_config(&comm, 2, id, rank, &config);
     while (r == ncclInProgress) {
-      if (give_up || std::chrono::steady_clock::now() >= deadline) {
+      const bool gave_up = give_up();
+      if (gave_up || std::chrono::steady_clock::now() >= deadline) {
         api_.comm_abort(comm);
-        return give_up ? absl::CancelledError("NCCL KV link: the peer will not join")
+        return gave_up ? absl::CancelledError("NCCL KV link: the peer will not join")
                        : absl::DeadlineExceededError("NCCL KV link: the peer did not join the communicator in time");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

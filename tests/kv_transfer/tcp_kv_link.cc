@@ -167,7 +167,7 @@ absl::StatusOr<std::string> TcpKvLinkFactory::new_link_id() {
 }
 
 absl::StatusOr<std::unique_ptr<KvLink>> TcpKvLinkFactory::join(const std::string& link_id, int rank, Deadline deadline,
-                                                               const std::atomic<bool>& give_up) {
+                                                               const std::function<bool()>& give_up) {
   int fd = -1;
   if (rank == 0) {
     int listener = -1;
@@ -179,7 +179,7 @@ absl::StatusOr<std::unique_ptr<KvLink>> TcpKvLinkFactory::join(const std::string
       listeners_.erase(it);
     }
     for (;;) {
-      if (give_up) {
+      if (give_up()) {
         ::close(listener);
         return absl::CancelledError("the peer will not join the tcp link");
       }

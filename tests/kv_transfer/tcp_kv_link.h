@@ -30,7 +30,7 @@ class TcpKvLinkFactory final : public KvLinkFactory {
   // A listening socket on 127.0.0.1; the id is its port.
   absl::StatusOr<std::string> new_link_id() override;
   absl::StatusOr<std::unique_ptr<KvLink>> join(const std::string& link_id, int rank, Deadline deadline,
-                                               const std::atomic<bool>& give_up) override;
+                                               const std::function<bool()>& give_up) override;
 
   // Links joined so far.
   int links() const;
