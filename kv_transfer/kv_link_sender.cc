@@ -34,6 +34,7 @@ struct FinishCommand {
   Deadline deadline{};
   DoneCallback done;  // empty: the handle was dropped without finish(); D's answer is ignored
   absl::Status local_error;  // a put this side rejected (never announced)
+  std::int64_t bytes = 0;    // announced; D's answer must count as many
 };
 using Command = std::variant<PutCommand, FinishCommand>;
 
@@ -42,6 +43,7 @@ struct Pending {
   Deadline deadline{};
   DoneCallback done;
   absl::Status local_error;
+  std::int64_t bytes = 0;
 };
 
 using Report = std::pair<DoneCallback, absl::Status>;
@@ -191,7 +193,8 @@ class LinkKvSender::Peer {
           continue;
         }
         if (finish.done) {
-          pending_[finish.transfer] = Pending{finish.request_id, finish.deadline, std::move(finish.done), finish.local_error};
+          pending_[finish.transfer] =
+              Pending{finish.request_id, finish.deadline, std::move(finish.done), finish.local_error, finish.bytes};
         }
         lock.unlock();
         KvLinkMessage message;
@@ -221,6 +224,10 @@ class LinkKvSender::Peer {
         p->done(p->local_error);
       } else if (reply.code() != 0) {
         p->done(absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.error()));
+      } else if (reply.bytes() != p->bytes) {
+        // The two sides disagree on what this transfer was: a bug, never a success.
+        p->done(absl::InternalError(str_cat("KV link transfer of request ", p->request_id, " to ", address_, ": ",
+                                            p->bytes, " bytes announced, the decode node received ", reply.bytes())));
       } else {
         p->done(absl::OkStatus());
       }
@@ -317,7 +324,7 @@ class LinkTransfer final : public KvTransfer {
       : peer_(std::move(peer)), transfer_(peer_->next_transfer()), request_id_(std::move(request_id)), path_(std::move(path)) {}
 
   ~LinkTransfer() override {
-    if (!finished_) peer_->push(FinishCommand{transfer_, request_id_, Deadline{}, DoneCallback{}, absl::OkStatus()});
+    if (!finished_) peer_->push(FinishCommand{transfer_, request_id_, Deadline{}, DoneCallback{}, absl::OkStatus(), posted_});
   }
 
   void put(std::int32_t pool, std::span<const Copy> copies) override {
@@ -346,7 +353,7 @@ class LinkTransfer final : public KvTransfer {
   void finish(Deadline deadline, DoneCallback done) override {
     if (finished_) return;
     finished_ = true;
-    peer_->push(FinishCommand{transfer_, request_id_, deadline, std::move(done), error_});
+    peer_->push(FinishCommand{transfer_, request_id_, deadline, std::move(done), error_, posted_});
   }
 
   std::int64_t bytes_posted() const override { return posted_; }
