@@ -1,5 +1,8 @@
 #include "router/pairing.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
 #include "common/pd_rule.h"
 #include "common/status.h"
 
@@ -28,6 +31,13 @@ absl::Status check_node(NodeKind kind, const std::string& address, const NodeInf
   return absl::OkStatus();
 }
 
+std::string pair_transport(const NodeInfo& prefill, const NodeInfo& decode) {
+  for (const std::string& t : decode.transports()) {
+    if (std::find(prefill.transports().begin(), prefill.transports().end(), t) != prefill.transports().end()) return t;
+  }
+  return "";
+}
+
 absl::Status check_pair(const std::string& prefill_address, const NodeInfo& prefill, const std::string& decode_address,
                         const NodeInfo& decode) {
   const std::string both = str_cat(node_label(NodeKind::kPrefill, prefill_address), " and ",
@@ -42,6 +52,11 @@ absl::Status check_pair(const std::string& prefill_address, const NodeInfo& pref
         str_cat(both, " lay out KV differently (dtype, block size, layers, heads or draft layers), so P cannot write "
                       "into D's blocks: layout_fingerprint ",
                 prefill.layout_fingerprint(), " vs ", decode.layout_fingerprint()));
+  }
+  if (!prefill.transports().empty() && !decode.transports().empty() && pair_transport(prefill, decode).empty()) {
+    return absl::FailedPreconditionError(str_cat(both, " share no KV transport: P sends over ",
+                                                 absl::StrJoin(prefill.transports(), ","), ", D receives over ",
+                                                 absl::StrJoin(decode.transports(), ",")));
   }
   const PdModel model{decode.model_kind(), decode.model_has_recurrent_layers() || prefill.model_has_recurrent_layers()};
   const SpeculationSetting p{prefill.speculative_method(), prefill.num_speculative_tokens()};

@@ -4,8 +4,9 @@
 //
 // A node is usable when it speaks protocol_version 1 and its role fits the list it is in (a
 // prefill node reports "prefill"; a decode node "decode" or "both"). A pair is allowed when both
-// serve the same model (model_fingerprint), lay out KV the same way (layout_fingerprint) and their
-// speculative configurations keep the P/D rule (common/pd_rule.h).
+// serve the same model (model_fingerprint), lay out KV the same way (layout_fingerprint), share a
+// KV transport (D accepts one that P can send over) and their speculative configurations keep the
+// P/D rule (common/pd_rule.h).
 //
 // Must not: call nodes, log, or keep state (node_pool.h does, and logs each change once).
 #pragma once
@@ -26,6 +27,10 @@ std::string node_label(NodeKind kind, const std::string& address);
 
 // OK, or FAILED_PRECONDITION saying why the router will not use this node.
 absl::Status check_node(NodeKind kind, const std::string& address, const baton::node::v1::NodeInfo& info);
+
+// The KV transport a request from P to D uses: the first of D's (its preference order) that P can
+// send over; "" when they share none, or a node does not say (D then picks its preferred one).
+std::string pair_transport(const baton::node::v1::NodeInfo& prefill, const baton::node::v1::NodeInfo& decode);
 
 // OK, or FAILED_PRECONDITION naming both nodes, both values, the model kind and the rule.
 absl::Status check_pair(const std::string& prefill_address, const baton::node::v1::NodeInfo& prefill,

@@ -220,6 +220,7 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
     ReserveRequest r;
     r.set_request_id(id);
     r.set_prompt_len(static_cast<std::int32_t>(prompt_.size()));
+    r.set_transport(pair_transport(chosen.prefill_info, chosen.decode_info));  // "": D's preferred
     grpc::Status s = d.decode().Reserve(context.get(), r, &destination);
     if (!s.ok()) {
       if (calls_.stopped()) return stop(&d, nullptr, id);

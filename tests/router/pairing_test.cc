@@ -80,5 +80,31 @@ TEST(CheckPair, RuleBreaksNameBothNodesValuesModelKindAndRule) {
   EXPECT_TRUE(check_pair("p:1", hybrid_p, "d:1", hybrid_d).ok());
 }
 
+// The transport: D's first choice that P can send over; a pair with none in common is refused,
+// naming both lists (NCCL-only nodes beside UCX/gRPC ones, say).
+TEST(CheckPair, TheTransportIsDsFirstChoiceThatPCanSend) {
+  auto with_transports = [](baton::node::v1::NodeInfo info, std::vector<std::string> transports) {
+    info.clear_transports();
+    for (const std::string& t : transports) info.add_transports(t);
+    return info;
+  };
+  auto p = with_transports(node_info("prefill"), {"grpc"});
+  auto d = with_transports(node_info("decode"), {"ucx", "grpc"});
+  EXPECT_EQ(pair_transport(p, d), "grpc");
+  EXPECT_TRUE(check_pair("p:1", p, "d:1", d).ok());
+  p.add_transports("ucx");
+  EXPECT_EQ(pair_transport(p, d), "ucx");
+
+  const auto nccl = with_transports(node_info("decode"), {"nccl"});
+  EXPECT_EQ(pair_transport(p, nccl), "");
+  const absl::Status s = check_pair("p:1", p, "d:2", nccl);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("prefill node p:1 and decode node d:2 share no KV transport: P sends over grpc,ucx, "
+                                     "D receives over nccl"));
+  // A node that does not list its transports leaves the choice to D.
+  EXPECT_TRUE(check_pair("p:1", with_transports(node_info("prefill"), {}), "d:2", nccl).ok());
+  EXPECT_EQ(pair_transport(with_transports(node_info("prefill"), {}), nccl), "");
+}
+
 }  // namespace
 }  // namespace baton::router
