@@ -95,6 +95,11 @@ class NcclKvLink final : public KvLink {
   absl::Status init() {
     BATON_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
     BATON_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+    if (peer_ == 0) {
+      // The receiver's discard buffer, made now: cudaMalloc synchronizes the device, which must not
+      // happen while the engine's steps run.
+      BATON_RETURN_IF_ERROR(cuda_status(cudaMalloc(&discard_, max_piece_), "cudaMalloc (discard buffer)"));
+    }
     notifier_ = std::thread([this] { notify_loop(); });
     return absl::OkStatus();
   }
@@ -180,14 +185,6 @@ class NcclKvLink final : public KvLink {
     std::lock_guard lock(mu_);
     if (aborted_ || aborting_) return absl::CancelledError("NCCL KV link: aborted");
     BATON_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
-    if (!send && discard_ == nullptr) {
-      for (const LinkPiece& p : pieces) {
-        if (p.address == nullptr) {
-          BATON_RETURN_IF_ERROR(cuda_status(cudaMalloc(&discard_, max_piece_), "cudaMalloc (discard buffer)"));
-          break;
-        }
-      }
-    }
     ncclResult_t r = api_.group_start();
     for (const LinkPiece& p : pieces) {
       if (r != ncclSuccess) break;

@@ -24,7 +24,8 @@ namespace baton::kv {
 
 struct NcclLinkOptions {
   int device = 0;  // CUDA device ordinal the pools live on
-  // Copies travel in pieces of at most this many bytes; a receiver's discard buffer is this large.
+  // Copies travel in pieces of at most this many bytes; a receiver's discard buffer (device
+  // memory, one per link, made when the link is) is this large.
   std::uint64_t max_piece_bytes = std::uint64_t{64} << 20;
 };
 
