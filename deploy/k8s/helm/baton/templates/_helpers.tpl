@@ -339,6 +339,22 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- fail (printf "%s nodes: engine.device is %s but image.variant is %s, whose binaries have no CUDA backend; set image.variant: cuda" $component $device $.Values.image.variant) -}}
 {{- end -}}
 {{- end -}}
+{{- if include "baton.hasPrefill" . -}}
+{{- $sends := splitList "," .Values.prefill.transport -}}
+{{- $shared := false -}}
+{{- range splitList "," .Values.decode.transport -}}
+{{- if has . $sends -}}{{- $shared = true -}}{{- end -}}
+{{- end -}}
+{{- if not $shared -}}
+{{- fail (printf "prefill nodes send KV over %s but decode nodes receive over %s: they share no transport, and the router would pair none of them" .Values.prefill.transport .Values.decode.transport) -}}
+{{- end -}}
+{{- end -}}
+{{- range $component := list "prefill" "decode" -}}
+{{- $device := include "baton.device" (dict "root" $ "component" $component) -}}
+{{- if and (eq (index $.Values $component).transport "nccl") (not (hasPrefix "cuda" $device)) -}}
+{{- fail (printf "%s nodes: transport nccl needs engine.device cuda (it is %s): NCCL moves KV between GPUs" $component $device) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.prefill.autoscaling.enabled (lt (int .Values.prefill.autoscaling.minReplicas) 1) -}}
 {{- fail "prefill.autoscaling.minReplicas must be >= 1" -}}
 {{- end -}}
