@@ -61,7 +61,7 @@ class KvLinkFactory {
  public:
   virtual ~KvLinkFactory() = default;
   virtual std::string_view kind() const = 0;  // "nccl"
-  // The largest piece a link takes (NCCL: its receiver's discard buffer sizes it).
+  // The largest piece a link takes, > 0 (NCCL: its receiver's discard buffer sizes it).
   virtual std::uint64_t max_piece_bytes() const = 0;
   // Rank 0: a new rendezvous id (opaque bytes) for one link.
   virtual absl::StatusOr<std::string> new_link_id() = 0;

@@ -280,6 +280,10 @@ class NcclKvLinkFactory final : public KvLinkFactory {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<KvLinkFactory>> make_nccl_link_factory(NcclLinkOptions options) {
+  if (options.max_piece_bytes == 0 || options.device < 0) {
+    return absl::InvalidArgumentError(str_cat("NCCL KV link: max_piece_bytes must be positive and device >= 0 (got ",
+                                              options.max_piece_bytes, ", ", options.device, ")"));
+  }
   BATON_ASSIGN_OR_RETURN(const NcclApi* api, load_nccl());
   return std::shared_ptr<KvLinkFactory>(std::make_shared<NcclKvLinkFactory>(*api, options));
 }
