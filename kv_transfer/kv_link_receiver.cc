@@ -4,6 +4,7 @@
 // Must not: post a receive into a pool before its pool, bounds and WriteCheck have passed (a
 // rejected copy is received into the discard buffer instead); write the stream after
 // handle_link() has returned.
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -115,6 +116,8 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
   writer->write(reply_for(0, absl::OkStatus(), 0));
 
   const std::uint64_t max_piece = factory_->max_piece_bytes();
+  std::uint64_t largest_pool = 0;
+  for (const MemoryRegion& p : pools_) largest_pool = std::max<std::uint64_t>(largest_pool, p.bytes);
   // Started and not finished. Transfers interleave (P's threads share the stream) and finish in
   // any order; a finish answers once everything posted before it has completed.
   std::map<std::uint64_t, TransferRecord> transfers;
@@ -139,7 +142,14 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
         t.error = absl::InvalidArgumentError(str_cat(where, ": pool ", pool, " is out of range (", pools_.size(), " pools)"));
       }
       pieces.clear();
+      bool too_large = false;
       for (const baton::node::v1::KvLinkCopy& copy : put.copies()) {
+        if (copy.bytes() > largest_pool) {
+          // No sender's pool holds that much: discarding it would take without end. The stream ends.
+          protocol_error(str_cat(where, ": a copy of ", copy.bytes(), " bytes, more than any pool holds"));
+          too_large = true;
+          break;
+        }
         absl::Status ok = pool_ok ? check_pool_range("destination", where, pool, copy.dst_offset(), copy.bytes(),
                                                      pools_[pool].bytes)
                                   : absl::InvalidArgumentError("bad pool");
@@ -157,6 +167,7 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
         });
         if (ok.ok()) t.bytes += static_cast<std::int64_t>(copy.bytes());
       }
+      if (too_large) break;
       absl::Status posted = link->post_receives(pieces);
       if (!posted.ok()) {
         result = grpc::Status(grpc::StatusCode::UNAVAILABLE, str_cat(where, ": the link broke: ", posted.message()));

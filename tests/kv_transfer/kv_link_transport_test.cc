@@ -315,6 +315,26 @@ TEST_F(KvLinkTransportTest, MalformedStreamsAreRefusedNamingTheFault) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_THAT(status.error_message(), ::testing::HasSubstr("cannot join the tcp link"));
 
+  // A put announcing more bytes than any pool holds (they could never be discarded): the stream
+  // ends, named, instead of the receiver waiting for them.
+  baton::node::v1::KvLinkMessage huge;
+  huge.mutable_put()->set_transfer(1);
+  huge.mutable_put()->set_request_id("req-huge");
+  auto* copy = huge.mutable_put()->add_copies();
+  copy->set_dst_offset(0);
+  copy->set_bytes(std::uint64_t{1} << 62);
+  {
+    // A link to join: a listener of the receiver's own test factory.
+    auto id = receiver_factory_->new_link_id();
+    ASSERT_TRUE(id.ok());
+    hello.mutable_hello()->set_link_id(*id);
+    std::thread rank0([&] { (void)receiver_factory_->join(*id, 0, testing::in(10s), [] { return false; }); });
+    status = run({hello, huge});
+    rank0.join();
+  }
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("more than any pool holds"));
+
   const std::vector<Copy> copies{{0, 0, kMiB}};
   auto after = sender_->begin(target("req-after"));
   ASSERT_TRUE(after.ok()) << after.status();
