@@ -182,16 +182,27 @@ std::string method_label(const ::testing::TestParamInfo<int>& p) {
 
 class CudaHandoff : public ::testing::TestWithParam<int> {};
 
+// A colocated engine and a prefill/decode pair on the GPU for method `m` (none: plain decoding),
+// the pair moving KV through host mirrors or, with in_device_memory, from and into the pools.
+struct HandoffEngines {
+  std::unique_ptr<Engine> colocated, prefill, decode;
+};
+HandoffEngines handoff_engines(const std::optional<MethodCase>& m, bool in_device_memory) {
+  const std::string target = m ? m->target : "llama-f32";
+  constexpr int k = 3;
+  HandoffEngines e;
+  e.colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
+  e.prefill = make_engine(target, kCuda, m ? std::optional(m->config(1, NodeRole::kPrefill)) : std::nullopt,
+                          NodeRole::kPrefill, GraphMode::kAuto, DType::kF32, in_device_memory);
+  e.decode = make_engine(target, kCuda, m ? std::optional(m->config(k, NodeRole::kDecode)) : std::nullopt,
+                         NodeRole::kDecode, GraphMode::kAuto, DType::kF32, in_device_memory);
+  return e;
+}
+
 TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
   SKIP_WITHOUT_GPU();
   const std::optional<MethodCase> m = method_at(GetParam());
-  const std::string target = m ? m->target : "llama-f32";
-  constexpr int k = 3;
-  auto colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
-  auto prefill = make_engine(target, kCuda, m ? std::optional(m->config(1, NodeRole::kPrefill)) : std::nullopt,
-                             NodeRole::kPrefill);
-  auto decode = make_engine(target, kCuda, m ? std::optional(m->config(k, NodeRole::kDecode)) : std::nullopt,
-                            NodeRole::kDecode);
+  auto [colocated, prefill, decode] = handoff_engines(m, /*in_device_memory=*/false);
   // The pools are in device memory; poison what the host can reach: a row the forward wrote but
   // that never came down, or a block never copied up, shows.
   for (Engine* e : {prefill.get(), decode.get()}) {
@@ -215,13 +226,7 @@ TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
 TEST_P(CudaHandoff, InDeviceMemoryTokensEqualColocated) {
   SKIP_WITHOUT_GPU();
   const std::optional<MethodCase> m = method_at(GetParam());
-  const std::string target = m ? m->target : "llama-f32";
-  constexpr int k = 3;
-  auto colocated = make_engine(target, kCuda, m ? std::optional(m->config(k)) : std::nullopt);
-  auto prefill = make_engine(target, kCuda, m ? std::optional(m->config(1, NodeRole::kPrefill)) : std::nullopt,
-                             NodeRole::kPrefill, GraphMode::kAuto, DType::kF32, /*kv_transfer_in_device_memory=*/true);
-  auto decode = make_engine(target, kCuda, m ? std::optional(m->config(k, NodeRole::kDecode)) : std::nullopt,
-                            NodeRole::kDecode, GraphMode::kAuto, DType::kF32, /*kv_transfer_in_device_memory=*/true);
+  auto [colocated, prefill, decode] = handoff_engines(m, /*in_device_memory=*/true);
   // The decode pools start as NaN bytes: a block never copied shows.
   for (Engine* e : {prefill.get(), decode.get()}) {
     ASSERT_FALSE(e->kv_host_mirrored());
