@@ -5,6 +5,7 @@
 # and per-position acceptance. One JSON object per (method, case) on stdout.
 #
 #   bench/run_spec_bench.sh [fixtures|family] [BUILD_DIR] [extra spec_bench flags]
+#   (e.g. --adaptive both: each method with a fixed draft length and with adaptive_draft_length)
 #
 # fixtures: the random fixture models (build/release/fixtures, made by the tests or
 #           tools/fixtures/make_fixtures.py); family: models/baton-tiny-code.

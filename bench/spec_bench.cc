@@ -11,7 +11,10 @@
 //
 // usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 24]
 //                   [--max-tokens 64] [--threads N] [--cases batch1_greedy,batch8_greedy,batch1_t0.8]
-//                   [--cpu-isa auto|portable|avx2|avx512|avx512bf16] [--profile 0|1] --spec JSON [--spec JSON ...]
+//                   [--cpu-isa auto|portable|avx2|avx512|avx512bf16] [--profile 0|1] [--adaptive off|on|both]
+//                   --spec JSON [--spec JSON ...]
+// --adaptive sets speculative_config's adaptive_draft_length in every --spec (both: each spec runs
+// twice, fixed length first); off (the default) leaves the specs as given.
 // Prints one JSON object per (method, case) on stdout, with "profile_baseline" and "profile_spec":
 // the decode steps' time (steps that emit no request's first token) split by kernels/step_profile.h
 // into GEMM, attention, norm/rope/activation, sampling/verification, proposer and overhead, per
@@ -45,12 +48,13 @@ struct Args {
   bool profile = true;
   std::vector<std::string> cases = {"batch1_greedy", "batch8_greedy", "batch1_t0.8"};
   std::vector<std::string> specs;
+  std::string adaptive = "off";
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts N] "
                        "[--max-tokens N] [--threads N] [--cases a,b,c] [--cpu-isa ISA] [--profile 0|1] "
-                       "--spec JSON [--spec JSON ...]\n");
+                       "[--adaptive off|on|both] --spec JSON [--spec JSON ...]\n");
   std::exit(2);
 }
 
@@ -72,6 +76,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--cpu-isa") a.cpu_isa = v;
     else if (k == "--spec") a.specs.push_back(v);
     else if (k == "--profile") a.profile = v != "0";
+    else if (k == "--adaptive") a.adaptive = v;
     else if (k == "--cases") {
       a.cases.clear();
       std::istringstream in(v);
@@ -81,6 +86,24 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.model.empty() || a.prompts.empty() || a.specs.empty()) usage();
+  if (a.adaptive != "off") {
+    if (a.adaptive != "on" && a.adaptive != "both") usage();
+    std::vector<std::string> specs;
+    for (const std::string& s : a.specs) {
+      nlohmann::json j = nlohmann::json::parse(s, nullptr, false);
+      if (!j.is_object()) {
+        std::fprintf(stderr, "spec_bench: --spec is not a JSON object: %s\n", s.c_str());
+        std::exit(2);
+      }
+      if (a.adaptive == "both") {
+        j["adaptive_draft_length"] = false;
+        specs.push_back(j.dump());
+      }
+      j["adaptive_draft_length"] = true;
+      specs.push_back(j.dump());
+    }
+    a.specs = std::move(specs);
+  }
   return a;
 }
 
@@ -192,6 +215,10 @@ SpecDecodeStats minus(const SpecDecodeStats& a, const SpecDecodeStats& b) {
     d.accepted_per_position.push_back(a.accepted_per_position[i] -
                                       (i < b.accepted_per_position.size() ? b.accepted_per_position[i] : 0));
   }
+  for (std::size_t i = 0; i < a.proposals_by_length.size(); ++i) {
+    d.proposals_by_length.push_back(a.proposals_by_length[i] -
+                                    (i < b.proposals_by_length.size() ? b.proposals_by_length[i] : 0));
+  }
   return d;
 }
 
@@ -293,6 +320,9 @@ int main(int argc, char** argv) {
                           {"mean_acceptance_length", st.mean_acceptance_length()},
                           {"acceptance_rate", st.acceptance_rate()},
                           {"acceptance_per_position", per_position},
+                          // Proposal calls by the draft length they asked for (0..k): all at k
+                          // unless adaptive_draft_length chose otherwise.
+                          {"proposals_by_length", st.proposals_by_length},
                           // Greedy, and sampling with one-hot drafts, must give identical tokens.
                           {"token_mismatches", mismatches}};
       if (args.profile) {

@@ -124,7 +124,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     }
     BATON_RETURN_IF_ERROR(validate_for_role(resolved, config.role, model_config.has_recurrent_layers));
     // A prefill node drafts once per request, for the hand-off's proposer state, whatever its batch.
-    if (config.role == NodeRole::kPrefill) resolved.disable_by_batch_size = 0;
+    if (config.role == NodeRole::kPrefill) {
+      resolved.disable_by_batch_size = 0;
+      resolved.adaptive_draft_length = false;
+    }
     if (sc.max_num_batched_tokens < resolved.num_speculative_tokens + 1) {
       return absl::InvalidArgumentError(str_cat("max_num_batched_tokens (", sc.max_num_batched_tokens,
                                                 ") must hold a verification of num_speculative_tokens + 1 = ",

@@ -14,6 +14,15 @@ namespace {
 
 constexpr float kPlusInf = std::numeric_limits<float>::infinity();
 
+// Whether every chunk decodes (the pending token and its drafts; no prompt tokens): the steps whose
+// time says what verifying drafts costs.
+bool only_decode_chunks(const SchedulerOutput& plan) {
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (c.start < c.request->prompt_len || c.num_tokens != c.num_drafts + 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void Engine::propose_pending(std::vector<RequestOutput>& outs) {
@@ -235,9 +244,14 @@ absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
   }
   if (!plan.empty()) {
     ++stats_.steps;
+    const auto t0 = std::chrono::steady_clock::now();
     BATON_ASSIGN_OR_RETURN(const bool ran, run_forward(plan, outs));
     if (ran) {
       for (std::size_t i = 0; i < plan.chunks.size(); ++i) process_chunk(plan.chunks[i], i, outs);
+      if (speculator_ && speculator_->wants_step_times() && only_decode_chunks(plan)) {
+        speculator_->record_verify_seconds(plan.chunks.size(),
+                                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
       propose_pending(outs);
       park_prefilled(outs);
     }

@@ -12,6 +12,8 @@ inline constexpr const char* kSpecDrafts = "baton_spec_decode_num_drafts_total";
 inline constexpr const char* kSpecDraftTokens = "baton_spec_decode_num_draft_tokens_total";
 inline constexpr const char* kSpecAcceptedTokens = "baton_spec_decode_num_accepted_tokens_total";
 inline constexpr const char* kSpecAcceptedPerPos = "baton_spec_decode_num_accepted_tokens_per_pos_total";
+// Baton's own: proposals by the draft length asked for ({length}; adaptive_draft_length).
+inline constexpr const char* kSpecProposalsByLength = "baton_spec_decode_proposals_by_length_total";
 
 // Engine state and work (prefill and decode nodes).
 inline constexpr const char* kRequestsRunning = "baton_num_requests_running";

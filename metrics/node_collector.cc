@@ -93,6 +93,13 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
       per_pos.add(base, static_cast<double>(s.accepted_per_position(i)), {{"position", std::to_string(i)}});
     }
     out.push_back(per_pos.build());
+    FamilyBuilder by_length(kSpecProposalsByLength,
+                            "Proposals (one per engine step that drafted) by the draft length they asked for.",
+                            MetricType::Counter);
+    for (int i = 0; i < s.proposals_by_length_size(); ++i) {
+      by_length.add(base, static_cast<double>(s.proposals_by_length(i)), {{"length", std::to_string(i)}});
+    }
+    out.push_back(by_length.build());
   }
   return out;
 }

@@ -61,6 +61,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
     s->set_num_draft_tokens(spec->num_draft_tokens);
     s->set_num_accepted_tokens(spec->num_accepted_tokens);
     for (std::int64_t n : spec->accepted_per_position) s->add_accepted_per_position(n);
+    for (std::int64_t n : spec->proposals_by_length) s->add_proposals_by_length(n);
   }
   return info;
 }

@@ -78,12 +78,13 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
       "method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
       "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
       "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
-      "draft_sample_method", "disable_by_batch_size", "proposer_endpoint", "proposer_budget_ms"};
+      "draft_sample_method", "disable_by_batch_size", "adaptive_draft_length", "proposer_endpoint",
+      "proposer_budget_ms"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
                             "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method, "
-                            "disable_by_batch_size, proposer_endpoint, proposer_budget_ms)");
+                            "disable_by_batch_size, adaptive_draft_length, proposer_endpoint, proposer_budget_ms)");
     }
   }
   SpeculativeConfig c;
@@ -137,6 +138,10 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   }
   // A threshold of 1 would turn speculation off for good: refused, as vLLM refuses it.
   BATON_RETURN_IF_ERROR(read_int(j, "disable_by_batch_size", 2, &c.disable_by_batch_size));
+  if (auto a = j.find("adaptive_draft_length"); a != j.end() && !a->is_null()) {
+    if (!a->is_boolean()) return key_error("adaptive_draft_length", str_cat("must be true or false, got ", a->dump()));
+    c.adaptive_draft_length = a->get<bool>();
+  }
   BATON_RETURN_IF_ERROR(read_int(j, "draft_tensor_parallel_size", 1, &c.draft_tensor_parallel_size));
   if (c.draft_tensor_parallel_size != 1) {
     return key_error("draft_tensor_parallel_size", "must be 1 (drafts run on one device)");
@@ -198,6 +203,7 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
   if (disable_by_batch_size > 0) j["disable_by_batch_size"] = disable_by_batch_size;
+  if (adaptive_draft_length) j["adaptive_draft_length"] = true;
   if (!proposer_endpoint.empty()) {
     j["proposer_endpoint"] = proposer_endpoint;
     j["proposer_budget_ms"] = proposer_budget_ms;

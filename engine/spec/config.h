@@ -42,6 +42,11 @@ struct SpeculativeConfig {
   // Speculation spends spare compute, and a large batch has none: its verification costs nearly
   // k + 1 steps while the drafts add under one token each on average. At least 2 when set.
   std::int32_t disable_by_batch_size = 0;
+  // Baton's own key (not vLLM's): each step drafts the number of tokens in [0, k] that its
+  // measured costs and acceptance say gives the most tokens per second (draft_length.h), instead
+  // of k every step. The output is the same either way; only speed differs. Decode and colocated
+  // engines; a prefill node drafts once per request and ignores it.
+  bool adaptive_draft_length = false;
   // Baton's own keys (not vLLM's): a proposer sidecar (baton-proposer, host:port) that a decode
   // node asks for its ngram/suffix drafts, and how long a step may wait for its answer before the
   // node drafts locally. Only with method ngram or suffix; prefill nodes ignore them (they run

@@ -1,5 +1,7 @@
 #include "engine/spec/speculator.h"
 
+#include <chrono>
+
 #include "common/status.h"
 #include "engine/spec/broken_rejection_sampler.h"
 #include "engine/spec/rejection_sampler.h"
@@ -17,6 +19,10 @@ Speculator::Speculator(const SpeculativeConfig& config, std::unique_ptr<Proposer
               config_.num_speculative_tokens);
   state_consumer_ = dynamic_cast<TargetStateConsumer*>(proposer_.get());
   stats_.accepted_per_position.assign(static_cast<std::size_t>(config_.num_speculative_tokens), 0);
+  stats_.proposals_by_length.assign(static_cast<std::size_t>(config_.num_speculative_tokens) + 1, 0);
+  if (config_.adaptive_draft_length) {
+    draft_length_ = std::make_unique<DraftLengthController>(config_.num_speculative_tokens);
+  }
 }
 
 TargetStateSpec Speculator::target_states() const {
@@ -38,9 +44,14 @@ void Speculator::remove_request(const Request& r, bool finished) {
     (void)proposer_->propose(std::span<ProposalRequest>(&p, 1));
   }
   proposer_->remove_request(r.key, finished);
+  if (draft_length_) draft_length_->forget(r.key);
 }
 
 void Speculator::reset_request(const Request& r) { proposer_->reset_request(r.key); }
+
+void Speculator::record_verify_seconds(std::size_t requests, double seconds) {
+  if (draft_length_) draft_length_->record_verify_seconds(requests, last_length_, seconds);
+}
 
 absl::Status Speculator::observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                                  std::int32_t n_valid) {
@@ -142,13 +153,14 @@ VerifiedTokens Speculator::accept(Request& r, const VerifyResult& res, std::span
     for (std::int32_t i = 0; i < res.num_accepted && i < static_cast<std::int32_t>(stats_.accepted_per_position.size()); ++i) {
       ++stats_.accepted_per_position[static_cast<std::size_t>(i)];
     }
+    if (draft_length_) draft_length_->record_verification(r.key, k, res.num_accepted);
   }
   r.drafts.clear();
   r.draft_probs.clear();
   return out;
 }
 
-void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i, bool drafts_off) {
+void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i, std::int32_t length) {
   r->drafts.clear();
   r->draft_probs.clear();
   // Each step emits at most drafts + 1 tokens; never plan past max_tokens or max_model_len. Both
@@ -157,11 +169,8 @@ void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i, 
   // Requests with no room still go to the proposer (max_drafts 0), which keeps token-indexed
   // state such as suffix trees in step with the output.
   // A request may lower k for itself (0: plain decoding); the output does not depend on it.
-  // So may the batch, by its size (disable_by_batch_size).
-  const std::int32_t k =
-      drafts_off ? 0
-                 : std::min(config_.num_speculative_tokens,
-                            r->params.max_speculative_tokens.value_or(config_.num_speculative_tokens));
+  // So may the step (`length`: disable_by_batch_size, adaptive_draft_length).
+  const std::int32_t k = std::min(length, r->params.max_speculative_tokens.value_or(length));
   const std::int32_t max_drafts = std::max(0, std::min(k, room));
   // Drafts are sampled from the stream of the step that verifies them (random.h).
   streams_[i] = RandomStream(r->seed, RandomPurpose::kDraft, r->num_tokens());
@@ -201,18 +210,39 @@ std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> reque
   if (requests.empty()) return failures;
   const bool drafts_off =
       config_.disable_by_batch_size > 0 && decoding >= static_cast<std::size_t>(config_.disable_by_batch_size);
+  std::int32_t length = drafts_off ? 0 : config_.num_speculative_tokens;
+  if (draft_length_ && !drafts_off) {
+    keys_.clear();
+    for (const Request* r : requests) keys_.push_back(r->key);
+    length = draft_length_->choose(keys_);
+  }
+  // After a step without drafts, a model-based proposer first catches up on every token it skipped:
+  // that proposal's time is the price of the pause, not of drafting `length`, and is not counted.
+  const bool steady = last_length_ > 0;
+  last_length_ = length;
+  ++stats_.proposals_by_length[static_cast<std::size_t>(length)];
   batch_.resize(requests.size());
   streams_.assign(requests.size(), RandomStream(0, RandomPurpose::kDraft, 0));
-  for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i, drafts_off);
+  for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i, length);
+  const auto t0 = std::chrono::steady_clock::now();
   const absl::Status whole = proposer_->propose(batch_);
   if (whole.ok()) {
+    if (draft_length_ && !drafts_off && (steady || length == 0)) {
+      draft_length_->record_draft_seconds(requests.size(), length,
+                                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (absl::Status s = check(batch_[i]); !s.ok()) failures.emplace_back(requests[i], s);
+      absl::Status s = check(batch_[i]);
+      if (!s.ok()) {
+        failures.emplace_back(requests[i], s);
+      } else if (draft_length_) {
+        draft_length_->record_proposal(batch_[i].key, batch_[i].max_drafts, static_cast<std::int32_t>(batch_[i].drafts->size()));
+      }
     }
   } else {
     // Retry one by one: whoever still fails alone is the one at fault.
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      prepare(requests[i], max_model_len, i, drafts_off);
+      prepare(requests[i], max_model_len, i, length);
       absl::Status s = proposer_->propose(std::span<ProposalRequest>(&batch_[i], 1));
       if (s.ok()) s = check(batch_[i]);
       if (!s.ok()) failures.emplace_back(requests[i], s);

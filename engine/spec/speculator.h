@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "engine/request.h"
 #include "engine/spec/config.h"
+#include "engine/spec/draft_length.h"
 #include "engine/spec/model_proposer.h"
 #include "engine/spec/proposer.h"
 #include "engine/spec/rejection_sampler.h"
@@ -30,6 +31,9 @@ struct SpecDecodeStats {
   std::int64_t num_draft_tokens = 0;
   std::int64_t num_accepted_tokens = 0;
   std::vector<std::int64_t> accepted_per_position;  // [k]
+  // Proposals by the draft length they asked for, [k + 1]: all at k unless disable_by_batch_size
+  // or adaptive_draft_length lowered it for the step.
+  std::vector<std::int64_t> proposals_by_length;
 
   double acceptance_rate() const {
     return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / static_cast<double>(num_draft_tokens) : 0.0;
@@ -92,15 +96,23 @@ class Speculator {
   // Fills r->drafts (and r->draft_probs) for every given decoding request, respecting max_tokens,
   // max_model_len and the request's own max_speculative_tokens; none at all when `decoding` (the
   // requests the step decodes) reaches the config's disable_by_batch_size, though the proposer
-  // still sees every request (its state keeps up with the tokens). Returns the requests the
-  // proposer failed for (they got no drafts); if the batch as a whole fails, each request is
-  // retried alone so the failure is pinned on its owner.
+  // still sees every request (its state keeps up with the tokens). With adaptive_draft_length the
+  // step's length (0..k) is the controller's choice. Returns the requests the proposer failed for
+  // (they got no drafts); if the batch as a whole fails, each request is retried alone so the
+  // failure is pinned on its owner.
   std::vector<ProposalFailure> propose(std::span<Request* const> requests, std::int32_t max_model_len,
                                        std::size_t decoding);
 
+  // Whether the engine should report step times (adaptive_draft_length is on).
+  bool wants_step_times() const { return draft_length_ != nullptr; }
+  // A step whose chunks were all `requests` decoding requests (their drafts, if any, from the last
+  // propose()) took `seconds` from the forward to the last verification.
+  void record_verify_seconds(std::size_t requests, double seconds);
+  const DraftLengthController* draft_length() const { return draft_length_.get(); }
+
  private:
-  // Builds the proposal for r into batch_[i] / streams_[i]; no drafts when `drafts_off`.
-  void prepare(Request* r, std::int32_t max_model_len, std::size_t i, bool drafts_off);
+  // Builds the proposal for r into batch_[i] / streams_[i], drafting at most `length` tokens.
+  void prepare(Request* r, std::int32_t max_model_len, std::size_t i, std::int32_t length);
   // The tokens a verification emits, its logprobs (from `logits`, when asked for) and its counts;
   // clears r's drafts.
   VerifiedTokens accept(Request& r, const VerifyResult& res, std::span<const float> logits);
@@ -119,6 +131,9 @@ class Speculator {
   std::vector<std::int32_t> history_;        // output + drafts scratch
   std::vector<ProposalRequest> batch_;
   std::vector<RandomStream> streams_;        // batch_[i].draft_rng points at streams_[i]
+  std::unique_ptr<DraftLengthController> draft_length_;  // adaptive_draft_length only
+  std::int32_t last_length_ = 0;             // the draft length of the last propose()
+  std::vector<RequestKey> keys_;             // scratch
 };
 
 }  // namespace baton

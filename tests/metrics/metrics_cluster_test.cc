@@ -57,6 +57,10 @@ TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
       EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedTokens, labels), accepted);
       EXPECT_EQ(count_of(samples, metrics::kSpecAcceptedPerPos), 4u);  // k = 4
       EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedPerPos, labels), accepted);
+      // Fixed k: every proposal (one per step, for the step's whole batch) asked for 4 drafts.
+      EXPECT_EQ(count_of(samples, metrics::kSpecProposalsByLength), 5u);  // lengths 0..4
+      EXPECT_GT(sum_of(samples, metrics::kSpecProposalsByLength, {{"length", "4"}, {"node", t.node}}), 0);
+      EXPECT_EQ(sum_of(samples, metrics::kSpecProposalsByLength, {{"length", "0"}, {"node", t.node}}), 0);
       EXPECT_GE(sum_of(samples, metrics::kGenerationTokens, labels), kRequests * (kMaxTokens - 1));
       EXPECT_GT(sum_of(samples, metrics::kKvBlocks, {{"pool", "target"}, {"state", "total"}}), 0);
       EXPECT_EQ(sum_of(samples, metrics::kLocalPrefills, labels), 0);

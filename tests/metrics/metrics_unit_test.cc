@@ -41,6 +41,7 @@ node::v1::NodeInfo decode_info() {
   spec->set_num_draft_tokens(30);
   spec->set_num_accepted_tokens(17);
   for (int n : {9, 5, 3}) spec->add_accepted_per_position(n);
+  for (int n : {4, 0, 2, 6}) spec->add_proposals_by_length(n);
   load->mutable_counters()->set_lease_expiries(1);
   load->mutable_counters()->set_graph_replays(12);
   return info;
@@ -59,6 +60,9 @@ TEST(Metrics, NodeSnapshotBecomesLabelledFamilies) {
   EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedTokens, node), 17);
   EXPECT_EQ(count_of(samples, metrics::kSpecAcceptedPerPos), 3u);
   EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedPerPos, {{"position", "1"}}), 5);
+  EXPECT_EQ(count_of(samples, metrics::kSpecProposalsByLength), 4u);
+  EXPECT_EQ(sum_of(samples, metrics::kSpecProposalsByLength, {{"length", "0"}}), 4);
+  EXPECT_EQ(sum_of(samples, metrics::kSpecProposalsByLength, {{"length", "3"}}), 6);
   EXPECT_EQ(sum_of(samples, metrics::kRequestsRunning, node), 2);
   EXPECT_EQ(sum_of(samples, metrics::kRequestsWaiting, node), 5);
   EXPECT_EQ(sum_of(samples, metrics::kKvBlocks, {{"pool", "target"}, {"state", "reserved"}}), 3);

@@ -114,6 +114,25 @@ TEST(SpeculativeConfig, DisableByBatchSizeIsOffUnlessSetAndRoundTrips) {
   EXPECT_EQ(again->disable_by_batch_size, 8);
 }
 
+TEST(SpeculativeConfig, AdaptiveDraftLengthIsOffUnlessSetAndRoundTrips) {
+  auto unset = parse(R"({"method": "eagle3", "model": "h", "num_speculative_tokens": 4})");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_FALSE(unset->adaptive_draft_length);
+  EXPECT_FALSE(unset->to_json().contains("adaptive_draft_length"));
+  auto c = parse(R"({"method": "eagle3", "model": "h", "num_speculative_tokens": 4, "adaptive_draft_length": true})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->adaptive_draft_length);
+  auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kDecode);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->adaptive_draft_length);
+  for (const char* bad : {R"("yes")", "1", "[]"}) {
+    auto r = parse(std::string(R"({"method": "ngram", "num_speculative_tokens": 4, "adaptive_draft_length": )") + bad + "}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("adaptive_draft_length")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("true or false")) << bad;
+  }
+}
+
 TEST(SpeculativeConfig, BlockAndProbabilisticParse) {
   auto c = parse(R"({"method": "draft_model", "model": "d", "num_speculative_tokens": 3,
                      "rejection_sample_method": "block", "draft_sample_method": "probabilistic"})");

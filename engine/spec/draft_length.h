@@ -1,0 +1,122 @@
+// DraftLengthController: Baton's adaptive draft length (speculative_config "adaptive_draft_length").
+//
+// Before each proposal it picks one draft length k in [0, num_speculative_tokens] for the requests
+// about to be drafted: the k with the most expected tokens per second of decoding, from what it has
+// measured so far (the goodput rule of SmartSpec, Liu et al. 2024):
+//
+//   tokens(k)  = sum over the requests of 1 + y (a + a^2 + ... + a^k)
+//   seconds(k) = drafting k tokens for the batch + the step that verifies them
+//
+// per request: a, the chance that a draft is accepted once the drafts before it were (moving
+// counts, pulled toward the engine-wide rate while a request has few); y, how often the proposer
+// drafts at all when asked (n-gram lookup finds no match on some steps). Per batch size (bucketed)
+// and k: both costs, each the median of its last kWindow measurements (a step disturbed by the
+// machine, a first touch of new KV pages or a long catch-up moves a median little, and a mean a
+// lot). A cost not measured at a batch size is borrowed from the nearest batch size that measured
+// it, scaled by the two sizes' plain steps (k = 0) where both measured one; one measured nowhere is
+// assumed to be what the nearest measured smaller k costs (costs only grow with k), so that k is
+// tried once wherever it could win. The very first choices try k, then 0. Another length must
+// beat the last one chosen by 5% to replace it. Two kinds of probe
+// keep the figures current, each costing a step at a length that does not look best:
+//   - when k = 0 has won a number of times in a row, the best k above 0 runs once, so that
+//     acceptance keeps being measured after the content changes. The number starts at
+//     kProbeAfter and doubles, up to kMaxProbeAfter, while the probes do not make a k above 0 win;
+//   - every kRefreshEvery choices at a batch size, the k measured longest ago runs once, so that
+//     no cost stays at a value from another time (the context grows; the machine's speed moves).
+//
+// It changes only how many drafts are asked for, and verification is exact for any number, so the
+// output is the same whatever it picks: timing noise costs speed, never tokens. It reads no clock:
+// the caller passes durations (tests drive it with made-up costs). Not thread-safe (the engine's
+// step thread owns it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/spec/proposer.h"
+
+namespace baton {
+
+class DraftLengthController {
+ public:
+  // After this many steps in a row at k = 0, one step drafts (see above), doubling to the max.
+  static constexpr int kProbeAfter = 16;
+  static constexpr int kMaxProbeAfter = 256;
+  // Every this many choices at one batch size, the stalest length runs once.
+  static constexpr int kRefreshEvery = 64;
+  // Measurements per cost median.
+  static constexpr int kWindow = 8;
+
+  explicit DraftLengthController(std::int32_t max_k);
+
+  std::int32_t max_k() const { return max_k_; }
+
+  // The draft length for a proposal to these requests (its batch size is keys.size()).
+  std::int32_t choose(std::span<const RequestKey> keys);
+
+  // What one request got from the proposer: asked for `asked` drafts (after its own caps), got
+  // `drafted`. Requests asked for none are not counted.
+  void record_proposal(RequestKey key, std::int32_t asked, std::int32_t drafted);
+  // One verification: `accepted` of `drafted` (>= 1) drafts.
+  void record_verification(RequestKey key, std::int32_t drafted, std::int32_t accepted);
+  // Seconds the proposer took to draft k for `batch` requests.
+  void record_draft_seconds(std::size_t batch, std::int32_t k, double seconds);
+  // Seconds of a step that verified `batch` decoding requests' drafts, asked for with length k.
+  void record_verify_seconds(std::size_t batch, std::int32_t k, double seconds);
+  void forget(RequestKey key);
+
+  // Introspection for tests and metrics.
+  double acceptance(RequestKey key) const;     // a
+  double draft_yield(RequestKey key) const;    // y
+  // seconds(k) at this batch size as choose() sees it, or < 0 when nothing is measured there.
+  double cost(std::size_t batch, std::int32_t k) const;
+  double expected_tokens(RequestKey key, std::int32_t k) const;
+
+ private:
+  // The last kWindow measurements of one cost and their median.
+  struct Window {
+    std::array<double, kWindow> samples{};
+    int count = 0;  // measurements so far (the ring holds the last kWindow)
+    double median = 0.0;
+    bool measured() const { return count > 0; }
+    void add(double x);
+  };
+  struct Arm {
+    Window draft, verify;
+    std::uint64_t chosen_at = 0;  // the bucket's choice count when this length was last chosen
+  };
+  struct Bucket {
+    std::vector<Arm> arms;  // by k
+    std::uint64_t choices = 0;
+  };
+  struct RequestStats {
+    double accepted = 0.0, rejected = 0.0;  // decayed counts of draft positions
+    double yield = -1.0;                    // < 0: not measured yet
+  };
+
+  static int bucket_of(std::size_t batch);
+  Bucket& bucket(std::size_t batch);
+  const Bucket* find_bucket(std::size_t batch) const;
+  // One part of a cost (Arm::draft or Arm::verify) at bucket b and length k, as the header says;
+  // < 0 when nothing gives an estimate.
+  double estimate(int b, std::int32_t k, Window Arm::*part) const;
+  bool measured_anywhere(std::int32_t k, Window Arm::*part) const;
+  double global_acceptance() const;
+  double global_yield() const;
+
+  std::int32_t max_k_;
+  std::map<int, Bucket> buckets_;  // by batch size, bucketed
+  std::unordered_map<RequestKey, RequestStats> requests_;
+  double accepted_ = 0.0, rejected_ = 0.0;  // engine-wide, decayed
+  double yield_ = -1.0;
+  int zero_streak_ = 0;
+  int probe_after_ = kProbeAfter;
+  std::int32_t last_ = -1;  // the last length chosen on merit (not a probe or a first try)
+  std::vector<double> goodput_scratch_;
+};
+
+}  // namespace baton
