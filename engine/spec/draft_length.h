@@ -16,8 +16,9 @@
 // it, scaled by the two sizes' plain steps (k = 0) where both measured one; one measured nowhere is
 // assumed to be what the nearest measured smaller k costs (costs only grow with k), so that k is
 // tried once wherever it could win. The very first choices try k, then 0. Another length must
-// beat the last one chosen by 5% to replace it. Two kinds of probe
-// keep the figures current, each costing a step at a length that does not look best:
+// beat the last one chosen by 5% to replace it (switching has costs no measurement sees, and
+// near-ties would flip with the noise). Two kinds of probe keep the figures current, each costing
+// a step at a length that does not look best:
 //   - when k = 0 has won a number of times in a row, the best k above 0 runs once, so that
 //     acceptance keeps being measured after the content changes. The number starts at
 //     kProbeAfter and doubles, up to kMaxProbeAfter, while the probes do not make a k above 0 win;
