@@ -11,6 +11,8 @@ nlohmann::json spec_report(const Engine& engine) {
           {"num_draft_tokens", st->num_draft_tokens},
           {"num_accepted_tokens", st->num_accepted_tokens},
           {"accepted_per_position", st->accepted_per_position},
+          {"adaptive_draft_length", engine.speculative_config()->adaptive_draft_length},
+          {"proposals_by_length", st->proposals_by_length},
           {"acceptance_rate", st->acceptance_rate()},
           {"mean_acceptance_length", st->mean_acceptance_length()}};
 }

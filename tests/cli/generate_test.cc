@@ -197,6 +197,7 @@ TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {
       R"({"method":"eagle","num_speculative_tokens":3,"model":")" + spec + R"(eagle-llama-f32"})",
       R"({"method":"eagle3","num_speculative_tokens":3,"model":")" + spec + R"(eagle3-llama-f32"})",
       R"({"method":"mtp","num_speculative_tokens":3,"model":")" + spec + R"(mtp-deepseek-llama-f32","rejection_sample_method":"block"})",
+      R"({"method":"eagle3","num_speculative_tokens":3,"adaptive_draft_length":true,"model":")" + spec + R"(eagle3-llama-f32"})",
   };
   for (const std::string& c : configs) {
     const ProcessResult r = run_baton(base + " --speculative-config '" + c + "'");
@@ -205,8 +206,17 @@ TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {
     EXPECT_EQ(j["token_ids"], expected) << c;
     ASSERT_TRUE(j.contains("spec")) << c;
     for (const char* key : {"method", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_position",
-                            "acceptance_rate", "mean_acceptance_length"}) {
+                            "acceptance_rate", "mean_acceptance_length", "adaptive_draft_length", "proposals_by_length"}) {
       EXPECT_TRUE(j["spec"].contains(key)) << c << " lacks " << key;
+    }
+    const bool adaptive = c.find("adaptive_draft_length") != std::string::npos;
+    EXPECT_EQ(j["spec"]["adaptive_draft_length"].get<bool>(), adaptive) << c;
+    const auto by_length = j["spec"]["proposals_by_length"].get<std::vector<int>>();
+    ASSERT_EQ(by_length.size(), 4u) << c;  // lengths 0..3
+    if (adaptive) {
+      EXPECT_GT(by_length[0], 0) << c << ": the adaptive length never tried drafting nothing";
+    } else {
+      EXPECT_EQ(by_length[0], 0) << c;
     }
     EXPECT_GT(j["spec"]["num_draft_tokens"].get<int>(), 0) << c;
     EXPECT_THAT(r.err, HasSubstr("mean acceptance length"));
