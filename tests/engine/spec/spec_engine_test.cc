@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/engine_jobs.h"
 #include "tests/engine/fixtures.h"
+#include "tests/engine/spec/spec_engine_support.h"
 #include "tests/engine/spec_methods.h"
 
 namespace baton {
@@ -21,66 +22,11 @@ namespace {
 
 using testing::fixture_path;
 using testing::Job;
+using testing::jobs_for;
+using testing::make_engine;
 using testing::method_cases;
 using testing::MethodCase;
-
-std::map<std::string, std::vector<std::int32_t>> run(Engine& engine, const std::vector<Job>& jobs) {
-  return testing::run_jobs(engine, jobs);
-}
-
-// Prompts with repeats (so n-gram and suffix find matches) and without.
-std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
-  std::mt19937 rng(17);
-  std::vector<Job> jobs;
-  for (int i = 0; i < 8; ++i) {
-    Job j;
-    j.id = "g" + std::to_string(i);
-    std::vector<std::int32_t> motif(3 + rng() % 5);
-    for (auto& t : motif) t = static_cast<std::int32_t>(3 + rng() % static_cast<unsigned>(vocab - 3));
-    const int repeats = i % 3;  // 0: no repetition at all
-    for (int r = 0; r <= repeats; ++r) j.prompt.insert(j.prompt.end(), motif.begin(), motif.end());
-    j.prompt.push_back(static_cast<std::int32_t>(3 + rng() % static_cast<unsigned>(vocab - 3)));
-    j.params.temperature = 0;
-    j.params.max_tokens = 12 + i * 3;
-    j.params.ignore_eos = i % 2 == 0;
-    if (i == 5) j.params.repetition_penalty = 1.3f;  // penalties see accepted drafts too
-    jobs.push_back(j);
-  }
-  if (include_sampled) {
-    for (int i = 0; i < 2; ++i) {
-      Job j;
-      j.id = "s" + std::to_string(i);
-      j.prompt = jobs[static_cast<std::size_t>(i)].prompt;
-      j.params.temperature = 0.9f;
-      j.params.top_p = 0.95f;
-      j.params.seed = 100 + static_cast<std::uint64_t>(i);
-      j.params.max_tokens = 16;
-      j.params.ignore_eos = true;
-      jobs.push_back(j);
-    }
-  }
-  return jobs;
-}
-
-std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
-                                    const std::string& cpu_isa = "auto", bool discrete_memory = false,
-                                    GraphMode graphs = GraphMode::kAuto,
-                                    std::optional<DType> kv_cache_dtype = std::nullopt) {
-  EngineConfig c;
-  c.kv_cache_dtype = kv_cache_dtype;
-  c.model_dir = fixture_path(target);
-  c.backend.num_threads = 2;
-  c.backend.cpu_isa = cpu_isa;
-  c.backend.cpu_discrete_memory = discrete_memory;
-  c.graphs = graphs;
-  c.kv_cache_bytes = 8 << 20;
-  c.scheduler.max_num_batched_tokens = 256;
-  c.scheduler.max_num_seqs = 16;
-  c.speculative = spec;
-  auto e = Engine::create(c);
-  BATON_CHECK(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
+using testing::run;
 
 class SpecEquivalence : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -305,59 +251,6 @@ TEST(SpecEngine, DisableByBatchSizeDraftsOnlyForSmallerBatches) {
   EXPECT_GT(drafted_in_small_batches, 0) << "drafting never resumed once fewer than 3 requests decoded";
   for (const Job& j : jobs) EXPECT_EQ(got.at(j.id), expected.at(j.id)) << j.id;
   EXPECT_EQ(engine->block_pool().num_in_use(), 0) << "blocks leaked";
-}
-
-// adaptive_draft_length: whatever lengths the controller picks from its timings (k first, then none,
-// then what the measured costs and acceptance favour), every method's greedy tokens, and seeded
-// sampled tokens where drafts are one-hot, are the plain engine's, and every block returns.
-TEST(SpecEngine, AdaptiveDraftLengthKeepsEveryMethodLossless) {
-  for (const MethodCase& m : method_cases()) {
-    auto spec = SpeculativeConfig::parse(m.json + R"(, "num_speculative_tokens": 3, "adaptive_draft_length": true})",
-                                         NodeRole::kColocated);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    auto plain = make_engine(m.target, std::nullopt);
-    auto engine = make_engine(m.target, *spec);
-    const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
-    const auto expected = run(*plain, jobs);
-    const auto got = run(*engine, jobs);
-    for (const Job& j : jobs) {
-      if (j.params.greedy() || !m.probabilistic) EXPECT_EQ(got.at(j.id), expected.at(j.id)) << m.label << " " << j.id;
-    }
-    const std::vector<std::int64_t>& by_length = engine->spec_stats()->proposals_by_length;
-    ASSERT_EQ(by_length.size(), 4u) << m.label;
-    EXPECT_GT(by_length[3], 0) << m.label << ": never drafted the configured length";
-    EXPECT_GT(by_length[0], 0) << m.label << ": never tried drafting nothing";
-    EXPECT_EQ(engine->block_pool().num_in_use(), 0) << m.label << ": blocks leaked";
-  }
-}
-
-// Drafts that are never accepted (a random draft model's): with adaptive_draft_length most
-// proposals soon ask for none (the rest are the controller's probes), where a fixed k asks for k
-// every step; the tokens are the plain engine's either way.
-TEST(SpecEngine, AdaptiveDraftLengthStopsDraftingWhatIsNotAccepted) {
-  const std::string json = R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
-                           fixture_path("spec/draft-llama-f32") + "\"";
-  auto fixed = SpeculativeConfig::parse(json + "}", NodeRole::kColocated);
-  auto adaptive = SpeculativeConfig::parse(json + R"(, "adaptive_draft_length": true})", NodeRole::kColocated);
-  ASSERT_TRUE(fixed.ok() && adaptive.ok());
-  auto plain = make_engine("llama-f32", std::nullopt);
-  auto fixed_engine = make_engine("llama-f32", *fixed);
-  auto adaptive_engine = make_engine("llama-f32", *adaptive);
-  std::vector<Job> jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/false);
-  jobs.resize(1);
-  jobs[0].params.max_tokens = 200;
-  jobs[0].params.ignore_eos = true;
-  const auto expected = run(*plain, jobs);
-  EXPECT_EQ(run(*fixed_engine, jobs), expected);
-  EXPECT_EQ(run(*adaptive_engine, jobs), expected);
-  const SpecDecodeStats& f = *fixed_engine->spec_stats();
-  ASSERT_LT(f.acceptance_rate(), 0.2) << "the fixture draft model is meant to be (almost) never accepted";
-  EXPECT_EQ(f.proposals_by_length[0], 0);
-  const std::vector<std::int64_t>& a = adaptive_engine->spec_stats()->proposals_by_length;
-  std::int64_t total = 0;
-  for (std::int64_t n : a) total += n;
-  ASSERT_GT(total, 150);
-  EXPECT_GE(a[0], total * 3 / 4) << "asked for no drafts on only " << a[0] << " of " << total << " proposals";
 }
 
 TEST(SpecEngine, NegativeMaxSpeculativeTokensIsRefused) {
