@@ -91,11 +91,10 @@ double DraftLengthController::expected_tokens(RequestKey key, std::int32_t k) co
   return 1.0 + draft_yield(key) * sum;
 }
 
-bool DraftLengthController::measured_anywhere(std::int32_t k, Window Arm::*part) const {
-  for (const auto& [key, b] : buckets_) {
-    if ((b.arms[static_cast<std::size_t>(k)].*part).measured()) return true;
-  }
-  return false;
+int DraftLengthController::measurements(std::int32_t k, Window Arm::*part) const {
+  int most = 0;
+  for (const auto& [key, b] : buckets_) most = std::max(most, (b.arms[static_cast<std::size_t>(k)].*part).count);
+  return most;
 }
 
 double DraftLengthController::estimate(int b, std::int32_t k, Window Arm::*part) const {
@@ -143,8 +142,8 @@ std::int32_t DraftLengthController::choose(std::span<const RequestKey> keys) {
     return k;
   };
   // First the configured length (its acceptance is what everything else is judged by), then none.
-  if (!measured_anywhere(max_k_, &Arm::verify)) return pick(max_k_);
-  if (!measured_anywhere(0, &Arm::verify)) return pick(0);
+  if (measurements(max_k_, &Arm::verify) < kFirstTries) return pick(max_k_);
+  if (measurements(0, &Arm::verify) < kFirstTries) return pick(0);
   if (now % kRefreshEvery == 0) {
     std::int32_t stalest = 0;
     for (std::int32_t k = 1; k <= max_k_; ++k) {

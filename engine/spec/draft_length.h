@@ -15,10 +15,11 @@
 // lot). A cost not measured at a batch size is borrowed from the nearest batch size that measured
 // it, scaled by the two sizes' plain steps (k = 0) where both measured one; one measured nowhere is
 // assumed to be what the nearest measured smaller k costs (costs only grow with k), so that k is
-// tried once wherever it could win. The very first choices try k, then 0. Another length must
-// beat the last one chosen by 5% to replace it (switching has costs no measurement sees, and
-// near-ties would flip with the noise). Two kinds of probe keep the figures current, each costing
-// a step at a length that does not look best:
+// tried once wherever it could win. The very first choices try k, then 0, kFirstTries steps each
+// (one step's time alone could be a cold cache's, and would stand until a refresh). Another
+// length must beat the last one chosen by 5% to replace it (switching has costs no measurement
+// sees, and near-ties would flip with the noise). Two kinds of probe keep the figures current,
+// each costing a step at a length that does not look best:
 //   - when k = 0 has won a number of times in a row, the best k above 0 runs once, so that
 //     acceptance keeps being measured after the content changes. The number starts at
 //     kProbeAfter and doubles, up to kMaxProbeAfter, while the probes do not make a k above 0 win;
@@ -51,6 +52,8 @@ class DraftLengthController {
   static constexpr int kRefreshEvery = 64;
   // Measurements per cost median.
   static constexpr int kWindow = 8;
+  // Steps the first lengths (k, then 0) run before costs decide.
+  static constexpr int kFirstTries = 3;
 
   explicit DraftLengthController(std::int32_t max_k);
 
@@ -105,7 +108,8 @@ class DraftLengthController {
   // One part of a cost (Arm::draft or Arm::verify) at bucket b and length k, as the header says;
   // < 0 when nothing gives an estimate.
   double estimate(int b, std::int32_t k, Window Arm::*part) const;
-  bool measured_anywhere(std::int32_t k, Window Arm::*part) const;
+  // The most measurements of this part at length k that one batch size holds.
+  int measurements(std::int32_t k, Window Arm::*part) const;
   double global_acceptance() const;
   double global_yield() const;
 

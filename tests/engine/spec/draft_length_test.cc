@@ -60,10 +60,27 @@ TEST(DraftLength, FirstTriesTheConfiguredLengthThenNone) {
   DraftLengthController c(kMaxK);
   EXPECT_EQ(c.choose(kOne), kMaxK);
   EXPECT_EQ(c.choose(kOne), kMaxK) << "tried again until a step at that length is measured";
-  c.record_verify_seconds(1, kMaxK, 300e-6);
-  EXPECT_EQ(c.choose(kOne), 0);
-  c.record_verify_seconds(1, 0, 100e-6);
+  for (int i = 0; i < DraftLengthController::kFirstTries; ++i) {
+    EXPECT_EQ(c.choose(kOne), kMaxK) << "after " << i << " measured steps";
+    c.record_verify_seconds(1, kMaxK, 300e-6);
+  }
+  for (int i = 0; i < DraftLengthController::kFirstTries; ++i) {
+    EXPECT_EQ(c.choose(kOne), 0) << "after " << i << " measured steps";
+    c.record_verify_seconds(1, 0, 100e-6);
+  }
   EXPECT_GE(c.cost(1, 2), 100e-6) << "an unmeasured length costs at least the nearest smaller one";
+}
+
+// The first steps' times include a cold start: one slow first plain step must not make drafting
+// win (it would stand until the next refresh).
+TEST(DraftLength, OneSlowFirstPlainStepDoesNotDecide) {
+  DraftLengthController c(kMaxK);
+  verify(c, kKey, kMaxK, 0);  // nothing is ever accepted
+  while (c.choose(kOne) == kMaxK) c.record_verify_seconds(1, kMaxK, 300e-6);
+  c.record_verify_seconds(1, 0, 30000e-6);  // the first plain step, 100x slow
+  while (c.choose(kOne) == 0 && c.cost(1, 0) > 1000e-6) c.record_verify_seconds(1, 0, 100e-6);
+  EXPECT_NEAR(c.cost(1, 0), 100e-6, 1e-12);
+  EXPECT_EQ(c.choose(kOne), 0);
 }
 
 TEST(DraftLength, DraftsAllThatIsAcceptedAndNothingThatIsNot) {
