@@ -55,9 +55,9 @@ inline std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
 }
 
 inline std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
-                                    const std::string& cpu_isa = "auto", bool discrete_memory = false,
-                                    GraphMode graphs = GraphMode::kAuto,
-                                    std::optional<DType> kv_cache_dtype = std::nullopt) {
+                                           const std::string& cpu_isa = "auto", bool discrete_memory = false,
+                                           GraphMode graphs = GraphMode::kAuto,
+                                           std::optional<DType> kv_cache_dtype = std::nullopt) {
   EngineConfig c;
   c.kv_cache_dtype = kv_cache_dtype;
   c.model_dir = fixture_path(target);
