@@ -125,9 +125,14 @@ inline std::int64_t packed_prefetch_ahead(std::int64_t m, std::int64_t next_bloc
 // with 4 panels per tile against 0.72 with 8 (one thread, medians of five alternating runs; 2 was
 // bound by the chains' latency), and decode_bench's paired batch-1 fraction rose from 0.57-0.81
 // to 0.75-0.86 over three paired runs; the family's L3-resident target was within 2%.
+// A verification's k + 1 rows (3 to 5 for k = 2..4) take 4 panels instead of 3 on AVX-512 (20
+// accumulators, no spills): gemm_bench over the 110M model's matrices, two threads, medians of
+// eight alternating runs, new / old time: 5 rows 0.87, 4 rows 0.96, 3 rows 0.98 (2 rows, the
+// same code in both, 1.00); over the family's L3-resident target 1.00, 0.96 and 0.93.
 // Calls of more rows tile them by kPackedRows, whatever their last tile's size.
 inline int packed_group_panels(std::int64_t rows) {
-  return rows == 1 ? kPackedPanelsOneRow : rows == 2 ? kPackedPanelsTwoRows : kPackedPanels;
+  if (rows <= 2) return rows == 1 ? kPackedPanelsOneRow : kPackedPanelsTwoRows;
+  return rows <= kPackedFewRows ? kPackedPanelsFewRows : kPackedPanels;
 }
 
 // Panel groups of `group` panels outside. With one row tile, its whole k at once: the weights
@@ -187,6 +192,10 @@ void gemm_packed_typed(const baton::cpu::PackedGemmArgs& a, std::int64_t panel_b
                          } else if (mr == 2) {
                            packed_tile_dyn<W, 2, kPackedPanelsTwoRows>(x, a.ldx, wp, ps, kb, bias, y, a.ldy, last_cols,
                                                                        resume, finish, ahead, mr, np);
+                         } else if (a.rows <= kPackedFewRows) {
+                           packed_tile_dyn<W, kPackedFewRows, kPackedPanelsFewRows>(x, a.ldx, wp, ps, kb, bias, y, a.ldy,
+                                                                                    last_cols, resume, finish, ahead, mr,
+                                                                                    np);
                          } else {
                            packed_tile_dyn<W, kPackedRows, kPackedPanels>(x, a.ldx, wp, ps, kb, bias, y, a.ldy,
                                                                           last_cols, resume, finish, ahead, mr, np);

@@ -83,9 +83,10 @@ const std::vector<Shape>& sweep() {
   static const std::vector<Shape> shapes = {{1, 1, 1},   {1, 16, 2},  {2, 17, 3},  {3, 33, 31}, {5, 48, 64},
                                             {7, 50, 77}, {8, 64, 96}, {9, 95, 33}, {13, 130, 129}, {17, 49, 200},
                                             {33, 80, 48}, {64, 40, 17},
-                                            // one and two rows over many panels: the wider tiles of
+                                            // one to five rows over many panels: the wider tiles of
                                             // few-row calls, whole groups and a partial one
-                                            {1, 200, 65}, {2, 150, 70}, {1, 390, 40},
+                                            {1, 200, 65}, {2, 150, 70}, {1, 390, 40}, {3, 150, 70},
+                                            {4, 230, 45}, {5, 200, 65},
                                             // several row tiles, in one k block and in several (partial
                                             // sums resumed from y): every tier's block is at most 8192
                                             // BF16 elements (gemm_packed_kernels.h, packed_block_k)
