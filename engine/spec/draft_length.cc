@@ -9,14 +9,12 @@
 namespace baton {
 namespace {
 
-// Per verification, a request's acceptance counts decay by this (about its last ten steps).
+// A request's counts at a draft position decay by this per observation there (about its last ten).
 constexpr double kRequestDecay = 0.9;
 // The engine-wide counts decay slower: they are the prior for requests with little history.
 constexpr double kGlobalDecay = 0.99;
-// How many draft positions' worth of the engine-wide rate a request's own counts start from.
-constexpr double kPriorPositions = 2.0;
-constexpr double kRequestYieldWeight = 0.2;
-constexpr double kGlobalYieldWeight = 0.05;
+// How many observations' worth of the engine-wide rate a request's own counts at a position start from.
+constexpr double kPriorObservations = 2.0;
 // A goodput must beat a smaller k's by this factor to win (ties go to fewer drafts).
 constexpr double kTieMargin = 1e-9;
 // And another length must beat the last one chosen by this factor: switching has costs no arm
@@ -45,6 +43,7 @@ void DraftLengthController::Window::add(double x) {
 
 DraftLengthController::DraftLengthController(std::int32_t max_k) : max_k_(max_k) {
   BATON_CHECK(max_k >= 1, "adaptive draft length needs num_speculative_tokens >= 1, got ", max_k);
+  global_.resize(static_cast<std::size_t>(max_k));
 }
 
 int DraftLengthController::bucket_of(std::size_t batch) {
@@ -63,32 +62,61 @@ const DraftLengthController::Bucket* DraftLengthController::find_bucket(std::siz
   return it == buckets_.end() ? nullptr : &it->second;
 }
 
-double DraftLengthController::global_acceptance() const { return (accepted_ + 1.0) / (accepted_ + rejected_ + 2.0); }
-
-double DraftLengthController::global_yield() const { return yield_ >= 0.0 ? yield_ : 1.0; }
-
-double DraftLengthController::acceptance(RequestKey key) const {
-  const double prior = global_acceptance();
-  const auto it = requests_.find(key);
-  if (it == requests_.end()) return prior;
-  const RequestStats& r = it->second;
-  return (r.accepted + kPriorPositions * prior) / (r.accepted + r.rejected + kPriorPositions);
+void DraftLengthController::PositionCounts::add(bool gain, double decay) {
+  gained = decay * gained + (gain ? 1.0 : 0.0);
+  tried = decay * tried + 1.0;
 }
 
-double DraftLengthController::draft_yield(RequestKey key) const {
+void DraftLengthController::global_rates(std::span<double> out) const {
+  // The first position from an even prior (one gain in two tries); each later one from the
+  // position before it (one try's worth), so a position no verification has reached yet is
+  // assumed to go as the one before it does.
+  double prior = 0.5, weight = 2.0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = (global_[i].gained + prior * weight) / (global_[i].tried + weight);
+    prior = out[i];
+    weight = 1.0;
+  }
+}
+
+void DraftLengthController::request_rates(RequestKey key, std::span<const double> global, std::span<double> out) const {
   const auto it = requests_.find(key);
-  if (it == requests_.end() || it->second.yield < 0.0) return global_yield();
-  return it->second.yield;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (it == requests_.end()) {
+      out[i] = global[i];
+    } else {
+      const PositionCounts& c = it->second.positions[i];
+      out[i] = (c.gained + kPriorObservations * global[i]) / (c.tried + kPriorObservations);
+    }
+  }
+}
+
+void DraftLengthController::add_expected_tokens(std::span<const double> rates, std::span<double> out) {
+  double tokens = 1.0, reach = 1.0;
+  out[0] += tokens;
+  for (std::size_t i = 0; i < rates.size(); ++i) {
+    reach *= rates[i];
+    tokens += reach;
+    out[i + 1] += tokens;
+  }
+}
+
+double DraftLengthController::acceptance(RequestKey key, std::int32_t position) const {
+  BATON_CHECK(position >= 1 && position <= max_k_, "draft position ", position, " outside [1, ", max_k_, "]");
+  std::vector<double> global(static_cast<std::size_t>(max_k_)), rates(static_cast<std::size_t>(max_k_));
+  global_rates(global);
+  request_rates(key, global, rates);
+  return rates[static_cast<std::size_t>(position - 1)];
 }
 
 double DraftLengthController::expected_tokens(RequestKey key, std::int32_t k) const {
-  const double a = acceptance(key);
-  double sum = 0.0, p = 1.0;
-  for (std::int32_t i = 1; i <= k; ++i) {
-    p *= a;
-    sum += p;
-  }
-  return 1.0 + draft_yield(key) * sum;
+  BATON_CHECK(k >= 0 && k <= max_k_, "draft length ", k, " outside [0, ", max_k_, "]");
+  std::vector<double> global(static_cast<std::size_t>(max_k_)), rates(static_cast<std::size_t>(max_k_));
+  std::vector<double> tokens(static_cast<std::size_t>(max_k_) + 1, 0.0);
+  global_rates(global);
+  request_rates(key, global, rates);
+  add_expected_tokens(rates, tokens);
+  return tokens[static_cast<std::size_t>(k)];
 }
 
 int DraftLengthController::measurements(std::int32_t k, Window Arm::*part) const {
@@ -151,11 +179,19 @@ std::int32_t DraftLengthController::choose(std::span<const RequestKey> keys) {
     }
     return pick(stalest);
   }
-  goodput_scratch_.assign(static_cast<std::size_t>(max_k_) + 1, 0.0);
+  const auto positions = static_cast<std::size_t>(max_k_);
+  global_scratch_.resize(positions);
+  rates_scratch_.resize(positions);
+  tokens_scratch_.assign(positions + 1, 0.0);
+  global_rates(global_scratch_);
+  for (const RequestKey key : keys) {
+    request_rates(key, global_scratch_, rates_scratch_);
+    add_expected_tokens(rates_scratch_, tokens_scratch_);
+  }
+  goodput_scratch_.assign(positions + 1, 0.0);
   for (std::int32_t k = 0; k <= max_k_; ++k) {
-    double tokens = 0.0;
-    for (const RequestKey key : keys) tokens += expected_tokens(key, k);
-    goodput_scratch_[static_cast<std::size_t>(k)] = tokens / std::max(cost(keys.size(), k), 1e-12);
+    goodput_scratch_[static_cast<std::size_t>(k)] =
+        tokens_scratch_[static_cast<std::size_t>(k)] / std::max(cost(keys.size(), k), 1e-12);
   }
   auto best_from = [&](std::int32_t lo) {
     std::int32_t best = lo;
@@ -185,22 +221,38 @@ std::int32_t DraftLengthController::choose(std::span<const RequestKey> keys) {
   return pick(best);
 }
 
+DraftLengthController::RequestStats& DraftLengthController::request(RequestKey key) {
+  RequestStats& r = requests_[key];
+  if (r.positions.empty()) r.positions.resize(static_cast<std::size_t>(max_k_));
+  return r;
+}
+
+void DraftLengthController::observe(RequestStats& r, std::int32_t index, bool gain) {
+  r.positions[static_cast<std::size_t>(index)].add(gain, kRequestDecay);
+  global_[static_cast<std::size_t>(index)].add(gain, kGlobalDecay);
+}
+
 void DraftLengthController::record_proposal(RequestKey key, std::int32_t asked, std::int32_t drafted) {
   if (asked <= 0) return;
-  const double got = drafted > 0 ? 1.0 : 0.0;
-  RequestStats& r = requests_[key];
-  r.yield = r.yield < 0.0 ? got : r.yield + kRequestYieldWeight * (got - r.yield);
-  yield_ = yield_ < 0.0 ? got : yield_ + kGlobalYieldWeight * (got - yield_);
+  RequestStats& r = request(key);
+  if (drafted <= 0) {
+    // Asked for a first draft and got none (no n-gram match): nothing to verify, no token gained.
+    observe(r, 0, false);
+    r.asked = -1;
+  } else {
+    r.asked = asked;
+  }
 }
 
 void DraftLengthController::record_verification(RequestKey key, std::int32_t drafted, std::int32_t accepted) {
   if (drafted <= 0) return;
-  const double rejected = accepted < drafted ? 1.0 : 0.0;
-  RequestStats& r = requests_[key];
-  r.accepted = kRequestDecay * r.accepted + accepted;
-  r.rejected = kRequestDecay * r.rejected + rejected;
-  accepted_ = kGlobalDecay * accepted_ + accepted;
-  rejected_ = kGlobalDecay * rejected_ + rejected;
+  RequestStats& r = request(key);
+  const std::int32_t asked = std::max(r.asked, drafted);
+  r.asked = -1;
+  // Positions 1 .. accepted gained a token; the next one, if it was asked for, was tried and gained
+  // none (its draft was rejected, or the proposer stopped short of it); later ones were not reached.
+  const std::int32_t reached = std::min({asked, accepted + 1, max_k_});
+  for (std::int32_t i = 0; i < reached; ++i) observe(r, i, i < accepted);
 }
 
 void DraftLengthController::record_draft_seconds(std::size_t batch, std::int32_t k, double seconds) {

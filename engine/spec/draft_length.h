@@ -4,15 +4,24 @@
 // about to be drafted: the k with the most expected tokens per second of decoding, from what it has
 // measured so far (the goodput rule of SmartSpec, Liu et al. 2024):
 //
-//   tokens(k)  = sum over the requests of 1 + y (a + a^2 + ... + a^k)
+//   tokens(k)  = sum over the requests of 1 + c1 + c1 c2 + ... + c1 c2 ... ck
 //   seconds(k) = drafting k tokens for the batch + the step that verifies them
 //
-// per request: a, the chance that a draft is accepted once the drafts before it were (moving
-// counts, pulled toward the engine-wide rate while a request has few); y, how often the proposer
-// drafts at all when asked (n-gram lookup finds no match on some steps). Per batch size (bucketed)
-// and k: both costs, each the median of its last kWindow measurements (a step disturbed by the
-// machine, a first touch of new KV pages or a long catch-up moves a median little, and a mean a
-// lot). A cost not measured at a batch size is borrowed from the nearest batch size that measured
+// per request and draft position i: c_i, the chance that asking for an i-th draft gains a token
+// once the drafts before it were accepted (the proposer makes it and the target accepts it; a
+// proposer that drafts nothing, or stops short of what was asked, gains nothing there). Position
+// by position, because acceptance is not one rate: once an n-gram's first draft is right, its
+// continuation usually is too (on the bundled family, n-gram 0.70 at the first position, then
+// 0.86-0.90; suffix 0.66, then 0.74-0.83). One rate fitted to what short drafts show would
+// undervalue long drafts, and a controller that had moved to short drafts would never see again
+// that long ones pay. A position's counts move only when a verification reaches it, so what the
+// last long drafts showed stands while shorter ones run; they decay per observation, lean on the
+// engine-wide rate at that position while a request has few, and a position that no request has
+// reached takes the rate of the position before it.
+//
+// Per batch size (bucketed) and k: both costs, each the median of its last kWindow measurements
+// (a step disturbed by the machine, a first touch of new KV pages or a long catch-up moves a
+// median little, and a mean a lot). A cost not measured at a batch size is borrowed from the nearest batch size that measured
 // it, scaled by the two sizes' plain steps (k = 0) where both measured one; one measured nowhere is
 // assumed to be what the nearest measured smaller k costs (costs only grow with k), so that k is
 // tried once wherever it could win. The very first choices try k, then 0, kFirstTries steps each
@@ -65,7 +74,8 @@ class DraftLengthController {
   // What one request got from the proposer: asked for `asked` drafts (after its own caps), got
   // `drafted`. Requests asked for none are not counted.
   void record_proposal(RequestKey key, std::int32_t asked, std::int32_t drafted);
-  // One verification: `accepted` of `drafted` (>= 1) drafts.
+  // One verification: `accepted` of `drafted` (>= 1) drafts, asked for by the request's last
+  // record_proposal (without one, `drafted` were asked for).
   void record_verification(RequestKey key, std::int32_t drafted, std::int32_t accepted);
   // Seconds the proposer took to draft k for `batch` requests.
   void record_draft_seconds(std::size_t batch, std::int32_t k, double seconds);
@@ -74,8 +84,7 @@ class DraftLengthController {
   void forget(RequestKey key);
 
   // Introspection for tests and metrics.
-  double acceptance(RequestKey key) const;     // a
-  double draft_yield(RequestKey key) const;    // y
+  double acceptance(RequestKey key, std::int32_t position) const;  // c_position, position in [1, max_k]
   // seconds(k) at this batch size as choose() sees it, or < 0 when nothing is measured there.
   double cost(std::size_t batch, std::int32_t k) const;
   double expected_tokens(RequestKey key, std::int32_t k) const;
@@ -97,9 +106,15 @@ class DraftLengthController {
     std::vector<Arm> arms;  // by k
     std::uint64_t choices = 0;
   };
+  // Decayed counts of one draft position's observations: asked for once the drafts before it were
+  // accepted (tried), and a token gained there (gained).
+  struct PositionCounts {
+    double gained = 0.0, tried = 0.0;
+    void add(bool gain, double decay);
+  };
   struct RequestStats {
-    double accepted = 0.0, rejected = 0.0;  // decayed counts of draft positions
-    double yield = -1.0;                    // < 0: not measured yet
+    std::vector<PositionCounts> positions;  // by draft position - 1; max_k of them
+    std::int32_t asked = -1;                // the last proposal's, until its verification; < 0: none
   };
 
   static int bucket_of(std::size_t batch);
@@ -110,18 +125,23 @@ class DraftLengthController {
   double estimate(int b, std::int32_t k, Window Arm::*part) const;
   // The most measurements of this part at length k that one batch size holds.
   int measurements(std::int32_t k, Window Arm::*part) const;
-  double global_acceptance() const;
-  double global_yield() const;
+  RequestStats& request(RequestKey key);
+  // One observation of draft position `index` + 1 for request r, and engine-wide.
+  void observe(RequestStats& r, std::int32_t index, bool gain);
+  // c_1 .. c_max_k engine-wide, then for one request (given the engine-wide ones), into out.
+  void global_rates(std::span<double> out) const;
+  void request_rates(RequestKey key, std::span<const double> global, std::span<double> out) const;
+  // out[k] += that request's tokens(k) for k in [0, max_k], from its rates.
+  static void add_expected_tokens(std::span<const double> rates, std::span<double> out);
 
   std::int32_t max_k_;
   std::map<int, Bucket> buckets_;  // by batch size, bucketed
   std::unordered_map<RequestKey, RequestStats> requests_;
-  double accepted_ = 0.0, rejected_ = 0.0;  // engine-wide, decayed
-  double yield_ = -1.0;
+  std::vector<PositionCounts> global_;  // engine-wide, by draft position - 1
   int zero_streak_ = 0;
   int probe_after_ = kProbeAfter;
   std::int32_t last_ = -1;  // the last length chosen on merit (not a probe or a first try)
-  std::vector<double> goodput_scratch_;
+  std::vector<double> goodput_scratch_, tokens_scratch_, global_scratch_, rates_scratch_;
 };
 
 }  // namespace baton

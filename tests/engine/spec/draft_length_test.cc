@@ -2,7 +2,9 @@
 // configured length and then none, picks the length with the most tokens per second, keeps one
 // disturbed step from moving it but follows a lasting change, probes after long stretches without
 // drafts (less often while the probes keep losing), refreshes the stalest length, borrows costs
-// across batch sizes, does not flip on near-ties, and counts a proposer that rarely drafts.
+// across batch sizes, does not flip on near-ties, counts a proposer that rarely drafts or stops
+// short, and keeps acceptance per draft position, so that long drafts keep their value while short
+// ones run.
 #include "engine/spec/draft_length.h"
 
 #include <algorithm>
@@ -38,6 +40,22 @@ void verify(DraftLengthController& c, RequestKey key, std::int32_t drafted, std:
     c.record_verification(key, drafted, accepted);
   }
 }
+
+// Verifications of `drafted` drafts with these accepted counts, in this order, `times` over.
+void verify_cycle(DraftLengthController& c, RequestKey key, std::int32_t drafted, const std::vector<std::int32_t>& accepted,
+                  int times = 10) {
+  for (int t = 0; t < times; ++t) {
+    for (std::int32_t a : accepted) {
+      c.record_proposal(key, drafted, drafted);
+      c.record_verification(key, drafted, a);
+    }
+  }
+}
+
+// Of 4 drafts, each accepted half the time once the ones before were: 8 of 16 verifications accept
+// none, 4 one, 2 two, 1 three, 1 all four; interleaved, so that each position sees its gains and
+// losses alternate.
+const std::vector<std::int32_t> kHalfEachPosition = {0, 1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 2, 0, 1, 0, 4};
 
 // What choose() should pick if it had no history of its own: the best tokens per second by the
 // controller's own estimates (introspection), ties to the smaller k.
@@ -87,23 +105,23 @@ TEST(DraftLength, DraftsAllThatIsAcceptedAndNothingThatIsNot) {
   DraftLengthController always(kMaxK);
   measure_all(always, 1, 25.0, 10.0);
   verify(always, kKey, kMaxK, kMaxK);  // every draft accepted
-  EXPECT_GT(always.acceptance(kKey), 0.9);
+  for (std::int32_t i = 1; i <= kMaxK; ++i) EXPECT_GT(always.acceptance(kKey, i), 0.9) << "position " << i;
   EXPECT_EQ(always.choose(kOne), kMaxK);
 
   DraftLengthController never(kMaxK);
   measure_all(never, 1, 25.0, 10.0);
   verify(never, kKey, kMaxK, 0);
-  EXPECT_LT(never.acceptance(kKey), 0.1);
+  EXPECT_LT(never.acceptance(kKey, 1), 0.1);
   EXPECT_EQ(never.choose(kOne), 0);
 }
 
 TEST(DraftLength, PicksTheLengthWithTheMostTokensPerSecond) {
-  // Half the drafts accepted once the ones before were: 1, 1.5, 1.75, 1.875, 1.94 tokens for
-  // 100, 115, 130, 145, 160 us: two drafts give the most per second.
+  // Half the drafts accepted once the ones before were: about 1, 1.5, 1.75, 1.875, 1.94 tokens
+  // for 100, 115, 130, 145, 160 us: two drafts give the most per second.
   DraftLengthController c(kMaxK);
   measure_all(c, 1, 10.0, 5.0);
-  verify(c, kKey, kMaxK, 1);
-  EXPECT_NEAR(c.acceptance(kKey), 0.5, 0.05);
+  verify_cycle(c, kKey, kMaxK, kHalfEachPosition);
+  for (std::int32_t i = 1; i <= kMaxK; ++i) EXPECT_NEAR(c.acceptance(kKey, i), 0.5, 0.05) << "position " << i;
   ASSERT_EQ(best_by_estimates(c, kOne), 2);
   EXPECT_EQ(c.choose(kOne), 2);
   // Dearer drafting moves it down; cheaper verification with perfect acceptance, up.
@@ -189,7 +207,7 @@ TEST(DraftLength, BorrowsCostsFromTheNearestBatchSizeScaledByItsPlainStep) {
 
 TEST(DraftLength, NearTiesKeepTheLastLength) {
   DraftLengthController c(kMaxK);
-  verify(c, kKey, kMaxK, 1);  // a ~ 0.5
+  verify_cycle(c, kKey, kMaxK, kHalfEachPosition);
   const double t1 = c.expected_tokens(kKey, 1), t2 = c.expected_tokens(kKey, 2);
   // k = 1 clearly best at first.
   measure(c, 1, 0, 0.0, 100.0);
@@ -216,7 +234,7 @@ TEST(DraftLength, AProposerThatRarelyDraftsIsWorthFewerDrafts) {
     c.record_proposal(kKey, kMaxK, drafts ? kMaxK : 0);
     if (drafts) c.record_verification(kKey, kMaxK, kMaxK);
   }
-  EXPECT_LT(c.draft_yield(kKey), 0.3);
+  EXPECT_LT(c.acceptance(kKey, 1), 0.3) << "a proposal without drafts gains nothing at the first position";
   EXPECT_LT(c.expected_tokens(kKey, kMaxK), 2.0);
   EXPECT_EQ(c.choose(kOne), 0);
   // The same acceptance on every step makes drafting worth it.
@@ -230,11 +248,53 @@ TEST(DraftLength, ANewOrForgottenRequestStartsFromTheEngineWideRate) {
   DraftLengthController c(kMaxK);
   verify(c, 1, kMaxK, kMaxK);
   verify(c, 2, kMaxK, 0);
-  const double prior = c.acceptance(99);  // never seen
-  EXPECT_GT(prior, c.acceptance(2));
-  EXPECT_LT(prior, c.acceptance(1));
+  const double prior = c.acceptance(99, 1);  // never seen
+  EXPECT_GT(prior, c.acceptance(2, 1));
+  EXPECT_LT(prior, c.acceptance(1, 1));
   c.forget(1);
-  EXPECT_DOUBLE_EQ(c.acceptance(1), prior);
+  EXPECT_DOUBLE_EQ(c.acceptance(1, 1), prior);
+}
+
+// N-gram-like acceptance: the first draft is right about half the time, and once it is, the rest
+// nearly always are. Steps at one draft show only the first position; the later positions keep
+// what the long drafts showed, so four drafts stay the best length, where one rate fitted to the
+// recent steps (0.5: 1.94 tokens for four drafts) would settle on one.
+TEST(DraftLength, AcceptancePerPositionKeepsLongDraftsWorthWhileShortOnesRun) {
+  DraftLengthController c(kMaxK);
+  // 8 of 16 accept none, 1 one, 7 all four: 0.5 at position 1, then 7 of 8, then every one.
+  verify_cycle(c, kKey, kMaxK, {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 1});
+  // Then one draft at a time, half of them accepted.
+  verify_cycle(c, kKey, 1, {0, 1}, 20);
+  EXPECT_NEAR(c.acceptance(kKey, 1), 0.5, 0.05);
+  EXPECT_GT(c.acceptance(kKey, 2), 0.75);
+  EXPECT_GT(c.acceptance(kKey, 3), 0.95);
+  EXPECT_GT(c.acceptance(kKey, 4), 0.95);
+  EXPECT_GT(c.expected_tokens(kKey, kMaxK), 2.7);
+  // Verify 100 + 20 k us, draft 5 k us: 1, 1.53, 1.97, 2.4, 2.84 tokens for 100 ... 200 us.
+  measure_all(c, 1, 20.0, 5.0);
+  ASSERT_EQ(best_by_estimates(c, kOne), kMaxK);
+  EXPECT_EQ(c.choose(kOne), kMaxK);
+}
+
+// A proposer that stops short of the drafts asked for (an n-gram match runs out) gains nothing at
+// the next position; a verification of all the drafts asked for says nothing about later positions.
+TEST(DraftLength, ADraftThatWasNotMadeGainsNothing) {
+  DraftLengthController c(kMaxK);
+  for (int i = 0; i < 40; ++i) {
+    c.record_proposal(kKey, kMaxK, 2);
+    c.record_verification(kKey, 2, 2);
+  }
+  EXPECT_GT(c.acceptance(kKey, 2), 0.95);
+  EXPECT_LT(c.acceptance(kKey, 3), 0.1);
+  EXPECT_NEAR(c.expected_tokens(kKey, kMaxK), c.expected_tokens(kKey, 2), 0.2);
+
+  DraftLengthController asked_two(kMaxK);
+  verify(asked_two, kKey, kMaxK, kMaxK, 10);  // four of four, a few times
+  for (int i = 0; i < 40; ++i) {
+    asked_two.record_proposal(kKey, 2, 2);
+    asked_two.record_verification(kKey, 2, 2);
+  }
+  EXPECT_GT(asked_two.acceptance(kKey, 3), 0.9) << "position 3 was never asked for since it was last seen to gain";
 }
 
 }  // namespace
