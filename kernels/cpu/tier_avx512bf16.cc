@@ -104,10 +104,12 @@ void packed_tile_dot(const std::uint16_t* xb, std::int64_t ldxb, const std::uint
     const __mmask16 cols = j == NP - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : __mmask16{0xffff};
     for (int i = 0; i < MR; ++i) acc[i][j] = resume ? _mm512_maskz_loadu_ps(cols, y + i * ldy + j * 16) : _mm512_setzero_ps();
   }
+  const std::int64_t wrap_from = packed_prefetch_wrap_from(pairs, ahead, finish);
   for (std::int64_t q = 0; q < pairs; ++q) {
     __m512bh wv[NP];
+    const std::int64_t wrap = q < wrap_from ? 0 : (NP - 1) * ps;
     for (int j = 0; j < NP; ++j) {
-      if (ahead > 0) __builtin_prefetch(w + j * ps + (q + ahead) * 32);
+      if (ahead > 0) __builtin_prefetch(w + wrap + j * ps + (q + ahead) * 32);
       wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ps + q * 32);
     }
     for (int i = 0; i < MR; ++i) {
