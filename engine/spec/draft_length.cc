@@ -101,21 +101,22 @@ void DraftLengthController::add_expected_tokens(std::span<const double> rates, s
   }
 }
 
-double DraftLengthController::acceptance(RequestKey key, std::int32_t position) const {
-  BATON_CHECK(position >= 1 && position <= max_k_, "draft position ", position, " outside [1, ", max_k_, "]");
+std::vector<double> DraftLengthController::rates_of(RequestKey key) const {
   std::vector<double> global(static_cast<std::size_t>(max_k_)), rates(static_cast<std::size_t>(max_k_));
   global_rates(global);
   request_rates(key, global, rates);
-  return rates[static_cast<std::size_t>(position - 1)];
+  return rates;
+}
+
+double DraftLengthController::acceptance(RequestKey key, std::int32_t position) const {
+  BATON_CHECK(position >= 1 && position <= max_k_, "draft position ", position, " outside [1, ", max_k_, "]");
+  return rates_of(key)[static_cast<std::size_t>(position - 1)];
 }
 
 double DraftLengthController::expected_tokens(RequestKey key, std::int32_t k) const {
   BATON_CHECK(k >= 0 && k <= max_k_, "draft length ", k, " outside [0, ", max_k_, "]");
-  std::vector<double> global(static_cast<std::size_t>(max_k_)), rates(static_cast<std::size_t>(max_k_));
   std::vector<double> tokens(static_cast<std::size_t>(max_k_) + 1, 0.0);
-  global_rates(global);
-  request_rates(key, global, rates);
-  add_expected_tokens(rates, tokens);
+  add_expected_tokens(rates_of(key), tokens);
   return tokens[static_cast<std::size_t>(k)];
 }
 

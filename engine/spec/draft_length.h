@@ -131,6 +131,8 @@ class DraftLengthController {
   // c_1 .. c_max_k engine-wide, then for one request (given the engine-wide ones), into out.
   void global_rates(std::span<double> out) const;
   void request_rates(RequestKey key, std::span<const double> global, std::span<double> out) const;
+  // The same for the introspection calls (allocates; choose() uses its scratch instead).
+  std::vector<double> rates_of(RequestKey key) const;
   // out[k] += that request's tokens(k) for k in [0, max_k], from its rates.
   static void add_expected_tokens(std::span<const double> rates, std::span<double> out);
 
