@@ -213,7 +213,7 @@ int run(int argc, char** argv) {
       return 1;
     }
     Subprocess::Options so;
-    so.argv = {*bin, "--port", "0", "--log-level", "warn"};
+    so.argv = {*bin, "--insecure", "--port", "0", "--log-level", "warn"};
     auto p = Subprocess::start(so);
     if (!p.ok()) return 1;
     auto line = (*p)->wait_for_line(" ready on ", std::chrono::seconds(30));

@@ -17,6 +17,7 @@
 #include "cli/serve_runner.h"
 #include "common/flags.h"
 #include "common/status.h"
+#include "security/api_keys.h"
 
 namespace baton::cli {
 
@@ -27,7 +28,8 @@ const std::vector<FlagSpec>& serve_flags() {
       {"endpoint", "HOST:PORT", "a router's gRPC address (the default backend)"},
       {"base-url", "URL", "an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (backend openai)"},
       {"backend", "B", "grpc, openai (/v1/completions; chat prompts use chat) or openai-chat (default: from the address given)"},
-      {"api-key", "KEY", "bearer token for the OpenAI API"},
+      {"tls-ca", "FILE", "verify the server's TLS certificate with this CA (e.g. `baton up --tls`'s ca.pem); the API "
+                         "key, if any, comes from BATON_API_KEY"},
       {"dataset", "NAME", "humaneval (default), spec-bench, random, or jsonl with --dataset-path"},
       {"dataset-path", "FILE", "the prompt file (.jsonl or .jsonl.gz); default: the copy in bench/data"},
       {"field", "NAME", "jsonl: the field holding each prompt (default prompt)"},
@@ -92,11 +94,12 @@ absl::StatusOr<std::unique_ptr<ServeBackend>> backend_from_flags(const ParsedFla
   const std::string backend = f.get("backend").value_or(grpc ? "grpc" : "openai");
   if (backend == "grpc") {
     if (!grpc) return absl::InvalidArgumentError("--backend grpc needs --endpoint HOST:PORT");
-    return make_grpc_backend(*f.get("endpoint"));
+    return make_grpc_backend(*f.get("endpoint"), f.get("tls-ca").value_or(""), security::api_key_from_environment());
   }
   if (backend == "openai" || backend == "openai-chat") {
     if (!http) return absl::InvalidArgumentError(str_cat("--backend ", backend, " needs --base-url URL"));
-    return make_openai_backend(*f.get("base-url"), backend == "openai-chat", f.get("api-key").value_or(""));
+    return make_openai_backend(*f.get("base-url"), backend == "openai-chat", f.get("tls-ca").value_or(""),
+                               security::api_key_from_environment());
   }
   return absl::InvalidArgumentError(str_cat("unknown --backend '", backend, "' (grpc, openai or openai-chat)"));
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/cluster_tls.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -94,10 +95,10 @@ absl::Status LocalCluster::await_ready(ClusterProcess& p, const std::string& nam
   p.address = address_of(*line);
   if (options_.metrics) {
     // Printed before the ready line, so it is there already.
-    constexpr std::string_view kMetrics = " metrics on http://";
+    constexpr std::string_view kMetrics = " metrics on http";
     auto m = p.process->wait_for_line(kMetrics, std::chrono::seconds(1));
     if (!m.ok()) return absl::Status(m.status().code(), str_cat(name, " printed no metrics address: ", m.status().message()));
-    std::string rest = m->substr(m->find(kMetrics) + kMetrics.size());
+    std::string rest = m->substr(m->find("://", m->find(kMetrics)) + 3);
     p.metrics_address = rest.substr(0, rest.find('/'));
   }
   // The router prints its HTTP line before "ready on": it is in the output already.
@@ -132,13 +133,31 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   BATON_ASSIGN_OR_RETURN(const std::string decode_bin, find_binary("baton-decode", options.bin_dir));
   BATON_ASSIGN_OR_RETURN(const std::string router_bin, find_binary("baton-router", options.bin_dir));
   const int nodes = options.num_prefill + options.num_decode;
+  // Every process's name (its log file, and its certificate with --tls).
+  std::vector<std::string> names;
+  for (int i = 0; i < options.num_decode; ++i) names.push_back(str_cat("decode-", i));
+  for (int i = 0; i < options.num_prefill; ++i) names.push_back(str_cat("prefill-", i));
+  std::optional<ClusterTlsFiles> tls;
+  if (options.tls) {
+    std::vector<std::string> all = names;
+    all.insert(all.end(), {"router", "proposer"});
+    BATON_ASSIGN_OR_RETURN(tls, make_cluster_tls((std::filesystem::path(options.log_dir) / "tls").string(), all,
+                                                 options.host));
+    c->ca_file_ = (std::filesystem::path(options.log_dir) / "ca.pem").string();
+    std::filesystem::copy_file(tls->ca_file, c->ca_file_, std::filesystem::copy_options::overwrite_existing);
+  }
+  const auto security_args = [&](const std::string& name) {
+    return tls ? tls->flags_for(name) : std::vector<std::string>{"--insecure"};
+  };
   const int threads = options.threads_per_node > 0
                           ? options.threads_per_node
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / nodes);
-  const auto node_argv = [&](const std::string& bin, const std::optional<std::string>& spec,
+  const auto node_argv = [&](const std::string& bin, const std::string& name, const std::optional<std::string>& spec,
                              const std::vector<std::string>& extra) {
     std::vector<std::string> a = {bin, "--model", options.model_dir, "--host", options.host, "--port", "0",
                                   "--threads", std::to_string(threads)};
+    const std::vector<std::string> security = security_args(name);
+    a.insert(a.end(), security.begin(), security.end());
     if (spec) a.insert(a.end(), {"--speculative-config", *spec});
     if (options.metrics) a.insert(a.end(), {"--metrics-port", "0"});
     a.insert(a.end(), options.node_args.begin(), options.node_args.end());
@@ -159,6 +178,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
     c->proposer_ = std::make_unique<ClusterProcess>();
     c->proposer_->role = "proposer";
     c->proposer_->argv = {proposer_bin, "--host", options.host, "--port", "0"};
+    const std::vector<std::string> security = security_args("proposer");
+    c->proposer_->argv.insert(c->proposer_->argv.end(), security.begin(), security.end());
     if (options.metrics) c->proposer_->argv.insert(c->proposer_->argv.end(), {"--metrics-port", "0"});
     c->proposer_->argv.insert(c->proposer_->argv.end(), options.proposer_args.begin(), options.proposer_args.end());
     BATON_RETURN_IF_ERROR(c->launch(*c->proposer_, "proposer"));
@@ -169,19 +190,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   for (int i = 0; i < options.num_decode; ++i) {
     auto p = std::make_unique<ClusterProcess>();
     p->role = "decode";
-    p->argv = node_argv(decode_bin, d_spec, options.decode_args);
+    p->argv = node_argv(decode_bin, names[c->nodes_.size()], d_spec, options.decode_args);
     p->argv.insert(p->argv.end(), {"--transport", transports});
     c->nodes_.push_back(std::move(p));
   }
   for (int i = 0; i < options.num_prefill; ++i) {
     auto p = std::make_unique<ClusterProcess>();
     p->role = "prefill";
-    p->argv = node_argv(prefill_bin, p_spec, options.prefill_args);
+    p->argv = node_argv(prefill_bin, names[c->nodes_.size()], p_spec, options.prefill_args);
     c->nodes_.push_back(std::move(p));
   }
-  std::vector<std::string> names;
-  std::vector<int> counts(2, 0);
-  for (auto& n : c->nodes_) names.push_back(str_cat(n->role, "-", counts[n->role == "prefill"]++));
   for (std::size_t i = 0; i < c->nodes_.size(); ++i) BATON_RETURN_IF_ERROR(c->spawn(*c->nodes_[i], names[i]));
   for (std::size_t i = 0; i < c->nodes_.size(); ++i) BATON_RETURN_IF_ERROR(c->await_ready(*c->nodes_[i], names[i]));
 
@@ -190,6 +208,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   c->router_->argv = {router_bin, "--model", options.model_dir, "--host", options.host, "--port",
                       std::to_string(options.router_port)};
   for (auto& n : c->nodes_) c->router_->argv.insert(c->router_->argv.end(), {"--" + n->role, n->address});
+  const std::vector<std::string> router_security = security_args("router");
+  c->router_->argv.insert(c->router_->argv.end(), router_security.begin(), router_security.end());
+  if (!options.api_keys_file.empty()) {
+    c->router_->argv.insert(c->router_->argv.end(), {"--api-keys-file", options.api_keys_file});
+  }
   if (options.metrics) c->router_->argv.insert(c->router_->argv.end(), {"--metrics-port", "0"});
   if (options.http_port) {
     c->router_->argv.insert(c->router_->argv.end(), {"--http-port", std::to_string(*options.http_port)});

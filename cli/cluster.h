@@ -41,13 +41,18 @@ struct ClusterOptions {
   std::vector<std::string> proposer_args;  // extra flags for baton-proposer
   std::chrono::milliseconds start_timeout{120000};
   bool echo_logs = false;
+  // Mutual TLS between every process, TLS on the router's public ports: a throwaway CA and one
+  // certificate per process under LOG_DIR/tls (cluster_tls.h), the CA also as LOG_DIR/ca.pem.
+  // Without it every process runs with --insecure (plain text on loopback).
+  bool tls = false;
+  std::string api_keys_file;            // the router's --api-keys-file ("" : no keys)
 };
 
 struct ClusterProcess {
   std::string role;     // "prefill", "decode", "router", "proposer"
   std::string address;  // host:port once ready
   std::string metrics_address;  // host:port of its /metrics, with ClusterOptions::metrics
-  std::string http_url; // router with an HTTP port: its base URL (http://HOST:PORT/v1)
+  std::string http_url; // router with an HTTP port: its base URL (http(s)://HOST:PORT/v1)
   std::vector<std::string> argv;
   std::unique_ptr<Subprocess> process;
 };
@@ -60,8 +65,10 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& router_address() const { return router_->address; }
-  // http://HOST:PORT/v1 when started with http_port; else "".
+  // http(s)://HOST:PORT/v1 when started with http_port; else "".
   const std::string& router_http_url() const { return router_->http_url; }
+  // With ClusterOptions::tls: the CA certificate clients verify the router with (--tls-ca); else "".
+  const std::string& ca_file() const { return ca_file_; }
   std::vector<ClusterProcess*> nodes(const std::string& role);
   ClusterProcess& router() { return *router_; }
   // Every process's /metrics endpoint (ClusterOptions::metrics), for a Prometheus file_sd file.
@@ -88,6 +95,7 @@ class LocalCluster {
   std::vector<std::unique_ptr<ClusterProcess>> nodes_;
   std::unique_ptr<ClusterProcess> router_;
   std::unique_ptr<ClusterProcess> proposer_;
+  std::string ca_file_;
 };
 
 // The decode nodes' speculative config with proposer_endpoint set to `endpoint`; InvalidArgument

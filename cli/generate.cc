@@ -23,7 +23,10 @@ namespace {
 
 std::vector<FlagSpec> generate_flags() {
   std::vector<FlagSpec> f = {
-      {"endpoint", "HOST:PORT", "send the prompt to a Baton router (e.g. from `baton up`) instead of running the model here"},
+      {"endpoint", "HOST:PORT", "send the prompt to a Baton router (e.g. from `baton up`) instead of running the model here; "
+                                "an API key is read from BATON_API_KEY"},
+      {"tls-ca", "FILE", "with --endpoint: TLS, verifying the router's certificate with this CA (e.g. the ca.pem "
+                         "`baton up --tls` prints)"},
       {"prompt", "TEXT", "prompt text (needs tokenizer files in the model directory)"},
       {"prompt-tokens", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3"},
       {"prompts-file", "FILE", "JSONL, one {\"prompt\" or \"prompt_tokens\", optional \"seed\", \"max_tokens\", \"temperature\"} "

@@ -15,6 +15,8 @@
 #include "grpcpp/grpcpp.h"
 #include "node_common/convert.h"
 #include "nlohmann/json.hpp"
+#include "security/api_keys.h"
+#include "security/public_api_channel.h"
 
 namespace baton::cli {
 
@@ -191,7 +193,9 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
 
 int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
   const std::string endpoint = *f.get("endpoint");
-  auto stub = v1::Baton::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+  auto channel = security::public_api_channel(endpoint, f.get("tls-ca").value_or(""), security::api_key_from_environment());
+  if (!channel.ok()) return fail(endpoint, std::string(channel.status().message()));
+  auto stub = v1::Baton::NewStub(*channel);
   v1::ModelInfo info;
   {
     grpc::ClientContext ctx;

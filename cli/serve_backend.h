@@ -48,11 +48,14 @@ class ServeBackend {
   virtual ServeResult send(const ServePrompt& prompt, const ServeSampling& sampling) = 0;
 };
 
-// endpoint: HOST:PORT of a router.
-std::unique_ptr<ServeBackend> make_grpc_backend(const std::string& endpoint);
-// base_url: http://HOST:PORT (with or without /v1); chat: use /v1/chat/completions for every
-// prompt (otherwise only chat prompts use it). api_key: sent as a bearer token when not empty.
+// endpoint: HOST:PORT of a router. ca_file: TLS verifying the router with this CA ("" : plain
+// text). api_key: sent as a bearer token when not empty.
+absl::StatusOr<std::unique_ptr<ServeBackend>> make_grpc_backend(const std::string& endpoint, const std::string& ca_file,
+                                                                const std::string& api_key);
+// base_url: http(s)://HOST:PORT (with or without /v1); chat: use /v1/chat/completions for every
+// prompt (otherwise only chat prompts use it). ca_file: for https, the CA to verify the server
+// with ("" : the system's). api_key: sent as a bearer token when not empty.
 absl::StatusOr<std::unique_ptr<ServeBackend>> make_openai_backend(const std::string& base_url, bool chat,
-                                                                  const std::string& api_key);
+                                                                  const std::string& ca_file, const std::string& api_key);
 
 }  // namespace baton::cli

@@ -5,6 +5,7 @@
 #include "cli/serve_backend.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
+#include "security/public_api_channel.h"
 
 namespace baton::cli {
 
@@ -14,8 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 class GrpcServeBackend final : public ServeBackend {
  public:
-  explicit GrpcServeBackend(const std::string& endpoint)
-      : stub_(v1::Baton::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()))) {}
+  explicit GrpcServeBackend(std::shared_ptr<grpc::Channel> channel) : stub_(v1::Baton::NewStub(std::move(channel))) {}
 
   absl::StatusOr<ServeModelInfo> model_info() override {
     grpc::ClientContext ctx;
@@ -87,8 +87,10 @@ class GrpcServeBackend final : public ServeBackend {
 
 }  // namespace
 
-std::unique_ptr<ServeBackend> make_grpc_backend(const std::string& endpoint) {
-  return std::make_unique<GrpcServeBackend>(endpoint);
+absl::StatusOr<std::unique_ptr<ServeBackend>> make_grpc_backend(const std::string& endpoint, const std::string& ca_file,
+                                                                const std::string& api_key) {
+  BATON_ASSIGN_OR_RETURN(auto channel, security::public_api_channel(endpoint, ca_file, api_key));
+  return std::unique_ptr<ServeBackend>(std::make_unique<GrpcServeBackend>(std::move(channel)));
 }
 
 }  // namespace baton::cli

@@ -59,11 +59,16 @@ class SseParser {
 
 class OpenAiServeBackend final : public ServeBackend {
  public:
-  OpenAiServeBackend(std::string origin, std::string prefix, bool chat, std::string api_key)
-      : origin_(std::move(origin)), prefix_(std::move(prefix)), chat_(chat), api_key_(std::move(api_key)) {}
+  OpenAiServeBackend(std::string origin, std::string prefix, bool chat, std::string ca_file, std::string api_key)
+      : origin_(std::move(origin)),
+        prefix_(std::move(prefix)),
+        chat_(chat),
+        ca_file_(std::move(ca_file)),
+        api_key_(std::move(api_key)) {}
 
   absl::StatusOr<ServeModelInfo> model_info() override {
     httplib::Client client(origin_);
+    if (!ca_file_.empty()) client.set_ca_cert_path(ca_file_.c_str());
     client.set_connection_timeout(10);
     client.set_read_timeout(10);
     auto res = client.Get(prefix_ + "/models", headers());
@@ -98,6 +103,7 @@ class OpenAiServeBackend final : public ServeBackend {
 
     ServeResult r;
     httplib::Client client(origin_);
+    if (!ca_file_.empty()) client.set_ca_cert_path(ca_file_.c_str());
     client.set_connection_timeout(30);
     client.set_read_timeout(1800);
     httplib::Request req;
@@ -179,6 +185,7 @@ class OpenAiServeBackend final : public ServeBackend {
 
   const std::string origin_, prefix_;
   const bool chat_;
+  const std::string ca_file_;
   const std::string api_key_;
   std::string model_;  // set by model_info(), before any send()
 };
@@ -186,10 +193,10 @@ class OpenAiServeBackend final : public ServeBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServeBackend>> make_openai_backend(const std::string& base_url, bool chat,
-                                                                  const std::string& api_key) {
+                                                                  const std::string& ca_file, const std::string& api_key) {
   std::string origin, prefix;
   BATON_RETURN_IF_ERROR(split_url(base_url, &origin, &prefix));
-  return std::unique_ptr<ServeBackend>(std::make_unique<OpenAiServeBackend>(origin, prefix, chat, api_key));
+  return std::unique_ptr<ServeBackend>(std::make_unique<OpenAiServeBackend>(origin, prefix, chat, ca_file, api_key));
 }
 
 }  // namespace baton::cli

@@ -36,6 +36,11 @@ const std::vector<FlagSpec>& up_flags() {
       {"metrics", "", "every process serves Prometheus metrics at /metrics on a free port (printed)"},
       {"prometheus-targets", "FILE", "with --metrics implied: write a Prometheus file_sd JSON listing every process's "
                                      "metrics endpoint (role and node labels) and print its path"},
+      {"tls", "", "encrypt every connection: a throwaway CA and one certificate per process (mutual TLS inside the "
+                  "cluster, TLS on the router's ports); the CA certificate is written to LOG_DIR/ca.pem for clients' "
+                  "--tls-ca"},
+      {"api-keys-file", "FILE", "the router's API keys, one per line (clients send one as 'Bearer KEY'; "
+                                "baton generate reads it from BATON_API_KEY)"},
       {"log-dir", "DIR", "where each process writes its log (default: a new folder under /tmp)"},
       {"bin-dir", "DIR", "where baton-prefill, baton-decode and baton-router are (default: next to baton)"},
       {"help", "", "show this help"},
@@ -90,6 +95,8 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   o.metrics = f.has("metrics") || f.has("prometheus-targets");
   o.proposer_sidecar = f.has("proposer-sidecar");
   o.bin_dir = f.get("bin-dir").value_or("");
+  o.tls = f.has("tls");
+  o.api_keys_file = f.get("api-keys-file").value_or("");
   o.log_dir = f.get("log-dir").value_or(
       (std::filesystem::temp_directory_path() / str_cat("baton-up-", ::getpid())).string());
   return o;
@@ -124,10 +131,14 @@ int up_main(int argc, char** argv) {
   if (!cluster.ok()) return fail(cluster.status());
   std::printf("baton up: router ready on %s (%d prefill, %d decode; logs in %s). Ctrl-C stops the cluster.\n",
               (*cluster)->router_address().c_str(), options->num_prefill, options->num_decode, options->log_dir.c_str());
+  if (!(*cluster)->ca_file().empty()) {
+    std::printf("baton up: TLS on every connection; clients verify the router with --tls-ca %s\n",
+                (*cluster)->ca_file().c_str());
+  }
   if (options->metrics) {
     for (const metrics::ScrapeTarget& t : (*cluster)->scrape_targets()) {
-      std::printf("baton up: %s %s metrics on http://%s/metrics\n", t.role.c_str(), t.node.c_str(),
-                  t.metrics_address.c_str());
+      std::printf("baton up: %s %s metrics on %s://%s/metrics\n", t.role.c_str(), t.node.c_str(),
+                  options->tls ? "https" : "http", t.metrics_address.c_str());
     }
   }
   if (auto targets = parsed->get("prometheus-targets")) {
@@ -136,7 +147,7 @@ int up_main(int argc, char** argv) {
                 std::filesystem::absolute(*targets).c_str());
   }
   if (!(*cluster)->router_http_url().empty()) {
-    const std::string& api = (*cluster)->router_http_url();  // http://HOST:PORT/v1
+    const std::string& api = (*cluster)->router_http_url();  // http(s)://HOST:PORT/v1
     std::printf("baton up: OpenAI API on %s (GET /v1/models names the model)\n", api.c_str());
     std::printf("baton up: live page on %s/dashboard\n", api.substr(0, api.size() - 3).c_str());
   }

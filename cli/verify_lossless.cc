@@ -11,6 +11,8 @@
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "security/api_keys.h"
+#include "security/public_api_channel.h"
 
 namespace baton::cli {
 namespace {
@@ -19,7 +21,8 @@ using nlohmann::json;
 
 const std::vector<FlagSpec>& verify_flags() {
   static const std::vector<FlagSpec> flags = {
-      {"endpoint", "HOST:PORT", "the router to check (required)"},
+      {"endpoint", "HOST:PORT", "the router to check (required); an API key is read from BATON_API_KEY"},
+      {"tls-ca", "FILE", "TLS, verifying the router's certificate with this CA (e.g. `baton up --tls`'s ca.pem)"},
       {"prompts", "FILE", "greedy prompts, JSON Lines (.gz too): \"prompt\", \"text\" or \"turns\" (default: "
                           "bench/data HumanEval and Spec-Bench, interleaved)"},
       {"num-prompts", "N", "greedy prompts to compare (default 32; 0: skip the greedy check)"},
@@ -48,6 +51,7 @@ constexpr const char* kSynopsis =
 
 struct Settings {
   std::string endpoint;
+  std::string ca_file;
   std::optional<std::string> prompts_file, json_file;
   int num_prompts = 32, sample_prompts = 4;
   double alpha = 0.001;
@@ -66,6 +70,7 @@ absl::StatusOr<Settings> settings_from_flags(const ParsedFlags& f) {
   Settings s;
   if (!f.has("endpoint")) return absl::InvalidArgumentError("--endpoint HOST:PORT is required");
   s.endpoint = *f.get("endpoint");
+  s.ca_file = f.get("tls-ca").value_or("");
   s.prompts_file = f.get("prompts");
   s.json_file = f.get("json");
   BATON_RETURN_IF_ERROR(int_flag(f, "num-prompts", 0, 100000, &s.num_prompts));
@@ -138,7 +143,9 @@ int verify_lossless_main(int argc, char** argv) {
     if (prompts.empty()) return usage_error(absl::InvalidArgumentError("the prompt file holds no prompts"));
   }
 
-  auto stub = v1::Baton::NewStub(grpc::CreateChannel(s.endpoint, grpc::InsecureChannelCredentials()));
+  auto channel = security::public_api_channel(s.endpoint, s.ca_file, security::api_key_from_environment());
+  if (!channel.ok()) return usage_error(channel.status());
+  auto stub = v1::Baton::NewStub(*channel);
   std::vector<std::string> failures;  // why the verdict is FAIL
   json report = {{"endpoint", s.endpoint}};
   SpeculationSeen seen;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "spdlog/spdlog.h"
+#include "security/grpc_credentials.h"
 
 namespace baton {
 
@@ -15,7 +16,7 @@ SidecarConnection::SidecarConnection(SidecarConnectionOptions options, SidecarSt
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.initial_backoff.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.initial_backoff.count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
-  channel_ = grpc::CreateCustomChannel(options_.endpoint, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(options_.endpoint, security::cluster_channel_credentials(), args);
   stub_ = node::v1::ProposerNode::NewStub(channel_);
   thread_ = std::thread([this] { run(); });
 }

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "kv_transfer/grpc_sender_state.h"
 #include "kv_transfer/grpc_transport.h"
+#include "security/grpc_credentials.h"
 
 namespace baton::kv {
 namespace {
@@ -111,7 +112,7 @@ class GrpcKvSender::Loop {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto peer = std::make_shared<GrpcPeerChannel>();
     peer->instance = instance;
-    peer->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    peer->channel = grpc::CreateCustomChannel(address, security::cluster_channel_credentials(), args);
     peer->stub = DecodeNode::NewStub(peer->channel);
     entry = peer;  // transfers on the replaced channel keep it alive until they end
     channels_made_.fetch_add(1);

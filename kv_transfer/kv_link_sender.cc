@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "kv_transfer/copy_range.h"
 #include "kv_transfer/kv_link_transport.h"
+#include "security/grpc_credentials.h"
 
 namespace baton::kv {
 
@@ -82,7 +83,7 @@ class LinkKvSender::Peer {
   // Opens the stream, says hello, and once D has accepted it joins the link with D and waits for
   // D's answer, all by `deadline`.
   absl::Status connect(KvLinkFactory& factory, Deadline deadline) {
-    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel(address_, security::cluster_channel_credentials());
     stub_ = baton::node::v1::DecodeNode::NewStub(channel_);
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + (deadline - std::chrono::steady_clock::now()))) {
       return absl::UnavailableError(str_cat("KV link to ", address_, ": the decode node cannot be reached"));

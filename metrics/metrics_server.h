@@ -6,11 +6,12 @@
 // and with OpenBLAS and the CUDA runtime loaded a scrape overflowed them.)
 //
 //   auto m = MetricsServer::start("127.0.0.1", 0);   // port 0: any free port
-//   (*m)->url();                                      // http://127.0.0.1:PORT/metrics
+//   (*m)->url();                                      // http://127.0.0.1:PORT/metrics (https with TLS)
 //
 // Must not: block a scrape for long (collectables answer from a bounded wait).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
 #include "prometheus/registry.h"
+#include "security/tls_config.h"
 
 namespace httplib {
 class Server;
@@ -27,9 +29,19 @@ class Server;
 
 namespace baton::metrics {
 
+struct MetricsServerOptions {
+  // HTTPS with the process's --tls-cert/--tls-key when set; with require_client_cert, only
+  // scrapers showing a certificate of the cluster CA (--tls-ca) are served.
+  security::TlsConfig tls;
+  bool require_client_cert = false;
+  // Checks a scrape's Authorization header; false answers 401. Empty: every scrape is served.
+  std::function<bool(const std::string& authorization)> authorize;
+};
+
 class MetricsServer {
  public:
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> start(const std::string& host, int port);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> start(const std::string& host, int port,
+                                                              MetricsServerOptions options = {});
   ~MetricsServer();
 
   prometheus::Registry& registry() { return *registry_; }
@@ -50,7 +62,7 @@ class MetricsServer {
 };
 
 // The line every binary prints once its metrics are served, which `baton up` reads:
-// "<binary> metrics on http://HOST:PORT/metrics".
+// "<binary> metrics on http(s)://HOST:PORT/metrics".
 void announce_metrics(const std::string& binary, const MetricsServer& server);
 
 }  // namespace baton::metrics

@@ -12,12 +12,13 @@ constexpr int kMaxMessageBytes = 256 << 20;  // KV chunks and hand-off records (
 }
 
 absl::StatusOr<GrpcServer> start_grpc_server(const std::string& host, int port, const std::vector<grpc::Service*>& services,
+                                             std::shared_ptr<grpc::ServerCredentials> credentials,
                                              const std::function<void(grpc::ServerBuilder&)>& configure) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound = 0;
-  builder.AddListeningPort(str_cat(host, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(str_cat(host, ":", port), std::move(credentials), &bound);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (grpc::Service* s : services) builder.RegisterService(s);

@@ -22,9 +22,11 @@ struct GrpcServer {
   std::string address;  // host:port as bound
 };
 
-// Builds and starts a server for `services` (owned by the caller, outliving the server). The
-// health service reports NOT_SERVING until set_serving(true).
+// Builds and starts a server for `services` (owned by the caller, outliving the server) with
+// `credentials` (security/grpc_credentials.h: a node's are mutual TLS with the cluster CA, or plain
+// text under --insecure). The health service reports NOT_SERVING until set_serving(true).
 absl::StatusOr<GrpcServer> start_grpc_server(const std::string& host, int port, const std::vector<grpc::Service*>& services,
+                                             std::shared_ptr<grpc::ServerCredentials> credentials,
                                              const std::function<void(grpc::ServerBuilder&)>& configure = nullptr);
 
 // Flips grpc.health.v1 for the whole server ("" service) and every service on it.

@@ -7,6 +7,8 @@
 #include "node_common/engine_flags.h"
 #include "node_common/grpc_server.h"
 #include "node_common/node_main.h"
+#include "security/grpc_credentials.h"
+#include "spdlog/spdlog.h"
 
 namespace baton {
 
@@ -25,6 +27,10 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
       {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
       {"drain-timeout-ms", "MS", "on SIGTERM: report NOT_SERVING, refuse new requests and give running ones this "
                                  "long to finish before cancelling them (default 30000)"},
+  });
+  const std::vector<FlagSpec> tls = security::tls_flag_specs();
+  specs_.insert(specs_.end(), tls.begin(), tls.end());
+  specs_.insert(specs_.end(), {
       {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
       {"help", "", "show this help"},
   });
@@ -43,6 +49,14 @@ std::optional<int> NodeCommand::parse(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = init_logging(flags_.get("log-level").value_or("info")); !s.ok()) return fail(s);
+  auto tls = security::tls_config_from_flags(flags_, security::TlsRole::kNode);
+  if (!tls.ok()) return fail(tls.status());
+  tls_ = std::move(*tls);
+  // Before the engine and its KV transports open any channel to a peer.
+  installed_credentials_ = security::install_cluster_credentials(tls_);
+  const std::string how = security::describe(tls_, security::TlsRole::kNode);
+  if (tls_.cluster_tls()) spdlog::info("{}: {}", binary_, how);
+  else spdlog::warn("{}: {}", binary_, how);
   return std::nullopt;
 }
 
@@ -68,7 +82,8 @@ int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, cons
   auto drain_timeout = positive_ms("drain-timeout-ms");
   if (!drain_timeout.ok()) return fail(drain_timeout.status());
   const std::string host = flags_.get("host").value_or("127.0.0.1");
-  auto server = start_grpc_server(host, static_cast<int>(port->value_or(0)), {&service});
+  auto server =
+      start_grpc_server(host, static_cast<int>(port->value_or(0)), {&service}, security::cluster_server_credentials(tls_));
   if (!server.ok()) return fail(server.status());
   // The address others know this node by: the bound port on --advertise-host when given (a
   // wildcard listen address such as 0.0.0.0 cannot be dialled from another machine).
@@ -85,7 +100,10 @@ int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, cons
   set_address(address);
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (*metrics_port) {
-    auto m = metrics::MetricsServer::start(host, static_cast<int>(**metrics_port));
+    metrics::MetricsServerOptions metrics_options;
+    metrics_options.tls = tls_;  // with TLS: HTTPS, scrapers show a certificate of the cluster CA
+    metrics_options.require_client_cert = tls_.cluster_tls();
+    auto m = metrics::MetricsServer::start(host, static_cast<int>(**metrics_port), std::move(metrics_options));
     if (!m.ok()) {
       stop();
       return fail(m.status());

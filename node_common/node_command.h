@@ -1,7 +1,7 @@
 // The command line and serving life of a node binary (baton-prefill, baton-decode), which differ
 // only in their service and role flags: the engine's flags plus the node flags (--host, --port,
-// --advertise-host, --transport, --handoff-lease-ms, --register-with, --metrics-port, --drain-timeout-ms, --log-level,
-// --help), usage and errors prefixed with the binary's name, and serve(): listen, report SERVING,
+// --advertise-host, --transport, --handoff-lease-ms, --register-with, --metrics-port, --drain-timeout-ms, the TLS
+// flags of security/tls_config.h, --log-level, --help), usage and errors prefixed with the binary's name, and serve(): listen, report SERVING,
 // register with a router if asked, print the "ready on" line, and drain on SIGINT/SIGTERM
 // (node_main.h).
 //
@@ -20,6 +20,8 @@
 #include "grpcpp/grpcpp.h"
 #include "metrics/metrics_server.h"
 #include "node_common/node_main.h"
+#include "security/grpc_credentials.h"
+#include "security/tls_config.h"
 
 namespace baton {
 
@@ -32,6 +34,8 @@ class NodeCommand {
   // --help, 2 for bad flags, 1 for a bad log level), the message already printed.
   std::optional<int> parse(int argc, char** argv);
   const ParsedFlags& flags() const { return flags_; }
+  // The node's TLS settings (mutual TLS with the cluster CA, or --insecure), checked by parse().
+  const security::TlsConfig& tls() const { return tls_; }
 
   // --name as a positive duration in milliseconds, if given.
   absl::StatusOr<std::optional<std::chrono::milliseconds>> positive_ms(const std::string& name) const;
@@ -55,6 +59,8 @@ class NodeCommand {
   std::string synopsis_;
   std::vector<FlagSpec> specs_;
   ParsedFlags flags_;
+  security::TlsConfig tls_;
+  security::InstalledClusterCredentials installed_credentials_;
 };
 
 }  // namespace baton

@@ -7,6 +7,7 @@
 #include "baton/v1/node.grpc.pb.h"
 #include "common/status.h"
 #include "node_common/grpc_server.h"
+#include "security/grpc_credentials.h"
 #include "spdlog/spdlog.h"
 
 namespace baton {
@@ -70,7 +71,7 @@ void serve_until_signal(grpc::Server& server, DrainableService* service, std::ch
 
 absl::Status register_with_router(const std::string& router_address, const std::string& node_address,
                                   const std::string& role, std::chrono::milliseconds timeout) {
-  auto stub = node::v1::Registry::NewStub(grpc::CreateChannel(router_address, grpc::InsecureChannelCredentials()));
+  auto stub = node::v1::Registry::NewStub(grpc::CreateChannel(router_address, security::cluster_channel_credentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   ctx.set_wait_for_ready(true);  // the router may still be starting

@@ -8,6 +8,7 @@
 #include "node_common/convert.h"
 #include "node_common/status_convert.h"
 #include "spdlog/spdlog.h"
+#include "security/grpc_credentials.h"
 
 namespace baton {
 
@@ -310,7 +311,7 @@ node::v1::DecodeNode::Stub& PrefillService::decode_stub(const std::string& addre
   if (!stub) {
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(256 << 20);
-    stub = node::v1::DecodeNode::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    stub = node::v1::DecodeNode::NewStub(grpc::CreateCustomChannel(address, security::cluster_channel_credentials(), args));
   }
   return *stub;
 }

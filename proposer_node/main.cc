@@ -15,22 +15,29 @@
 #include "node_common/node_main.h"
 #include "proposer_node/proposer_service.h"
 #include "proto/grpc_exit.h"
+#include "security/grpc_credentials.h"
+#include "spdlog/spdlog.h"
 
 namespace {
 
 const std::vector<baton::FlagSpec>& proposer_flags() {
-  static const std::vector<baton::FlagSpec> flags = {
-      {"host", "HOST", "address to listen on (default 127.0.0.1)"},
-      {"port", "PORT", "port to listen on (default 0: any free port, printed when ready)"},
-      {"max-cached-requests", "N", "responses the global suffix cache holds, oldest evicted first (default 10000; "
-                                   "0: no global cache)"},
-      {"cache-scope", "SCOPE", "global (default: one cache for all decode nodes with the same config) or node "
-                               "(one per decode node)"},
-      {"max-context-tokens", "N", "context tokens held per decode node (default 67108864)"},
-      {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
-      {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
-      {"help", "", "show this help"},
-  };
+  static const std::vector<baton::FlagSpec> flags = [] {
+    std::vector<baton::FlagSpec> f = {
+        {"host", "HOST", "address to listen on (default 127.0.0.1)"},
+        {"port", "PORT", "port to listen on (default 0: any free port, printed when ready)"},
+        {"max-cached-requests", "N", "responses the global suffix cache holds, oldest evicted first (default 10000; "
+                                     "0: no global cache)"},
+        {"cache-scope", "SCOPE", "global (default: one cache for all decode nodes with the same config) or node "
+                                 "(one per decode node)"},
+        {"max-context-tokens", "N", "context tokens held per decode node (default 67108864)"},
+        {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
+    };
+    const std::vector<baton::FlagSpec> tls = baton::security::tls_flag_specs();
+    f.insert(f.end(), tls.begin(), tls.end());
+    f.insert(f.end(), {{"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
+                       {"help", "", "show this help"}});
+    return f;
+  }();
   return flags;
 }
 
@@ -77,6 +84,10 @@ static int run_proposer(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = init_logging(f->get("log-level").value_or("info")); !s.ok()) return fail(s);
+  auto tls = security::tls_config_from_flags(*f, security::TlsRole::kNode);
+  if (!tls.ok()) return fail(tls.status());
+  if (tls->cluster_tls()) spdlog::info("baton-proposer: {}", security::describe(*tls, security::TlsRole::kNode));
+  else spdlog::warn("baton-proposer: {}", security::describe(*tls, security::TlsRole::kNode));
 
   ProposerServiceOptions options;
   const std::string scope = f->get("cache-scope").value_or("global");
@@ -101,13 +112,18 @@ static int run_proposer(int argc, char** argv) {
   if (!port.ok()) return fail(port.status());
 
   ProposerService service(options);
-  auto server = start_grpc_server(f->get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service});
+  auto server = start_grpc_server(f->get("host").value_or("127.0.0.1"), static_cast<int>(port->value_or(0)), {&service},
+                                  security::cluster_server_credentials(*tls));
   if (!server.ok()) return fail(server.status());
   auto metrics_port = f->get_int("metrics-port");
   if (!metrics_port.ok()) return fail(metrics_port.status());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (*metrics_port) {
-    auto m = metrics::MetricsServer::start(f->get("host").value_or("127.0.0.1"), static_cast<int>(**metrics_port));
+    metrics::MetricsServerOptions metrics_options;
+    metrics_options.tls = *tls;  // with TLS: HTTPS, scrapers show a certificate of the cluster CA
+    metrics_options.require_client_cert = tls->cluster_tls();
+    auto m = metrics::MetricsServer::start(f->get("host").value_or("127.0.0.1"), static_cast<int>(**metrics_port),
+                                           std::move(metrics_options));
     if (!m.ok()) return fail(m.status());
     metrics_server = std::move(*m);
     metrics_server->add(std::make_shared<ProposerCollector>(service, server->address));

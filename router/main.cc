@@ -15,6 +15,7 @@
 #include "proto/grpc_exit.h"
 #include "router/http/http_server.h"
 #include "router/router_service.h"
+#include "security/grpc_credentials.h"
 
 namespace {
 
@@ -50,11 +51,20 @@ const std::vector<FlagSpec> kFlags = {
                                   "default 0: no limit)"},
     {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0 = pick a free one); the base "
                        "URL is printed"},
-    {"api-key", "KEY", "HTTP API key clients send as 'Authorization: Bearer KEY' (repeatable)"},
-    {"api-keys-file", "FILE", "HTTP API keys, one per line"},
-    {"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
-    {"help", "", "show this help"},
+    {"public-dashboard", "", "serve /dashboard and /metrics without an API key (they show counts, latencies "
+                             "and node addresses, no prompt or output)"},
+    {"api-keys-file", "FILE", "the public API's keys (gRPC and HTTP), one per line, or 'sha256:HEX' of one; "
+                              "clients send 'authorization: Bearer KEY'"},
 };
+
+std::vector<FlagSpec> all_flags() {
+  std::vector<FlagSpec> f = kFlags;
+  const std::vector<FlagSpec> tls = baton::security::tls_flag_specs();
+  f.insert(f.end(), tls.begin(), tls.end());
+  f.insert(f.end(), {{"log-level", "LEVEL", "trace, debug, info, warn, error (default info)"},
+                     {"help", "", "show this help"}});
+  return f;
+}
 
 constexpr const char* kSynopsis =
     "--decode HOST:PORT | --decode-dns NAME:PORT [--prefill HOST:PORT | --prefill-dns NAME:PORT] [--model DIR] [flags]";
@@ -114,6 +124,11 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
     o.flow.local_prefill_max_tokens = *local_max;
   }
   o.flow.local_fallback = !f.has("no-local-fallback");
+  BATON_ASSIGN_OR_RETURN(o.tls, baton::security::tls_config_from_flags(f, baton::security::TlsRole::kRouter));
+  if (auto file = f.get("api-keys-file")) {
+    BATON_ASSIGN_OR_RETURN(o.api_keys, baton::security::ApiKeys::from_file(*file));
+  }
+  o.public_dashboard = f.has("public-dashboard");
   BATON_ASSIGN_OR_RETURN(auto metrics_port, f.get_int("metrics-port"));
   if (metrics_port) {
     if (*metrics_port < 0 || *metrics_port > 65535) return absl::InvalidArgumentError("--metrics-port must be in [0, 65535]");
@@ -130,21 +145,11 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
 // The HTTP API's options; nullopt without --http-port.
 absl::StatusOr<std::optional<baton::router::http::HttpOptions>> http_from_flags(const baton::ParsedFlags& f) {
   BATON_ASSIGN_OR_RETURN(auto port, f.get_int("http-port"));
-  if (!port) {
-    if (f.has("api-key") || f.has("api-keys-file")) {
-      return absl::InvalidArgumentError("--api-key and --api-keys-file need --http-port");
-    }
-    return std::nullopt;
-  }
+  if (!port) return std::nullopt;
   if (*port < 0 || *port > 65535) return absl::InvalidArgumentError("--http-port must be in [0, 65535]");
   baton::router::http::HttpOptions o;
   o.port = static_cast<int>(*port);
   if (auto host = f.get("host")) o.host = *host;
-  o.api_keys = f.get_all("api-key");
-  if (auto file = f.get("api-keys-file")) {
-    BATON_ASSIGN_OR_RETURN(auto keys, baton::router::http::read_api_keys_file(*file));
-    o.api_keys.insert(o.api_keys.end(), keys.begin(), keys.end());
-  }
   return o;
 }
 
@@ -156,14 +161,15 @@ int fail(const absl::Status& s) {
 }  // namespace
 
 static int run_router(int argc, char** argv) {
-  auto flags = baton::parse_flags(kFlags, argc, argv);
+  const std::vector<FlagSpec> specs = all_flags();
+  auto flags = baton::parse_flags(specs, argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "baton-router: %s\n\n%s", std::string(flags.status().message()).c_str(),
-                 baton::usage("baton-router", kSynopsis, kFlags).c_str());
+                 baton::usage("baton-router", kSynopsis, specs).c_str());
     return 2;
   }
   if (flags->has("help")) {
-    std::printf("%s", baton::usage("baton-router", kSynopsis, kFlags).c_str());
+    std::printf("%s", baton::usage("baton-router", kSynopsis, specs).c_str());
     return 0;
   }
   if (auto s = baton::init_logging(flags->get("log-level").value_or("info")); !s.ok()) return fail(s);
@@ -171,6 +177,10 @@ static int run_router(int argc, char** argv) {
   if (!options.ok()) return fail(options.status());
   auto http_options = http_from_flags(*flags);
   if (!http_options.ok()) return fail(http_options.status());
+  if (*http_options) {
+    (*http_options)->tls = options->tls;
+    (*http_options)->public_dashboard = flags->has("public-dashboard");
+  }
   std::chrono::milliseconds drain_timeout{30000};
   if (auto s = read_ms(*flags, "drain-timeout-ms", &drain_timeout); !s.ok()) return fail(s);
   // A client that hangs up mid-write must be an error of that write, not the end of the process.
@@ -183,6 +193,8 @@ static int run_router(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Before the node pool opens its channels: they are mutual TLS with --tls-ca.
+  const auto installed_credentials = baton::security::install_cluster_credentials(options->tls);
   baton::router::RouterService router(std::move(*options));
   auto port = router.start();
   if (!port.ok()) return fail(port.status());

@@ -7,6 +7,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "spdlog/spdlog.h"
+#include "security/grpc_credentials.h"
 
 namespace baton::router {
 
@@ -64,7 +65,7 @@ Node::Node(NodeKind kind, std::string address) : kind_(kind), address_(std::move
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address_, security::cluster_channel_credentials(), args);
   if (kind_ == NodeKind::kPrefill) prefill_ = baton::node::v1::PrefillNode::NewStub(channel_);
   else decode_ = baton::node::v1::DecodeNode::NewStub(channel_);
   health_ = grpc::health::v1::Health::NewStub(channel_);

@@ -11,6 +11,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "router/prompt.h"
+#include "security/grpc_credentials.h"
 #include "spdlog/spdlog.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,27 +50,35 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
   grpc::Status Generate(grpc::ServerContext* context, const GenerateRequest* request,
                         grpc::ServerWriter<GenerateResponse>* writer) override {
+    auto caller = authenticate(*context);
+    if (!caller.ok()) return to_grpc(caller.status());
     auto admitted = router_.admit(*request, Clock::now());
     if (!admitted.ok()) return to_grpc(admitted.status());
     WriterSink sink(writer);
     return router_.run(**admitted, *request, context, sink);
   }
 
-  grpc::Status Abort(grpc::ServerContext*, const baton::v1::AbortRequest* request,
+  grpc::Status Abort(grpc::ServerContext* context, const baton::v1::AbortRequest* request,
                      baton::v1::AbortResponse* response) override {
+    auto caller = authenticate(*context);
+    if (!caller.ok()) return to_grpc(caller.status());
     if (request->request_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
     response->set_found(router_.running_.cancel(request->request_id(), "aborted by the Abort RPC"));
     return grpc::Status::OK;
   }
 
-  grpc::Status GetModelInfo(grpc::ServerContext*, const baton::v1::GetModelInfoRequest*,
+  grpc::Status GetModelInfo(grpc::ServerContext* context, const baton::v1::GetModelInfoRequest*,
                             baton::v1::ModelInfo* info) override {
+    auto caller = authenticate(*context);
+    if (!caller.ok()) return to_grpc(caller.status());
     *info = router_.model_info();
     return grpc::Status::OK;
   }
 
-  grpc::Status Tokenize(grpc::ServerContext*, const baton::v1::TokenizeRequest* request,
+  grpc::Status Tokenize(grpc::ServerContext* context, const baton::v1::TokenizeRequest* request,
                         baton::v1::TokenizeResponse* response) override {
+    auto caller = authenticate(*context);
+    if (!caller.ok()) return to_grpc(caller.status());
     absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
     if (!prompt.ok()) return to_grpc(prompt.status());
     response->mutable_ids()->Assign(prompt->ids.begin(), prompt->ids.end());
@@ -78,6 +87,13 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
   }
 
  private:
+  absl::StatusOr<security::KeyId> authenticate(const grpc::ServerContext& context) const {
+    const auto& metadata = context.client_metadata();
+    auto it = metadata.find("authorization");
+    const std::string_view value = it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+    return router_.authenticate(value);
+  }
+
   RouterService& router_;
   const PromptEncoder& encoder_;
 };
@@ -154,7 +170,7 @@ absl::StatusOr<int> RouterService::start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string listen = str_cat(options_.host, ":", options_.port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(listen, security::public_server_credentials(options_.tls), &port_);
   builder.RegisterService(baton_.get());
   builder.RegisterService(registry_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
@@ -168,7 +184,12 @@ absl::StatusOr<int> RouterService::start() {
     return absl::UnavailableError(str_cat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
   }
   if (options_.metrics_port) {
-    auto m = metrics::MetricsServer::start(options_.host, *options_.metrics_port);
+    metrics::MetricsServerOptions metrics_options;
+    metrics_options.tls = options_.tls;
+    if (options_.api_keys.enabled() && !options_.public_dashboard) {
+      metrics_options.authorize = [this](const std::string& authorization) { return authenticate(authorization).ok(); };
+    }
+    auto m = metrics::MetricsServer::start(options_.host, *options_.metrics_port, std::move(metrics_options));
     if (!m.ok()) {
       server_->Shutdown();
       server_.reset();
@@ -184,7 +205,9 @@ absl::StatusOr<int> RouterService::start() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(true);
   health->SetServingStatus(baton::v1::Baton::service_full_name(), true);
-  spdlog::info("router: serving baton.v1.Baton on {}", address());
+  spdlog::info("router: serving baton.v1.Baton on {} ({}{})", address(),
+               security::describe(options_.tls, security::TlsRole::kRouter),
+               options_.api_keys.enabled() ? str_cat("; ", options_.api_keys.size(), " API key(s)") : "; no API keys");
   return port_;
 }
 
@@ -298,6 +321,17 @@ baton::v1::ModelInfo RouterService::model_info() const {
   info.set_has_tokenizer(tokenizer != nullptr);
   info.set_has_chat_template(tokenizer != nullptr && tokenizer->has_chat_template());
   return info;
+}
+
+absl::StatusOr<security::KeyId> RouterService::authenticate(std::string_view authorization) const {
+  if (!options_.api_keys.enabled()) return security::KeyId();
+  if (authorization.empty()) {
+    return absl::UnauthenticatedError("missing API key: send 'authorization: Bearer KEY' (the HTTP header or gRPC metadata)");
+  }
+  const std::optional<std::string> token = security::presented_key(authorization);
+  std::optional<security::KeyId> id = token ? options_.api_keys.match(*token) : std::nullopt;
+  if (!id) return absl::UnauthenticatedError("invalid API key");
+  return *id;
 }
 
 std::string RouterService::served_model_name() const { return model_info().model(); }

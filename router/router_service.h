@@ -34,6 +34,8 @@
 #include "router/running_requests.h"
 #include "router/spec_history.h"
 #include "router/recent_requests.h"
+#include "security/api_keys.h"
+#include "security/tls_config.h"
 
 namespace grpc {
 class Server;
@@ -61,6 +63,9 @@ struct RouterOptions {
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
   FlowOptions flow;                              // node_timeout is also the polling calls' deadline
   std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
+  security::TlsConfig tls;                       // the public port's TLS (--tls-cert/--tls-key); plain: --insecure
+  security::ApiKeys api_keys;                    // --api-keys-file: the public API's keys (none: open)
+  bool public_dashboard = false;                 // /metrics (and /dashboard) without a key
 };
 
 // A request that passed admission: its prompt encoded, its id registered among the running
@@ -123,6 +128,11 @@ class RouterService {
   // request's control when its client goes away).
   grpc::Status run(AdmittedRequest& request, const baton::v1::GenerateRequest& message,
                    const grpc::ServerContextBase* server, ResponseSink& sink);
+  // Who a caller of the public API is, from its Authorization header or `authorization` metadata
+  // (`Bearer KEY`): the key's id, or "" when no keys are configured. UNAUTHENTICATED (naming
+  // nothing secret) for a missing or unknown key.
+  absl::StatusOr<security::KeyId> authenticate(std::string_view authorization) const;
+  bool requires_api_key() const { return options_.api_keys.enabled(); }
   baton::v1::ModelInfo model_info() const;
   // The name clients give as "model": options' served_model_name, else the model directory's base
   // name, else the decode nodes' model name ("" while none is known).

@@ -132,16 +132,21 @@ json dashboard_data(RouterService& router, WallClock::time_point now, const Dash
           {"nodes", nodes_json(router.nodes())}};
 }
 
-void add_dashboard_routes(httplib::Server& server, RouterService& router) {
-  auto page = [](const httplib::Request&, httplib::Response& res) { send_file(*find_file("index.html"), res); };
+void add_dashboard_routes(httplib::Server& server, RouterService& router,
+                          std::function<bool(const httplib::Request&, httplib::Response&)> allowed) {
+  auto page = [allowed](const httplib::Request& req, httplib::Response& res) {
+    if (allowed(req, res)) send_file(*find_file("index.html"), res);
+  };
   server.Get("/dashboard", page);
   server.Get("/dashboard/", page);
-  server.Get("/dashboard/data", [&router](const httplib::Request&, httplib::Response& res) {
+  server.Get("/dashboard/data", [&router, allowed](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res)) return;
     res.set_header("Cache-Control", "no-store");
     res.set_content(dashboard_data(router, WallClock::now()).dump(), "application/json");
   });
   // The page's other files; anything else falls to the server's 404.
-  server.Get(R"(/dashboard/([A-Za-z0-9._-]+))", [](const httplib::Request& req, httplib::Response& res) {
+  server.Get(R"(/dashboard/([A-Za-z0-9._-]+))", [allowed](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res)) return;
     if (const EmbeddedFile* f = find_file(req.matches[1].str())) {
       send_file(*f, res);
     } else {

@@ -9,12 +9,13 @@
 //     position, from the differences of the counters the decode nodes report in Info
 //     (SpecHistory);
 //   - nodes: each node's usability and load as last polled.
-// Like /health, these routes are open even with API keys configured: they show no prompt or
-// output, only counts and latencies.
+// They show no prompt or output, only counts, latencies and node addresses; with API keys
+// configured they need one (HttpServer passes its check as `allowed`) unless --public-dashboard.
 //
 // Must not: hold state of its own (the router keeps the history) or block on a node.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -22,6 +23,8 @@
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace baton::router {
@@ -38,7 +41,9 @@ struct DashboardWindow {
 // The body of GET /dashboard/data at `now`.
 nlohmann::json dashboard_data(RouterService& router, WallClock::time_point now, const DashboardWindow& window = {});
 
-// Adds the routes above to `server`.
-void add_dashboard_routes(httplib::Server& server, RouterService& router);
+// Adds the routes above to `server`; each serves only when `allowed` returns true (else `allowed`
+// has answered the request).
+void add_dashboard_routes(httplib::Server& server, RouterService& router,
+                          std::function<bool(const httplib::Request&, httplib::Response&)> allowed);
 
 }  // namespace baton::router::http

@@ -17,6 +17,7 @@
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
 #include "router/router_service.h"
+#include "security/tls_server_context.h"
 #include "spdlog/spdlog.h"
 
 namespace baton::router::http {
@@ -87,19 +88,6 @@ struct HttpRequest {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> read_api_keys_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(str_cat("cannot read the API keys file ", path));
-  std::vector<std::string> keys;
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::string key(absl::StripAsciiWhitespace(line));
-    if (!key.empty() && key[0] != '#') keys.push_back(key);
-  }
-  if (keys.empty()) return absl::InvalidArgumentError(str_cat("the API keys file ", path, " holds no key"));
-  return keys;
-}
-
 HttpServer::HttpServer(RouterService& router, HttpOptions options)
     : router_(router), options_(std::move(options)) {}
 
@@ -108,7 +96,18 @@ HttpServer::~HttpServer() { stop(); }
 absl::StatusOr<int> HttpServer::start() {
   if (server_) return absl::FailedPreconditionError("the HTTP server is started already");
   watch_ = std::make_unique<ConnectionWatch>();
-  server_ = std::make_unique<httplib::Server>();
+  if (options_.tls.public_tls()) {
+    absl::Status tls = absl::OkStatus();
+    auto ssl = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+      tls = security::configure_server_context(ctx, options_.tls, /*require_client_cert=*/false);
+      return tls.ok();
+    });
+    if (!tls.ok()) return tls;
+    if (!ssl->is_valid()) return absl::InternalError("HTTPS: the TLS context could not be made");
+    server_ = std::move(ssl);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   server_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
@@ -116,7 +115,9 @@ absl::StatusOr<int> HttpServer::start() {
     res.set_content(R"({"status":"live"})", kJson);
   });
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-  add_dashboard_routes(*server_, router_);
+  add_dashboard_routes(*server_, router_, [this](const httplib::Request& req, httplib::Response& res) {
+    return options_.public_dashboard || authorized(req, res, /*browser=*/true);
+  });
   server_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) models(res);
   });
@@ -155,9 +156,9 @@ absl::StatusOr<int> HttpServer::start() {
         str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (in use, or not an address of this host?)"));
   }
   thread_ = start_accept_loop(*server_);
-  spdlog::info("router: serving the OpenAI API on {}{}; live page on http://{}:{}/dashboard", base_url(),
-               options_.api_keys.empty() ? "" : str_cat(" (", options_.api_keys.size(), " API key(s))"), options_.host,
-               port_);
+  spdlog::info("router: serving the OpenAI API on {}{}; live page on {}://{}:{}/dashboard{}", base_url(),
+               router_.requires_api_key() ? " (API keys required)" : "", scheme(), options_.host, port_,
+               options_.public_dashboard || !router_.requires_api_key() ? "" : " (API keys required)");
   return port_;
 }
 
@@ -175,22 +176,16 @@ void HttpServer::stop() {
   watch_.reset();
 }
 
-std::string HttpServer::base_url() const { return str_cat("http://", options_.host, ":", port_, "/v1"); }
+std::string HttpServer::scheme() const { return options_.tls.public_tls() ? "https" : "http"; }
 
-bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) const {
-  if (options_.api_keys.empty()) return true;
+std::string HttpServer::base_url() const { return str_cat(scheme(), "://", options_.host, ":", port_, "/v1"); }
+
+bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res, bool browser) const {
   const std::string header = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header.rfind(kBearer, 0) == 0) {
-    const std::string key = header.substr(kBearer.size());
-    for (const std::string& k : options_.api_keys) {
-      if (k == key) return true;
-    }
-  }
-  send_error(res, ApiError{401,
-                           header.empty() ? "missing API key: send Authorization: Bearer KEY"
-                                          : "invalid API key in the Authorization header",
-                           "invalid_request_error", "", "invalid_api_key"});
+  const absl::StatusOr<security::KeyId> caller = router_.authenticate(header);
+  if (caller.ok()) return true;
+  if (browser) res.set_header("WWW-Authenticate", R"(Basic realm="baton", charset="UTF-8")");
+  send_error(res, ApiError{401, std::string(caller.status().message()), "invalid_request_error", "", "invalid_api_key"});
   return false;
 }
 

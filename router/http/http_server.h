@@ -3,9 +3,10 @@
 // (200 while a decode node is usable and the router is not draining, else 503) and GET /live (200 while the process runs).
 // Requests take the router's own path (RouterService::admit / run), so they count against
 // --max-running-requests and are abortable like gRPC ones; a client that closes its connection
-// cancels its request on every node (connection_watch.h). With API keys configured, every /v1
-// route needs `Authorization: Bearer KEY` (401 otherwise); /health, /live and the live page
-// (/dashboard, dashboard.h) stay open.
+// cancels its request on every node (connection_watch.h). With API keys configured (the router's
+// --api-keys-file, the same keys as gRPC), every /v1 route needs `Authorization: Bearer KEY` (401
+// otherwise) and so does the live page (/dashboard, dashboard.h) unless --public-dashboard;
+// /health and /live stay open for probes. With --tls-cert and --tls-key it serves HTTPS only.
 //
 // Thread-safety: handlers run on httplib's thread pool, one request per thread. Must not: parse
 // OpenAI bodies or build responses itself (openai_request.h, openai_response.h do).
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "security/tls_config.h"
 
 namespace httplib {
 class Server;
@@ -38,12 +40,10 @@ class ConnectionWatch;
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;                       // 0: pick a free port
-  std::vector<std::string> api_keys;  // empty: no authentication
   int threads = 64;                   // concurrent requests (a stream holds its thread)
+  security::TlsConfig tls;            // HTTPS with --tls-cert/--tls-key; plain text otherwise
+  bool public_dashboard = false;      // /dashboard without an API key (--public-dashboard)
 };
-
-// The keys in a file, one per line; blank lines and lines starting with '#' are skipped.
-absl::StatusOr<std::vector<std::string>> read_api_keys_file(const std::string& path);
 
 class HttpServer {
  public:
@@ -57,10 +57,14 @@ class HttpServer {
   // Cancels the requests it is running (they end with finish_reason "abort"), stops accepting and
   // waits for the server thread. Idempotent.
   void stop();
-  std::string base_url() const;  // http://HOST:PORT/v1
+  std::string base_url() const;  // http(s)://HOST:PORT/v1
 
  private:
-  bool authorized(const httplib::Request& req, httplib::Response& res) const;
+  // With API keys configured: true for a request with a known key; otherwise answers 401.
+  // `browser`: the live page, which a browser opens without headers: the 401 asks for a login
+  // (any user name, the key as password).
+  bool authorized(const httplib::Request& req, httplib::Response& res, bool browser = false) const;
+  std::string scheme() const;  // "https" with TLS, else "http"
   void models(httplib::Response& res);
   void health(httplib::Response& res);
   void generate(int endpoint, const httplib::Request& req, httplib::Response& res);

@@ -4,6 +4,8 @@
 // without speculation in the cluster); malformed requests get their status and OpenAI-shaped
 // error and the server keeps serving; a client that hangs up mid-stream has its request aborted
 // on the nodes.
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 
 #include "baton/v1/api.grpc.pb.h"
@@ -26,8 +28,10 @@ cli::ClusterOptions http_cluster(const std::string& model, const std::optional<s
   o.log_dir = scratch_path("baton-http-" + name).string();
   o.node_args = {"--kv-cache-memory", "0.125"};
   o.http_port = 0;
-  o.router_args = {"--api-key", kKey};
-  o.router_args.insert(o.router_args.end(), router_args.begin(), router_args.end());
+  o.api_keys_file = (std::filesystem::path(o.log_dir) / "api-keys").string();
+  std::filesystem::create_directories(o.log_dir);
+  std::ofstream(o.api_keys_file) << "# the test's key\n" << kKey << "\n";
+  o.router_args = router_args;
   o.start_timeout = std::chrono::seconds(120);
   return o;
 }
@@ -256,18 +260,25 @@ TEST_F(HttpErrors, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
   expect_error(curl(url("/embeddings"), "{}", kKey), 404, "");
 }
 
-TEST_F(HttpErrors, ApiKeysGuardTheApiButNotHealth) {
+TEST_F(HttpErrors, ApiKeysGuardTheApiAndTheLivePageButNotHealth) {
   const std::string body = json{{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}}.dump();
   expect_error(curl(url("/completions"), body), 401, "", "invalid_api_key");
   expect_error(curl(url("/completions"), body, "wrong-key"), 401, "", "invalid_api_key");
   expect_error(curl(url("/models"), "", "", false), 401, "", "invalid_api_key");
+  // The key is named nowhere in a refusal.
+  EXPECT_EQ(curl(url("/completions"), body, "wrong-key").body.find("wrong-key"), std::string::npos);
   const std::string root = url("").substr(0, url("").size() - 3);  // without "/v1"
   EXPECT_EQ(curl(root + "/health", "", "", false).status, 200);
   EXPECT_EQ(curl(root + "/live", "", "", false).status, 200);
-  // The live page is open like /health (docs/metrics.md says so).
-  EXPECT_EQ(curl(root + "/dashboard", "", "", false).status, 200);
-  EXPECT_EQ(curl(root + "/dashboard/data", "", "", false).status, 200);
-  expect_error(curl(root + "/dashboard/missing.js", "", "", false), 404, "", "not_found");
+  // The live page needs the key too; a browser is asked for it (any user name, the key as password).
+  const HttpResult page = curl(root + "/dashboard", "", "", false);
+  EXPECT_EQ(page.status, 401);
+  EXPECT_NE(page.headers.find("WWW-Authenticate: Basic"), std::string::npos) << page.headers;
+  EXPECT_EQ(curl(root + "/dashboard/data", "", "", false).status, 401);
+  EXPECT_EQ(curl(root + "/dashboard", "", "", false, {"-u", std::string("me:") + kKey}).status, 200);
+  EXPECT_EQ(curl(root + "/dashboard/data", "", kKey, false).status, 200);
+  EXPECT_EQ(curl(root + "/dashboard/data", "", "", false, {"-u", "me:wrong-key"}).status, 401);
+  expect_error(curl(root + "/dashboard/missing.js", "", kKey, false), 404, "", "not_found");
   expect_still_serving();
 }
 
@@ -294,10 +305,11 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
     const json other = {{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}};
     expect_error(curl(url("/completions"), other.dump(), kKey), 429, "", "rate_limit_exceeded");
     {
-      // The gRPC API shares the limit: RESOURCE_EXHAUSTED.
+      // The gRPC API shares the limit (and the keys): RESOURCE_EXHAUSTED.
       auto stub = v1::Baton::NewStub(grpc::CreateChannel(cluster_->router_address(), grpc::InsecureChannelCredentials()));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      ctx.AddMetadata("authorization", std::string("Bearer ") + kKey);
       v1::GenerateRequest r;
       r.set_text("x");
       auto reader = stub->Generate(&ctx, r);
@@ -355,7 +367,8 @@ TEST(HttpWithoutNodes, HealthAndRequestsAre503) {
   auto path = cli::LocalCluster::find_binary("baton-router", BATON_BINARY_DIR);
   ASSERT_TRUE(path.ok()) << path.status();
   Subprocess::Options o;
-  o.argv = {*path, "--model", chat_model_dir(), "--decode", "127.0.0.1:1", "--http-port", "0", "--node-timeout-ms", "500"};
+  o.argv = {*path, "--insecure", "--model", chat_model_dir(), "--decode", "127.0.0.1:1", "--http-port", "0",
+            "--node-timeout-ms", "500"};
   auto router = Subprocess::start(std::move(o));
   ASSERT_TRUE(router.ok()) << router.status();
   auto line = (*router)->wait_for_line("baton-router http on ", std::chrono::seconds(60));

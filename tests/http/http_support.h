@@ -82,17 +82,22 @@ inline ProcessOutput run_program(std::vector<std::string> argv) {
 struct HttpResult {
   int status = 0;
   std::string body;
+  std::string headers;  // the response's header lines, as received
   json json_body() const { return json::parse(body, nullptr, /*allow_exceptions=*/false); }
 };
 
-// One request with /usr/bin/curl. method "GET" or "POST" (body as JSON); key "" : no header.
+// One request with /usr/bin/curl. method "GET" or "POST" (body as JSON); key "" : no header;
+// `extra`: more curl arguments (e.g. --cacert FILE, -u USER:PASSWORD).
 inline HttpResult curl(const std::string& url, const std::string& body = "", const std::string& key = "",
-                       bool post = true) {
+                       bool post = true, const std::vector<std::string>& extra = {}) {
   static int counter = 0;
   const std::string out = temp_path("baton-http-curl-" + std::to_string(++counter)).string();
-  std::vector<std::string> argv = {"/usr/bin/curl", "-sS", "-N", "--max-time", "120", "-o", out, "-w", "%{http_code}"};
+  const std::string headers = out + ".headers";
+  std::vector<std::string> argv = {"/usr/bin/curl", "-sS", "-N", "--max-time", "120", "-o", out, "-D", headers,
+                                   "-w", "%{http_code}"};
   if (!key.empty()) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + key});
   if (post) argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", body});
+  argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back(url);
   const ProcessOutput p = run_program(argv);
   HttpResult r;
@@ -100,7 +105,10 @@ inline HttpResult curl(const std::string& url, const std::string& body = "", con
   r.status = std::atoi(p.out.c_str());
   std::ifstream in(out);
   r.body.assign(std::istreambuf_iterator<char>(in), {});
+  std::ifstream h(headers);
+  r.headers.assign(std::istreambuf_iterator<char>(h), {});
   std::filesystem::remove(out);
+  std::filesystem::remove(headers);
   return r;
 }
 

@@ -32,7 +32,7 @@ struct Process {
 Process spawn(std::vector<std::string> args) {
   // Everything the child needs is made before fork: the test process has gRPC threads, so the
   // child may only make async-signal-safe calls.
-  args.insert(args.begin(), BATON_ROUTER_PATH);
+  args.insert(args.begin(), {BATON_ROUTER_PATH, "--insecure"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -7,6 +7,7 @@
 // the reference run as processes, not in-process as the serving tests do.
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -41,29 +42,39 @@ nlohmann::json run_local_generate(const std::vector<std::string>& flags) {
   return nlohmann::json::parse(line.ok() ? *line : "null");
 }
 
+// `baton up --port 0 EXTRA...` as a process; returns the router's address ("" on failure).
+std::string start_cluster(const std::string& log_dir, const std::vector<std::string>& extra, baton::Subprocess** out) {
+  baton::Subprocess::Options o;
+  o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--kv-cache-memory", "0.125", "--bin-dir", BATON_BINARY_DIR,
+            "--log-dir", log_dir};
+  o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+  auto p = baton::Subprocess::start(std::move(o));
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return "";
+  *out = p->release();
+  // "baton up: router ready on HOST:PORT (...)"
+  auto line = (*out)->wait_for_line(" ready on ", std::chrono::seconds(180));
+  EXPECT_TRUE(line.ok()) << line.status();
+  if (!line.ok()) return "";
+  const std::size_t at = line->find(" ready on ") + 10;
+  return line->substr(at, line->find(' ', at) - at);
+}
+
+void stop_cluster(baton::Subprocess*& cluster) {
+  if (cluster) {
+    EXPECT_EQ(cluster->terminate(std::chrono::seconds(20)), 0) << cluster->log_tail();
+  }
+  delete cluster;
+  cluster = nullptr;
+}
+
 class SdkClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    baton::Subprocess::Options o;
     log_dir_ = baton::testing::scratch_path("baton-sdk-test").string();  // kept when a test fails
-    o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--kv-cache-memory", "0.125", "--bin-dir", BATON_BINARY_DIR,
-              "--log-dir", log_dir_};
-    auto p = baton::Subprocess::start(std::move(o));
-    ASSERT_TRUE(p.ok()) << p.status();
-    cluster_ = p->release();
-    // "baton up: router ready on HOST:PORT (...)"
-    auto line = cluster_->wait_for_line(" ready on ", std::chrono::seconds(180));
-    ASSERT_TRUE(line.ok()) << line.status();
-    const std::size_t at = line->find(" ready on ") + 10;
-    address_ = line->substr(at, line->find(' ', at) - at);
+    address_ = start_cluster(log_dir_, {}, &cluster_);
   }
-  static void TearDownTestSuite() {
-    if (cluster_) {
-      EXPECT_EQ(cluster_->terminate(std::chrono::seconds(20)), 0) << cluster_->log_tail();
-    }
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { stop_cluster(cluster_); }
   void SetUp() override { ASSERT_FALSE(address_.empty()) << "the cluster did not start"; }
 
   // A request that runs for seconds: as many tokens as the model's length allows, EOS ignored.
@@ -238,6 +249,74 @@ TEST_F(SdkClientTest, ErrorsCarryTheCodeAndTheRoutersMessage) {
   auto info = nowhere.model_info();
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().code(), baton::StatusCode::kUnavailable) << info.status().to_string();
+}
+
+// ---- a cluster with TLS and API keys (`baton up --tls --api-keys-file`) ---------------------
+
+constexpr const char* kKey = "cpp-sdk-test-key";
+
+class SdkTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    log_dir_ = baton::testing::scratch_path("baton-sdk-tls-test").string();
+    std::filesystem::create_directories(log_dir_);
+    const std::string keys = log_dir_ + "/api-keys";
+    std::ofstream(keys) << kKey << "\n";
+    address_ = start_cluster(log_dir_, {"--tls", "--api-keys-file", keys}, &cluster_);
+  }
+  static void TearDownTestSuite() { stop_cluster(cluster_); }
+  void SetUp() override { ASSERT_FALSE(address_.empty()) << "the cluster did not start"; }
+
+  static baton::ClientOptions options(std::optional<std::string> key, bool tls = true) {
+    baton::ClientOptions o;
+    o.default_timeout = std::chrono::seconds(60);
+    o.api_key = std::move(key);
+    if (tls) {
+      auto t = baton::TlsOptions::from_ca_file(log_dir_ + "/ca.pem");
+      EXPECT_TRUE(t.ok()) << t.status().to_string();
+      if (t.ok()) o.tls = *t;
+    }
+    return o;
+  }
+
+  static inline baton::Subprocess* cluster_ = nullptr;
+  static inline std::string address_;
+  static inline std::string log_dir_;
+};
+
+TEST_F(SdkTlsTest, TlsAndAKeyGiveTheLocalTokens) {
+  const nlohmann::json local = run_local_generate({"--prompt", kPrompt, "--max-tokens", "32", "--temperature", "0"});
+  baton::Client client(address_, options(kKey));
+  baton::GenerateRequest r;
+  r.prompt = kPrompt;
+  r.sampling.max_tokens = 32;
+  r.sampling.temperature = 0;
+  auto got = client.generate(r);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->token_ids, local["token_ids"].get<std::vector<std::int32_t>>());
+  EXPECT_EQ(got->text, local["text"].get<std::string>());
+}
+
+TEST_F(SdkTlsTest, TheKeyComesFromTheEnvironmentWhenNotGiven) {
+  ::setenv("BATON_API_KEY", kKey, 1);
+  baton::Client from_env(address_, options(std::nullopt));
+  ::unsetenv("BATON_API_KEY");
+  auto info = from_env.model_info();
+  EXPECT_TRUE(info.ok()) << info.status().to_string();
+}
+
+TEST_F(SdkTlsTest, WithoutTheKeyOrTlsTheCallFails) {
+  ::unsetenv("BATON_API_KEY");
+  for (const std::optional<std::string>& key : {std::optional<std::string>(), std::optional<std::string>("wrong")}) {
+    auto r = baton::Client(address_, options(key)).model_info();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), baton::StatusCode::kUnauthenticated) << r.status().to_string();
+    EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("wrong")));
+  }
+  auto plain = baton::Client(address_, options(kKey, /*tls=*/false)).model_info();
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), baton::StatusCode::kUnavailable) << plain.status().to_string();
+  EXPECT_FALSE(baton::TlsOptions::from_ca_file(log_dir_ + "/missing.pem").ok());
 }
 
 }  // namespace

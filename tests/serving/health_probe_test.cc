@@ -23,14 +23,14 @@ void expect_serving(const std::string& binary_name, const std::string& address) 
 TEST(HealthProbe, EveryBinaryAnswersTheKubernetesGrpcProbe) {
   const std::vector<std::string> node = {"--model", family_path("target"), "--port", "0", "--threads", "1",
                                          "--kv-cache-memory", "0.125"};
-  std::vector<std::string> d_argv = {binary("baton-decode")}, p_argv = {binary("baton-prefill")};
+  std::vector<std::string> d_argv = {binary("baton-decode"), "--insecure"}, p_argv = {binary("baton-prefill"), "--insecure"};
   d_argv.insert(d_argv.end(), node.begin(), node.end());
   p_argv.insert(p_argv.end(), node.begin(), node.end());
-  auto proposer = start_process({binary("baton-proposer"), "--port", "0"});
+  auto proposer = start_process({binary("baton-proposer"), "--insecure", "--port", "0"});
   auto d = start_process(d_argv);
   auto p = start_process(p_argv);
   const std::string d_address = ready_address(*d);
-  auto router = start_process({binary("baton-router"), "--port", "0", "--decode", d_address});
+  auto router = start_process({binary("baton-router"), "--insecure", "--port", "0", "--decode", d_address});
   expect_serving("baton-proposer", ready_address(*proposer));
   expect_serving("baton-decode", d_address);
   expect_serving("baton-prefill", ready_address(*p));

@@ -13,12 +13,12 @@ namespace baton::testing {
 namespace {
 
 TEST(ServingDns, TheRouterFindsADecodeNodeThroughDns) {
-  auto d = start_process({binary("baton-decode"), "--model", family_path("target"), "--port", "0", "--threads", "1",
+  auto d = start_process({binary("baton-decode"), "--insecure", "--model", family_path("target"), "--port", "0", "--threads", "1",
                           "--kv-cache-memory", "0.125"});
   const std::string d_address = ready_address(*d);
   const std::string port = d_address.substr(d_address.rfind(':') + 1);
   ASSERT_EQ(d_address, "127.0.0.1:" + port);
-  auto router = start_process({binary("baton-router"), "--model", family_path("target"), "--port", "0",
+  auto router = start_process({binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0",
                                "--decode-dns", "localhost:" + port, "--dns-family", "ipv4", "--dns-refresh-ms", "200"});
   const std::string router_address = ready_address(*router);
   ASSERT_TRUE(router->wait_for_line("localhost:" + port + " resolves to 1 decode node(s): " + d_address,
@@ -37,11 +37,11 @@ TEST(ServingDns, TheRouterFindsADecodeNodeThroughDns) {
 }
 
 TEST(ServingDiscovery, AVanishedRegisteredNodeIsForgottenAndAStaticOneIsNot) {
-  const std::vector<std::string> node = {binary("baton-decode"), "--model", family_path("target"), "--port", "0",
+  const std::vector<std::string> node = {binary("baton-decode"), "--insecure", "--model", family_path("target"), "--port", "0",
                                          "--threads", "1", "--kv-cache-memory", "0.125"};
   auto fixed = start_process(node);
   const std::string fixed_address = ready_address(*fixed);
-  auto router = start_process({binary("baton-router"), "--port", "0", "--decode", fixed_address,
+  auto router = start_process({binary("baton-router"), "--insecure", "--port", "0", "--decode", fixed_address,
                                "--forget-unreachable-ms", "500", "--poll-interval-ms", "100"});
   const std::string router_address = ready_address(*router);
   std::vector<std::string> registering = node;

@@ -14,7 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(ServingRules, DecodeNodeWithKZeroRefusesToStart) {
-  const auto [code, output] = run_to_exit({binary("baton-decode"), "--model", family_path("target"), "--port", "0",
+  const auto [code, output] = run_to_exit({binary("baton-decode"), "--insecure", "--model", family_path("target"), "--port", "0",
                                            "--speculative-config", R"({"method":"ngram","num_speculative_tokens":0})"});
   EXPECT_EQ(code, 1) << output;
   EXPECT_THAT(output, HasSubstr("num_speculative_tokens"));
@@ -28,7 +28,7 @@ TEST(ServingRules, PrefillNodeWithKThreeRefusesToStart) {
   const std::string spec =
       R"({"method":"eagle3","model":")" + family_path("eagle3") + R"(","num_speculative_tokens":3})";
   const auto [code, output] =
-      run_to_exit({binary("baton-prefill"), "--model", family_path("target"), "--port", "0", "--speculative-config", spec});
+      run_to_exit({binary("baton-prefill"), "--insecure", "--model", family_path("target"), "--port", "0", "--speculative-config", spec});
   EXPECT_EQ(code, 1) << output;
   EXPECT_THAT(output, HasSubstr("is 3 on a prefill node"));
   EXPECT_THAT(output, HasSubstr("attention-only model"));
@@ -39,16 +39,16 @@ TEST(ServingRules, PrefillNodeWithKThreeRefusesToStart) {
 // host-memory transports. Both are refused at start, before the model loads.
 TEST(ServingRules, NcclTransportRefusesACpuDeviceAndOtherTransports) {
   const auto [code, output] =
-      run_to_exit({binary("baton-decode"), "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
+      run_to_exit({binary("baton-decode"), "--insecure", "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
   EXPECT_EQ(code, 1) << output;
   EXPECT_THAT(output, HasSubstr("--transport nccl needs --device cuda"));
   EXPECT_THAT(output, ::testing::Not(HasSubstr("ready on")));
   const auto [code2, output2] =
-      run_to_exit({binary("baton-prefill"), "--model", family_path("target"), "--port", "0", "--transport", "ucx,nccl"});
+      run_to_exit({binary("baton-prefill"), "--insecure", "--model", family_path("target"), "--port", "0", "--transport", "ucx,nccl"});
   EXPECT_EQ(code2, 1) << output2;
   EXPECT_THAT(output2, HasSubstr("nccl cannot be combined with another transport"));
   const auto [code3, output3] =
-      run_to_exit({binary("baton-prefill"), "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
+      run_to_exit({binary("baton-prefill"), "--insecure", "--model", family_path("target"), "--port", "0", "--transport", "nccl"});
   EXPECT_EQ(code3, 1) << output3;
   EXPECT_THAT(output3, HasSubstr("--transport nccl needs --device cuda"));
 }

@@ -231,7 +231,7 @@ TEST(SidecarServing, ProposerSidecarNeedsAModelFreeMethod) {
 TEST(SidecarServing, DecodeNodeRejectsProposerEndpointWithAModelMethod) {
   const std::string spec = R"({"method":"draft_model","model":")" + family_path("draft") +
                            R"(","num_speculative_tokens":3,"proposer_endpoint":"127.0.0.1:1"})";
-  const auto [code, output] = run_to_exit({binary("baton-decode"), "--model", family_path("target"), "--port", "0",
+  const auto [code, output] = run_to_exit({binary("baton-decode"), "--insecure", "--model", family_path("target"), "--port", "0",
                                            "--speculative-config", spec});
   EXPECT_NE(code, 0);
   EXPECT_NE(output.find("proposer_endpoint"), std::string::npos) << output;

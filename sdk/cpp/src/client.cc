@@ -2,6 +2,9 @@
 #include "baton/client.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "baton/v1/api.grpc.pb.h"
 #include "convert.h"
@@ -17,10 +20,13 @@ using Clock = std::chrono::steady_clock;
 
 struct Client::Impl {
   ClientOptions options;
+  std::string authorization;  // "Bearer KEY", or "" without a key
   std::unique_ptr<v1::Baton::Stub> stub;
 
-  void set_deadline(grpc::ClientContext& context, const CallOptions& call) const {
+  // Every call's deadline and key.
+  void prepare(grpc::ClientContext& context, const CallOptions& call) const {
     context.set_deadline(std::chrono::system_clock::now() + call.timeout.value_or(options.default_timeout));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
   }
 };
 
@@ -43,7 +49,24 @@ double ms_since(Clock::time_point start) {
 
 Client::Client(const std::string& target, ClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->stub = v1::Baton::NewStub(grpc::CreateChannel(target, credentials(options)));
+  std::string key = options.api_key.value_or("");
+  if (!options.api_key) {
+    if (const char* env = std::getenv("BATON_API_KEY")) key = env;
+  }
+  if (!key.empty()) impl_->authorization = "Bearer " + key;
   impl_->options = std::move(options);
+}
+
+Result<TlsOptions> TlsOptions::from_ca_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream pem;
+  pem << in.rdbuf();
+  if (!in || pem.str().empty()) {
+    return Status(StatusCode::kInvalidArgument, "cannot read the CA certificate file " + path);
+  }
+  TlsOptions tls;
+  tls.root_certs_pem = pem.str();
+  return tls;
 }
 
 Client::~Client() = default;
@@ -52,7 +75,7 @@ Client& Client::operator=(Client&&) noexcept = default;
 
 Stream Client::open_stream(const GenerateRequest& request, const CallOptions& call) const {
   auto s = std::make_unique<Stream::Impl>();
-  impl_->set_deadline(s->context, call);
+  impl_->prepare(s->context, call);
   s->reader = impl_->stub->Generate(&s->context, to_proto(request));
   return Stream(std::move(s));
 }
@@ -80,7 +103,7 @@ Result<GenerateResult> Client::generate(const GenerateRequest& request, const Ca
 
 Result<bool> Client::abort(const std::string& request_id, const CallOptions& call) const {
   grpc::ClientContext context;
-  impl_->set_deadline(context, call);
+  impl_->prepare(context, call);
   v1::AbortRequest request;
   request.set_request_id(request_id);
   v1::AbortResponse response;
@@ -91,7 +114,7 @@ Result<bool> Client::abort(const std::string& request_id, const CallOptions& cal
 
 Result<ModelInfo> Client::model_info(const CallOptions& call) const {
   grpc::ClientContext context;
-  impl_->set_deadline(context, call);
+  impl_->prepare(context, call);
   v1::ModelInfo info;
   const grpc::Status s = impl_->stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
   if (!s.ok()) return from_grpc(s);
@@ -100,7 +123,7 @@ Result<ModelInfo> Client::model_info(const CallOptions& call) const {
 
 Result<TokenizeResult> Client::tokenize(const TokenizeRequest& request, const CallOptions& call) const {
   grpc::ClientContext context;
-  impl_->set_deadline(context, call);
+  impl_->prepare(context, call);
   v1::TokenizeResponse response;
   const grpc::Status s = impl_->stub->Tokenize(&context, to_proto(request), &response);
   if (!s.ok()) return from_grpc(s);

@@ -9,7 +9,7 @@ from typing import Iterator, Optional
 
 import grpc
 
-from . import _convert
+from . import _auth, _convert
 from ._proto import api_pb2, api_pb2_grpc
 from .errors import BatonError
 from .values import Delta, GenerateResult, ModelInfo, TokenizeResult
@@ -18,13 +18,19 @@ DEFAULT_TIMEOUT_S = 600.0
 
 
 class Client:
-    """Client("host:port"). `credentials`: grpc.ChannelCredentials for TLS (default: plain text,
-    as `baton up` serves); `timeout`: the default deadline of each call in seconds."""
+    """Client("host:port"). `tls_ca`: a CA certificate file to verify the router's TLS certificate
+    with (e.g. the ca.pem `baton up --tls` prints), or `credentials`: any grpc.ChannelCredentials
+    (default: plain text, as `baton up` serves without --tls); `api_key`: sent with every call as
+    `authorization: Bearer KEY` (default: the environment's BATON_API_KEY, if set); `timeout`: the
+    default deadline of each call in seconds."""
 
     def __init__(self, target: str, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 credentials: Optional[grpc.ChannelCredentials] = None, channel_options=None):
+                 credentials: Optional[grpc.ChannelCredentials] = None, tls_ca: Optional[str] = None,
+                 api_key: Optional[str] = None, channel_options=None):
         self.target = target
         self.timeout = timeout
+        credentials = _auth.channel_credentials(credentials, tls_ca)
+        self._metadata = _auth.call_metadata(api_key)
         self._channel = (grpc.secure_channel(target, credentials, options=channel_options) if credentials
                          else grpc.insecure_channel(target, options=channel_options))
         self._stub = api_pb2_grpc.BatonStub(self._channel)
@@ -45,7 +51,7 @@ class Client:
         """Yields the completion's deltas as they arrive (the last has finish_reason and usage).
         Arguments as generate(). Leaving the loop early cancels the request."""
         request = _convert.generate_request(prompt, **kwargs)
-        call = self._stub.Generate(request, timeout=self._timeout(timeout))
+        call = self._stub.Generate(request, timeout=self._timeout(timeout), metadata=self._metadata)
         try:
             for message in call:
                 yield _convert.delta(message)
@@ -69,14 +75,15 @@ class Client:
     def abort(self, request_id: str, *, timeout: Optional[float] = None) -> bool:
         """Stops a running request (every Delta carries its id). False: no running request has it."""
         try:
-            return self._stub.Abort(api_pb2.AbortRequest(request_id=request_id), timeout=self._timeout(timeout)).found
+            return self._stub.Abort(api_pb2.AbortRequest(request_id=request_id), timeout=self._timeout(timeout),
+                                    metadata=self._metadata).found
         except grpc.RpcError as e:
             raise BatonError.from_rpc_error(e) from None
 
     def model_info(self, *, timeout: Optional[float] = None) -> ModelInfo:
         try:
             return _convert.model_info(self._stub.GetModelInfo(api_pb2.GetModelInfoRequest(),
-                                                               timeout=self._timeout(timeout)))
+                                                               timeout=self._timeout(timeout), metadata=self._metadata))
         except grpc.RpcError as e:
             raise BatonError.from_rpc_error(e) from None
 
@@ -87,7 +94,7 @@ class Client:
         request = _convert.tokenize_request(prompt, messages=messages, add_generation_prompt=add_generation_prompt,
                                             add_special_tokens=add_special_tokens)
         try:
-            r = self._stub.Tokenize(request, timeout=self._timeout(timeout))
+            r = self._stub.Tokenize(request, timeout=self._timeout(timeout), metadata=self._metadata)
         except grpc.RpcError as e:
             raise BatonError.from_rpc_error(e) from None
         return TokenizeResult(list(r.ids), r.prompt)

@@ -18,12 +18,16 @@ READY = " ready on "
 
 
 class Cluster:
-    def __init__(self, start_timeout_s: float = 180.0):
+    """`baton up` with `extra_args` (e.g. --tls, --api-keys-file FILE); with --tls, `ca_file` is
+    the CA certificate clients verify the router with."""
+
+    def __init__(self, start_timeout_s: float = 180.0, extra_args=()):
         self.log = tempfile.TemporaryFile()  # baton up's stderr (progress, the nodes' failures)
         self.log_dir = tempfile.TemporaryDirectory(prefix="baton-sdk-py-")
+        self.ca_file = os.path.join(self.log_dir.name, "ca.pem")
         self.process = subprocess.Popen(
             [CLI, "up", "--port", "0", "--kv-cache-memory", "0.125", "--bin-dir", BINARY_DIR,
-             "--log-dir", self.log_dir.name],
+             "--log-dir", self.log_dir.name, *extra_args],
             stdout=subprocess.PIPE, stderr=self.log)
         try:
             self.address = self._await_ready(start_timeout_s)

@@ -28,17 +28,24 @@
 
 namespace baton {
 
-struct TlsOptions {
+struct BATON_CLIENT_API TlsOptions {
   std::string root_certs_pem;    // "": the system's roots
   std::string private_key_pem;   // client certificate (mutual TLS); "" for none
   std::string cert_chain_pem;
+
+  // Verifies the router against the CA certificates in a PEM file (e.g. the ca.pem that
+  // `baton up --tls` prints). An error status names the file when it cannot be read.
+  static Result<TlsOptions> from_ca_file(const std::string& path);
 };
 
 struct ClientOptions {
   // The deadline of a call that does not set its own.
   std::chrono::milliseconds default_timeout{std::chrono::minutes(10)};
-  // Unset: an insecure (plain-text) channel, as `baton up` serves.
+  // Unset: an insecure (plain-text) channel, as `baton up` serves without --tls.
   std::optional<TlsOptions> tls;
+  // Sent with every call as `authorization: Bearer KEY` when the router takes API keys. Unset:
+  // the environment's BATON_API_KEY, if any.
+  std::optional<std::string> api_key;
 };
 
 struct CallOptions {

@@ -401,3 +401,12 @@ livenessProbe:
   timeoutSeconds: 5
   failureThreshold: 6
 {{- end -}}
+
+{{/*
+The transport-security flags every Baton binary needs: without TLS each one must be told
+--insecure to serve plain text (it refuses to start otherwise). The chart's NetworkPolicy and TLS
+values build on this.
+*/}}
+{{- define "baton.securityArgs" -}}
+- --insecure
+{{- end -}}

@@ -84,6 +84,7 @@ spec:
             {{- end }}
             - --drain-timeout-ms
             - {{ mul $n.drainTimeoutSeconds 1000 | int | quote }}
+            {{- include "baton.securityArgs" $ | nindent 12 }}
             {{- if eq $.Values.discovery.mode "register" }}
             - --register-with
             - {{ printf "%s.%s.svc.%s:%d" (include "baton.componentName" (dict "root" $ "component" "router")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.grpcPort) }}
@@ -157,6 +158,7 @@ spec:
     - {{ $p.maxCachedRequests | int | quote }}
     - --cache-scope
     - {{ $p.cacheScope | quote }}
+    {{- include "baton.securityArgs" . | nindent 4 }}
     {{- if .Values.metrics.enabled }}
     - --metrics-port
     - {{ add .Values.metrics.port 1 | int | quote }}

@@ -1,0 +1,254 @@
+// A real local cluster with TLS and API keys (cli/cluster.h, as `baton up --tls --api-keys-file`):
+// the router's gRPC and HTTPS ports serve only callers with a key, and only over TLS; `baton
+// generate --endpoint` and the official `openai` npm client with the CA and a key get the local
+// `baton generate` tokens; the nodes' ports and /metrics admit cluster members only (a plain-text
+// caller, a TLS caller without a certificate and one with another CA's are all refused); the
+// router's /metrics wants a key.
+#include <chrono>
+#include <cstdlib>
+
+#include "baton/v1/api.grpc.pb.h"
+#include "baton/v1/node.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "security/grpc_credentials.h"
+#include "security/public_api_channel.h"
+#include "tests/http/http_support.h"
+#include "tests/security/security_test_support.h"
+
+namespace baton::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kKey = "cluster-test-key";
+constexpr const char* kPrompt = "def fibonacci(n):";
+
+class SecureCluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cli::ClusterOptions o;
+    o.model_dir = source_path("models/baton-tiny-code/target");
+    o.bin_dir = BATON_BINARY_DIR;
+    o.log_dir = scratch_path("baton-secure-cluster").string();
+    o.node_args = {"--kv-cache-memory", "0.125"};
+    o.http_port = 0;
+    o.metrics = true;
+    o.tls = true;
+    std::filesystem::create_directories(o.log_dir);
+    o.api_keys_file = o.log_dir + "/api-keys";
+    // A plain key, and a second one stored only as its hash.
+    std::ofstream(o.api_keys_file) << kKey << "\nsha256:" << sha256_of("second-key") << "\n";
+    auto c = cli::LocalCluster::start(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cluster_ = c->release();
+    stranger_ = new TestCa(scratch_path("baton-secure-cluster-stranger"), "stranger CA");
+    stranger_->issue("rogue");
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete stranger_;
+    cluster_ = nullptr;
+  }
+
+  static std::string sha256_of(const std::string& key);
+  static std::string ca() { return cluster_->ca_file(); }
+  static std::string tls_dir() { return std::filesystem::path(cluster_->ca_file()).parent_path() / "tls"; }
+
+  // The router's public API over TLS with `key` ("" : none).
+  static std::unique_ptr<v1::Baton::Stub> router(const std::string& key, const std::string& ca_file = ca()) {
+    auto channel = security::public_api_channel(cluster_->router_address(), ca_file, key);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return v1::Baton::NewStub(*channel);
+  }
+
+  static grpc::Status model_info(v1::Baton::Stub& stub) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ModelInfo info;
+    return stub.GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+  }
+
+  static inline cli::LocalCluster* cluster_ = nullptr;
+  static inline TestCa* stranger_ = nullptr;
+};
+
+std::string SecureCluster::sha256_of(const std::string& key) {
+  const ProcessOutput p = run_program({"/bin/sh", "-c", "printf %s '" + key + "' | sha256sum"});
+  return p.out.substr(0, 64);
+}
+
+// `baton generate` with the flags; env: extra environment (BATON_API_KEY).
+ProcessOutput baton_generate(const std::vector<std::string>& flags, const std::string& key) {
+  std::vector<std::string> argv = {"/usr/bin/env", "-u", "BATON_API_KEY"};
+  if (!key.empty()) argv.push_back("BATON_API_KEY=" + key);
+  argv.insert(argv.end(), {BATON_CLI_PATH, "generate"});
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return run_program(argv);
+}
+
+json json_line(const std::string& out) {
+  const std::size_t at = out.find("{\"");
+  return at == std::string::npos ? json() : json::parse(out.substr(at, out.find('\n', at) - at), nullptr, false);
+}
+
+TEST_F(SecureCluster, GenerateWithTheCaAndAKeyGivesTheLocalTokens) {
+  const std::vector<std::string> request = {"--prompt", kPrompt, "--max-tokens", "24", "--temperature", "0", "--json"};
+  std::vector<std::string> local = {"--model", source_path("models/baton-tiny-code/target")};
+  local.insert(local.end(), request.begin(), request.end());
+  std::vector<std::string> remote = {"--endpoint", cluster_->router_address(), "--tls-ca", ca()};
+  remote.insert(remote.end(), request.begin(), request.end());
+  const ProcessOutput expected = baton_generate(local, "");
+  ASSERT_EQ(expected.code, 0) << expected.out;
+  const ProcessOutput got = baton_generate(remote, kKey);
+  ASSERT_EQ(got.code, 0) << got.out;
+  EXPECT_EQ(json_line(got.out)["token_ids"], json_line(expected.out)["token_ids"]);
+  EXPECT_FALSE(json_line(got.out)["token_ids"].empty());
+  // The hashed key works as well as the plain one.
+  const ProcessOutput second = baton_generate(remote, "second-key");
+  EXPECT_EQ(second.code, 0) << second.out;
+  // Without a key: refused, and said so.
+  const ProcessOutput refused = baton_generate(remote, "");
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("missing API key"));
+}
+
+TEST_F(SecureCluster, EveryPublicCallNeedsAKnownKey) {
+  // No key, a wrong one, and a hash of the right one (a hash is not the key).
+  for (const std::string& key : std::vector<std::string>{"", "not-a-key", "sha256:" + sha256_of(kKey)}) {
+    SCOPED_TRACE("key '" + key + "'");
+    auto stub = router(key);
+    EXPECT_EQ(model_info(*stub).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::TokenizeRequest r;
+      r.set_text(kPrompt);
+      v1::TokenizeResponse out;
+      EXPECT_EQ(stub->Tokenize(&ctx, r, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+    {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::AbortRequest r;
+      r.set_request_id("someone-elses");
+      v1::AbortResponse out;
+      EXPECT_EQ(stub->Abort(&ctx, r, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GenerateRequest r;
+    r.set_text(kPrompt);
+    auto reader = stub->Generate(&ctx, r);
+    v1::GenerateResponse m;
+    EXPECT_FALSE(reader->Read(&m)) << "no token without a key";
+    const grpc::Status s = reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    if (!key.empty()) EXPECT_THAT(s.error_message(), Not(HasSubstr(key)));
+  }
+  EXPECT_TRUE(model_info(*router(kKey)).ok());
+}
+
+TEST_F(SecureCluster, PlainTextAndStrangersToTheRouterFail) {
+  // Plain text to the TLS port, and TLS that does not trust the cluster's CA.
+  EXPECT_EQ(model_info(*router(kKey, "")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(model_info(*router(kKey, stranger_->ca_file())).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(model_info(*router(kKey)).ok());  // and it still serves
+}
+
+grpc::Status health_check(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(address, std::move(credentials), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckResponse out;
+  return stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &out);
+}
+
+TEST_F(SecureCluster, NodePortsAdmitClusterMembersOnly) {
+  security::TlsConfig member;
+  member.cert_file = tls_dir() + "/router.pem";
+  member.key_file = tls_dir() + "/router-key.pem";
+  member.ca_file = ca();
+  security::TlsConfig rogue = stranger_->config("rogue");
+  rogue.ca_file = ca();  // it trusts the cluster, the cluster does not trust it
+  auto no_cert = security::client_channel_credentials(ca());
+  ASSERT_TRUE(no_cert.ok());
+  for (const char* role : {"decode", "prefill"}) {
+    const std::string address = cluster_->nodes(role).front()->address;
+    SCOPED_TRACE(std::string(role) + " node at " + address);
+    EXPECT_EQ(health_check(address, grpc::InsecureChannelCredentials()).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(health_check(address, *no_cert).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(health_check(address, security::make_cluster_channel_credentials(rogue)).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+    const grpc::Status ok = health_check(address, security::make_cluster_channel_credentials(member));
+    EXPECT_TRUE(ok.ok()) << ok.error_message();
+  }
+  // A rogue's Reserve never reaches the decode node.
+  auto stub = node::v1::DecodeNode::NewStub(
+      grpc::CreateChannel(cluster_->nodes("decode").front()->address, security::make_cluster_channel_credentials(rogue)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  node::v1::ReserveRequest r;
+  r.set_request_id("rogue");
+  r.set_prompt_len(8192);
+  node::v1::KvDestination out;
+  EXPECT_EQ(stub->Reserve(&ctx, r, &out).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(SecureCluster, HttpsWithAKeyForCurlAndTheOpenAiClient) {
+  const std::string base = cluster_->router_http_url();
+  ASSERT_THAT(base, ::testing::StartsWith("https://"));
+  const std::vector<std::string> tls = {"--cacert", ca()};
+  EXPECT_EQ(curl(base + "/models", "", kKey, false, tls).status, 200);
+  EXPECT_EQ(curl(base + "/models", "", "", false, tls).status, 401);
+  // Plain HTTP to the HTTPS port gets no answer from the API.
+  const ProcessOutput plain =
+      run_program({"/usr/bin/curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                   "http" + base.substr(5) + "/models"});
+  EXPECT_THAT(plain.out, Not(HasSubstr("200")));
+
+  const std::string model = json::parse(curl(base + "/models", "", kKey, false, tls).body)["data"][0]["id"];
+  const json body = {{"model", model}, {"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}};
+  const HttpResult via_curl = curl(base + "/completions", body.dump(), kKey, true, tls);
+  ASSERT_EQ(via_curl.status, 200) << via_curl.body;
+  const json cases = json::array({{{"kind", "completion"}, {"stream", false}, {"params", body}},
+                                  {{"kind", "completion"}, {"stream", true}, {"params", body}}});
+  // Node trusts the cluster's CA through NODE_EXTRA_CA_CERTS.
+  const ProcessOutput node = run_program({"/usr/bin/env", "NODE_EXTRA_CA_CERTS=" + ca(), "/usr/bin/node",
+                                          source_path("tests/http/client/openai_check.mjs"), base, kKey, cases.dump()});
+  ASSERT_EQ(node.code, 0) << node.out;
+  const std::size_t at = node.out.find("RESULT ");
+  ASSERT_NE(at, std::string::npos) << node.out;
+  const json results = json::parse(node.out.substr(at + 7, node.out.find('\n', at) - at - 7));
+  const std::string expected = json::parse(via_curl.body)["choices"][0]["text"];
+  ASSERT_EQ(results.size(), 2u);
+  for (const json& r : results) EXPECT_EQ(r.value("text", "<" + r.dump() + ">"), expected);
+  // Without the key the official client gets a 401.
+  const ProcessOutput unkeyed = run_program({"/usr/bin/env", "NODE_EXTRA_CA_CERTS=" + ca(), "/usr/bin/node",
+                                             source_path("tests/http/client/openai_check.mjs"), base, "wrong", cases.dump()});
+  EXPECT_THAT(unkeyed.out, HasSubstr("\"status\":401"));
+}
+
+TEST_F(SecureCluster, MetricsNeedAKeyOrAClusterCertificate) {
+  const std::vector<std::string> tls = {"--cacert", ca()};
+  const std::string router = "https://" + cluster_->router().metrics_address + "/metrics";
+  EXPECT_EQ(curl(router, "", "", false, tls).status, 401);
+  const HttpResult keyed = curl(router, "", kKey, false, tls);
+  EXPECT_EQ(keyed.status, 200);
+  EXPECT_THAT(keyed.body, HasSubstr("baton_"));
+  const std::string decode = "https://" + cluster_->nodes("decode").front()->metrics_address + "/metrics";
+  const std::vector<std::string> member = {"--cacert", ca(), "--cert", tls_dir() + "/router.pem", "--key",
+                                           tls_dir() + "/router-key.pem"};
+  EXPECT_EQ(curl(decode, "", "", false, member).status, 200);
+  const ProcessOutput no_cert = run_program({"/usr/bin/curl", "-sS", "--max-time", "10", "--cacert", ca(), "-o",
+                                             "/dev/null", "-w", "%{http_code}", decode});
+  EXPECT_THAT(no_cert.out, Not(HasSubstr("200")));
+}
+
+}  // namespace
+}  // namespace baton::testing
