@@ -4,6 +4,7 @@
 #include "common/status.h"
 #include "node_common/convert.h"
 #include "node_common/status_convert.h"
+#include "security/capability.h"
 #include "spdlog/spdlog.h"
 
 namespace baton {
@@ -108,10 +109,24 @@ const kv::KvReceiver* DecodeService::receiver(const std::string& kind) const {
   return nullptr;
 }
 
-absl::Status DecodeService::check_write(const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::StatusOr<DecodeService::Entry*> DecodeService::owned_entry(const std::string& id, const std::string& capability,
+                                                                  std::string_view what) {
   auto it = entries_.find(id);
-  if (it == entries_.end() || it->second.phase != Phase::kReserved || it->second.finished) {
+  if (it == entries_.end()) {
+    return absl::NotFoundError(str_cat(what, ": no request '", id, "' on this decode node (never reserved, released, "
+                                       "finished or expired)"));
+  }
+  BATON_RETURN_IF_ERROR(security::check_capability(it->second.capability, capability, what, id));
+  return &it->second;
+}
+
+absl::Status DecodeService::check_write(const std::string& id, const std::string& capability, std::int32_t pool,
+                                        std::uint64_t offset, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto owned = owned_entry(id, capability, "KV write");
+  if (!owned.ok()) return owned.status();
+  auto it = entries_.find(id);
+  if (it->second.phase != Phase::kReserved || it->second.finished) {
     return absl::InvalidArgumentError(
         str_cat("KV write for request '", id, "': it holds no reservation here (committed, released or expired)"));
   }
@@ -180,6 +195,10 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
     response->set_lease_ms(std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - EngineClock::now()).count());
     for (std::int32_t n : pool_blocks_) response->add_pool_num_blocks(n);
     Entry entry;
+    entry.capability = security::new_capability();
+    entry.kv_blocks.assign(r->kv_blocks.begin(), r->kv_blocks.end());
+    entry.proposer_blocks.assign(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    response->set_capability(entry.capability);
     entry.writable.resize(regions_.size());
     entry.writable[0].insert(r->kv_blocks.begin(), r->kv_blocks.end());
     if (entry.writable.size() > 1) entry.writable[1].insert(r->proposer_blocks.begin(), r->proposer_blocks.end());
@@ -195,6 +214,20 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* DecodeService::Commit(grpc::CallbackServerContext* ctx, const node::v1::CommitRequest* request,
                                                 node::v1::CommitResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  {
+    // A commit without the reservation's token changes nothing (the reservation stays).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto owned = owned_entry(request->record().request_id(), request->capability(), "commit");
+    if (owned.ok() && (*owned)->phase != Phase::kReserved) {
+      owned = absl::FailedPreconditionError(
+          str_cat("commit of request '", request->record().request_id(), "': it is committed already"));
+    }
+    if (!owned.ok()) {
+      spdlog::warn("commit refused: {}", owned.status().ToString());
+      reactor->Finish(to_grpc_status(owned.status()));
+      return reactor;
+    }
+  }
   auto record = handoff_from_proto(request->record());
   if (!record.ok()) {
     reactor->Finish(to_grpc_status(record.status()));
@@ -258,8 +291,14 @@ grpc::ServerWriteReactor<node::v1::DecodeResponse>* DecodeService::Decode(grpc::
       return stream;
     }
     SamplingParams params = sampling_from_proto(request->local().sampling());
+    if (request->capability().empty()) {
+      stream->fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                str_cat("local Decode of request '", id, "': no capability (later aborts need one)")));
+      return stream;
+    }
     Entry& entry = entries_[id];
     entry.phase = Phase::kLocal;
+    entry.capability = request->capability();
     entry.stream = stream;
     entry.logprobs = params.logprobs >= 0;
     const std::int64_t n = ++local_prefills_;
@@ -277,12 +316,12 @@ grpc::ServerWriteReactor<node::v1::DecodeResponse>* DecodeService::Decode(grpc::
     });
     return stream;
   }
-  auto it = entries_.find(id);
-  if (it == entries_.end()) {
-    stream->fail(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                              str_cat("no request '", id, "' on this decode node (never reserved, released, or expired)")));
+  auto owned = owned_entry(id, request->capability(), "Decode stream");
+  if (!owned.ok()) {
+    stream->fail(to_grpc_status(owned.status()));
     return stream;
   }
+  auto it = entries_.find(id);
   Entry& entry = it->second;
   if (entry.stream != nullptr) {
     stream->fail(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' already has a Decode stream")));
@@ -341,6 +380,20 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* ct
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   loop_->post([this, reactor, request, response](Engine& e) {
     const std::string& id = request->request_id();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto owned = owned_entry(id, request->capability(), "Release");
+      if (!owned.ok()) {
+        // Nothing of it here is "not found"; someone else's reservation is not to be touched.
+        if (owned.status().code() == absl::StatusCode::kNotFound) {
+          response->set_found(false);
+          reactor->Finish(grpc::Status::OK);
+        } else {
+          reactor->Finish(to_grpc_status(owned.status()));
+        }
+        return;
+      }
+    }
     response->set_found(e.release(id).ok());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -361,11 +414,48 @@ grpc::ServerUnaryReactor* DecodeService::Abort(grpc::CallbackServerContext* ctx,
   loop_->post([this, reactor, request, response](Engine& e) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      response->set_found(entries_.contains(request->request_id()));
+      auto owned = owned_entry(request->request_id(), request->capability(), "Abort");
+      if (!owned.ok()) {
+        response->set_found(false);
+        // Not here (finished already): nothing to do. Someone else's: refused.
+        reactor->Finish(owned.status().code() == absl::StatusCode::kNotFound ? grpc::Status::OK
+                                                                                : to_grpc_status(owned.status()));
+        return;
+      }
+      response->set_found(true);
     }
     e.abort(request->request_id());  // its final output (reason abort) ends the stream
     reactor->Finish(grpc::Status::OK);
   });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecodeService::CheckReservation(grpc::CallbackServerContext* ctx,
+                                                          const node::v1::CheckReservationRequest* request,
+                                                          node::v1::CheckReservationResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const std::string& id = request->request_id();
+  const kv::KvReceiver* recv = receiver(request->transport());
+  std::lock_guard<std::mutex> lock(mu_);
+  auto owned = owned_entry(id, request->capability(), "the destination");
+  absl::Status s = owned.status();
+  if (s.ok() && (*owned)->phase != Phase::kReserved) {
+    s = absl::FailedPreconditionError(str_cat("request '", id, "' is not waiting for its KV here any more"));
+  }
+  const auto same = [](const std::vector<std::int32_t>& mine, const google::protobuf::RepeatedField<std::int32_t>& given) {
+    return std::equal(mine.begin(), mine.end(), given.begin(), given.end());
+  };
+  if (s.ok() && (!same((*owned)->kv_blocks, request->kv_blocks()) ||
+                 !same((*owned)->proposer_blocks, request->proposer_blocks()))) {
+    s = absl::PermissionDeniedError(str_cat("the destination of request '", id,
+                                            "' names blocks this decode node did not reserve for it"));
+  }
+  if (s.ok() && (recv == nullptr || recv->descriptor() != request->transport_descriptor())) {
+    s = absl::PermissionDeniedError(str_cat("the destination of request '", id, "' has a ", request->transport(),
+                                            " descriptor this decode node did not give"));
+  }
+  if (!s.ok()) spdlog::warn("destination check refused: {}", s.ToString());
+  reactor->Finish(to_grpc_status(s));
   return reactor;
 }
 

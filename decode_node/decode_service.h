@@ -10,6 +10,10 @@
 // Threads: the engine runs on its EngineLoop thread; gRPC callbacks post to it and return; the
 // gRPC KV transport (PushKv, synchronous) writes into reserved blocks only (check_write).
 //
+// Capabilities (node.proto): Reserve mints each reservation's token; Commit, KV writes, the
+// router's Decode, Release and Abort, and P's CheckReservation must present the request's token
+// (a local Decode brings the router's), or are PERMISSION_DENIED without touching the request.
+//
 // Draining (SIGTERM, node_main.h): Reserve and a local Decode (what starts a request) are refused
 // with UNAVAILABLE; a Decode stream, Commit or KV push for a request reserved before goes on. A
 // request runs while its entry exists; cancel_running() fails every stream and aborts its request.
@@ -46,7 +50,8 @@ struct DecodeNodeOptions {
 
 using DecodeServiceBase = node::v1::DecodeNode::WithCallbackMethod_Reserve<node::v1::DecodeNode::WithCallbackMethod_Commit<
     node::v1::DecodeNode::WithCallbackMethod_Decode<node::v1::DecodeNode::WithCallbackMethod_Release<
-        node::v1::DecodeNode::WithCallbackMethod_Abort<node::v1::DecodeNode::WithCallbackMethod_Info<node::v1::DecodeNode::Service>>>>>>;
+        node::v1::DecodeNode::WithCallbackMethod_CheckReservation<node::v1::DecodeNode::WithCallbackMethod_Abort<
+            node::v1::DecodeNode::WithCallbackMethod_Info<node::v1::DecodeNode::Service>>>>>>>;
 
 class DecodeService final : public DecodeServiceBase, public DrainableService {
  public:
@@ -67,9 +72,11 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
   void set_push_handler(PushHandler handler) { push_handler_ = std::move(handler); }
   // The link transport's (NCCL's) KvLink handler. Call before serving.
   void set_link_handler(LinkHandler handler) { link_handler_ = std::move(handler); }
-  // OK when [offset, offset + bytes) of pool `pool` lies inside one (layer, block) reserved for
-  // request `id`; otherwise InvalidArgument naming them (a peer may only write its reservation).
-  absl::Status check_write(const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes);
+  // OK when `capability` is the reservation's and [offset, offset + bytes) of pool `pool` lies
+  // inside one (layer, block) reserved for request `id`; otherwise PERMISSION_DENIED or
+  // INVALID_ARGUMENT naming them (a peer may only write the reservation it was given).
+  absl::Status check_write(const std::string& id, const std::string& capability, std::int32_t pool, std::uint64_t offset,
+                           std::uint64_t bytes);
 
   grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx, const node::v1::ReserveRequest* request,
                                     node::v1::KvDestination* response) override;
@@ -79,6 +86,9 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
                                                              const node::v1::DecodeRequest* request) override;
   grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const node::v1::ReleaseRequest* request,
                                     node::v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* CheckReservation(grpc::CallbackServerContext* ctx,
+                                             const node::v1::CheckReservationRequest* request,
+                                             node::v1::CheckReservationResponse* response) override;
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
                                   node::v1::NodeAbortResponse* response) override;
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest* request,
@@ -110,7 +120,11 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
     bool logprobs = false;  // the request asked for logprobs
     EngineClock::time_point finished_at{};
     std::vector<std::set<std::int32_t>> writable;  // reserved blocks by pool, until the commit
+    std::string capability;                        // the request's token (node.proto)
+    std::vector<std::int32_t> kv_blocks, proposer_blocks;  // reserved, in position order
   };
+  // The request's entry when `capability` is its token; else the refusal (mu_ held).
+  absl::StatusOr<Entry*> owned_entry(const std::string& id, const std::string& capability, std::string_view what);
 
   node::v1::NodeInfo current_info(Engine& e);  // loop thread
   void on_outputs(std::vector<RequestOutput>&& outputs);

@@ -39,9 +39,8 @@ absl::Status add_kv_receivers(const std::vector<std::string>& kinds, const KvRec
       service.add_receiver(std::move(*ucx));
     } else if (kind == "grpc") {
       auto grpc_receiver = std::make_unique<kv::GrpcKvReceiver>(
-          service.regions(), [&service](const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes) {
-            return service.check_write(id, pool, offset, bytes);
-          });
+          service.regions(), [&service](const std::string& id, const std::string& capability, std::int32_t pool, std::uint64_t offset,
+                     std::uint64_t bytes) { return service.check_write(id, capability, pool, offset, bytes); });
       kv::GrpcKvReceiver* raw = grpc_receiver.get();
       service.set_push_handler([raw](grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
                                      node::v1::PushKvResponse* response) { return raw->handle_push(ctx, reader, response); });
@@ -51,9 +50,8 @@ absl::Status add_kv_receivers(const std::vector<std::string>& kinds, const KvRec
       BATON_ASSIGN_OR_RETURN(auto factory, kv::make_nccl_link_factory(kv::NcclLinkOptions{setup.device.index}));
       auto link_receiver = std::make_unique<kv::LinkKvReceiver>(
           service.regions(), std::move(factory),
-          [&service](const std::string& id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes) {
-            return service.check_write(id, pool, offset, bytes);
-          });
+          [&service](const std::string& id, const std::string& capability, std::int32_t pool, std::uint64_t offset,
+                     std::uint64_t bytes) { return service.check_write(id, capability, pool, offset, bytes); });
       kv::LinkKvReceiver* raw = link_receiver.get();
       service.set_link_handler(
           [raw](grpc::ServerContext* ctx, grpc::ServerReaderWriter<node::v1::KvLinkReply, node::v1::KvLinkMessage>* stream) {

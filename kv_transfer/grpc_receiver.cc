@@ -26,12 +26,13 @@ grpc::Status GrpcKvReceiver::handle_push(grpc::ServerContext* context,
                                          grpc::ServerReader<baton::node::v1::KvChunk>* reader,
                                          baton::node::v1::PushKvResponse* response) {
   baton::node::v1::KvChunk chunk;
-  std::string request_id;
+  std::string request_id, capability;
   std::int64_t written = 0;
   while (reader->Read(&chunk)) {
     if (request_id.empty()) {
       if (chunk.request_id().empty()) return invalid("PushKv: the first chunk has no request_id");
       request_id = chunk.request_id();
+      capability = chunk.capability();
     } else if (!chunk.request_id().empty() && chunk.request_id() != request_id) {
       return invalid(str_cat("PushKv request ", request_id, ": a later chunk names request ", chunk.request_id()));
     }
@@ -47,7 +48,7 @@ grpc::Status GrpcKvReceiver::handle_push(grpc::ServerContext* context,
                                          seg.dst_offset(), bytes, region.bytes);
       if (!ok.ok()) return invalid(std::string(ok.message()));
       if (check_) {
-        absl::Status allowed = check_(request_id, pool, seg.dst_offset(), bytes);
+        absl::Status allowed = check_(request_id, capability, pool, seg.dst_offset(), bytes);
         if (!allowed.ok()) {
           return grpc::Status(static_cast<grpc::StatusCode>(allowed.code()),
                               str_cat("PushKv request ", request_id, ": write to pool ", pool, " offset ",

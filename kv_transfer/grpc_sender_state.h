@@ -41,7 +41,7 @@ struct GrpcTransferState {
   GrpcTransferState(const std::vector<MemoryRegion>* local, const TransferTarget& target, std::size_t chunk_bytes,
                     std::shared_ptr<GrpcPeerChannel> channel)
       : request_id(target.request_id), address(target.peer_address), peer(std::move(channel)),
-        packer(local, target.request_id, chunk_bytes) {}
+        packer(local, target.request_id, target.capability, chunk_bytes) {}
 
   std::string where() const { return str_cat("grpc transfer of request ", request_id, " to ", address); }
 

@@ -15,9 +15,12 @@ constexpr std::size_t kSegmentOverhead = 24;
 
 }  // namespace
 
-KvChunkPacker::KvChunkPacker(const std::vector<MemoryRegion>* local_pools, std::string request_id,
+KvChunkPacker::KvChunkPacker(const std::vector<MemoryRegion>* local_pools, std::string request_id, std::string capability,
                              std::size_t max_chunk_bytes)
-    : local_(local_pools), request_id_(std::move(request_id)), max_chunk_bytes_(std::max(kSegmentOverhead + 1, max_chunk_bytes)) {}
+    : local_(local_pools),
+      request_id_(std::move(request_id)),
+      capability_(std::move(capability)),
+      max_chunk_bytes_(std::max(kSegmentOverhead + 1, max_chunk_bytes)) {}
 
 void KvChunkPacker::add(std::int32_t pool, std::vector<Copy> copies) {
   std::erase_if(copies, [](const Copy& c) { return c.bytes == 0; });
@@ -29,7 +32,11 @@ void KvChunkPacker::add(std::int32_t pool, std::vector<Copy> copies) {
 absl::Status KvChunkPacker::next(baton::node::v1::KvChunk& chunk) {
   chunk.clear_segments();  // keeps the segments' buffers for reuse
   chunk.clear_request_id();
-  if (!sent_first_) chunk.set_request_id(request_id_);
+  chunk.clear_capability();
+  if (!sent_first_) {
+    chunk.set_request_id(request_id_);
+    chunk.set_capability(capability_);
+  }
   sent_first_ = true;
 
   Batch& batch = batches_.front();

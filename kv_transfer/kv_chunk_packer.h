@@ -20,7 +20,9 @@ namespace baton::kv {
 
 class KvChunkPacker {
  public:
-  KvChunkPacker(const std::vector<MemoryRegion>* local_pools, std::string request_id, std::size_t max_chunk_bytes);
+  // The first chunk carries `request_id` and `capability` (the reservation's token).
+  KvChunkPacker(const std::vector<MemoryRegion>* local_pools, std::string request_id, std::string capability,
+                std::size_t max_chunk_bytes);
 
   void add(std::int32_t pool, std::vector<Copy> copies);
   bool empty() const { return batches_.empty(); }
@@ -42,6 +44,7 @@ class KvChunkPacker {
 
   const std::vector<MemoryRegion>* local_;
   std::string request_id_;
+  std::string capability_;
   std::size_t max_chunk_bytes_;
   std::deque<Batch> batches_;
   std::int64_t copies_added_ = 0;

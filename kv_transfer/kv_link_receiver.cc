@@ -53,6 +53,7 @@ class ReplyWriter {
 // What the stream knows of one transfer until its finish.
 struct TransferRecord {
   std::string request_id;
+  std::string capability;  // from its first put
   absl::Status error;  // the first copy rejected
   std::int64_t bytes = 0;
 };
@@ -130,7 +131,10 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
     if (message.has_put()) {
       const baton::node::v1::KvLinkPut& put = message.put();
       TransferRecord& t = transfers[put.transfer()];
-      if (t.request_id.empty()) t.request_id = put.request_id();
+      if (t.request_id.empty()) {
+        t.request_id = put.request_id();
+        t.capability = put.capability();
+      }
       if (put.request_id() != t.request_id || t.request_id.empty()) {
         protocol_error(str_cat("transfer ", put.transfer(), " names request '", put.request_id(), "' after '", t.request_id, "'"));
         break;
@@ -154,7 +158,7 @@ grpc::Status LinkKvReceiver::handle_link(grpc::ServerContext* context, Stream* s
                                                      pools_[pool].bytes)
                                   : absl::InvalidArgumentError("bad pool");
         if (ok.ok() && check_) {
-          absl::Status allowed = check_(t.request_id, pool, copy.dst_offset(), copy.bytes());
+          absl::Status allowed = check_(t.request_id, t.capability, pool, copy.dst_offset(), copy.bytes());
           if (!allowed.ok()) {
             ok = absl::Status(allowed.code(), str_cat(where, ": write to pool ", pool, " offset ", copy.dst_offset(), " (",
                                                       copy.bytes(), " bytes) rejected: ", allowed.message()));

@@ -26,6 +26,7 @@ namespace {
 struct PutCommand {
   std::uint64_t transfer = 0;
   std::string request_id;
+  std::string capability;
   std::int32_t pool = 0;
   std::vector<Copy> copies;
 };
@@ -247,6 +248,7 @@ class LinkKvSender::Peer {
     auto* m = message.mutable_put();
     m->set_transfer(put.transfer);
     m->set_request_id(put.request_id);
+    m->set_capability(put.capability);
     m->set_pool(put.pool);
     std::vector<LinkPiece> pieces;
     char* base = static_cast<char*>(pools_[put.pool].base);
@@ -321,8 +323,12 @@ namespace {
 
 class LinkTransfer final : public KvTransfer {
  public:
-  LinkTransfer(std::shared_ptr<LinkKvSender::Peer> peer, std::string request_id, std::string path)
-      : peer_(std::move(peer)), transfer_(peer_->next_transfer()), request_id_(std::move(request_id)), path_(std::move(path)) {}
+  LinkTransfer(std::shared_ptr<LinkKvSender::Peer> peer, std::string request_id, std::string capability, std::string path)
+      : peer_(std::move(peer)),
+        transfer_(peer_->next_transfer()),
+        request_id_(std::move(request_id)),
+        capability_(std::move(capability)),
+        path_(std::move(path)) {}
 
   ~LinkTransfer() override {
     if (!finished_) peer_->push(FinishCommand{transfer_, request_id_, Deadline{}, DoneCallback{}, absl::OkStatus(), posted_});
@@ -348,7 +354,7 @@ class LinkTransfer final : public KvTransfer {
     }
     merge_adjacent_copies(kept);
     for (const Copy& c : kept) posted_ += static_cast<std::int64_t>(c.bytes);
-    peer_->push(PutCommand{transfer_, request_id_, pool, std::move(kept)});
+    peer_->push(PutCommand{transfer_, request_id_, capability_, pool, std::move(kept)});
   }
 
   void finish(Deadline deadline, DoneCallback done) override {
@@ -364,6 +370,7 @@ class LinkTransfer final : public KvTransfer {
   std::shared_ptr<LinkKvSender::Peer> peer_;
   const std::uint64_t transfer_;
   const std::string request_id_;
+  const std::string capability_;
   const std::string path_;
   absl::Status error_;
   std::int64_t posted_ = 0;
@@ -460,7 +467,8 @@ absl::StatusOr<std::unique_ptr<KvTransfer>> LinkKvSender::begin(const TransferTa
       it = peers_.end();
     }
     if (it != peers_.end()) {
-      return std::make_unique<LinkTransfer>(it->second->peer, target.request_id, std::string(factory_->kind()));
+      return std::make_unique<LinkTransfer>(it->second->peer, target.request_id, target.capability,
+                                            std::string(factory_->kind()));
     }
     if (connecting_.count(target.peer_address) == 0) break;
     // Another caller is making this peer's link: wait for it.
@@ -484,7 +492,8 @@ absl::StatusOr<std::unique_ptr<KvTransfer>> LinkKvSender::begin(const TransferTa
   threads->writer = std::thread([raw] { raw->writer_loop(); });
   threads->reader = std::thread([raw] { raw->reader_loop(); });
   peers_[target.peer_address] = std::move(threads);
-  return std::make_unique<LinkTransfer>(std::move(peer), target.request_id, std::string(factory_->kind()));
+  return std::make_unique<LinkTransfer>(std::move(peer), target.request_id, target.capability,
+                                        std::string(factory_->kind()));
 }
 
 void LinkKvSender::invalidate(const std::string& peer_address) {

@@ -49,11 +49,11 @@ struct Copy {
 using Deadline = std::chrono::steady_clock::time_point;
 using DoneCallback = std::function<void(absl::Status)>;
 
-// The decode node's check that a write targets blocks reserved for that request, for the
-// transports whose receiver sees each write (gRPC, link): a non-OK status rejects the write, and
-// its code and message go back to the sender.
-using WriteCheck = std::function<absl::Status(const std::string& request_id, std::int32_t pool,
-                                              std::uint64_t dst_offset, std::uint64_t bytes)>;
+// The decode node's check that a write targets blocks reserved for that request and comes with the
+// reservation's capability (node.proto), for the transports whose receiver sees each write (gRPC,
+// link): a non-OK status rejects the write, and its code and message go back to the sender.
+using WriteCheck = std::function<absl::Status(const std::string& request_id, const std::string& capability,
+                                              std::int32_t pool, std::uint64_t dst_offset, std::uint64_t bytes)>;
 
 // Decode side: keeps the pools writable by peers for its lifetime.
 class KvReceiver {
@@ -90,6 +90,7 @@ struct TransferTarget {
   std::string peer_address;   // host:port of the decode node's service
   std::uint64_t peer_instance = 0;  // a new value invalidates a cached connection to the address
   std::string descriptor;     // the peer receiver's descriptor()
+  std::string capability;     // the reservation's token: sent with the writes where the receiver sees them
 };
 
 // Prefill side.

@@ -22,8 +22,8 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
                                  "--host (e.g. the pod IP with --host 0.0.0.0); it names the node in Info, "
                                  "registration, metrics and the ready line (default: --host)"},
       {"handoff-lease-ms", "MS", "how long KV held for a hand-off waits for its transfer or commit (default 60000)"},
-      {"register-with", "HOST:PORT", "announce this node to the router at HOST:PORT once serving (instead of listing "
-                                     "it in the router's flags)"},
+      {"register-with", "HOST:PORT", "announce this node to the router's registry at HOST:PORT (its --internal-port) "
+                                     "once serving, instead of listing it in the router's flags"},
       {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
       {"drain-timeout-ms", "MS", "on SIGTERM: report NOT_SERVING, refuse new requests and give running ones this "
                                  "long to finish before cancelling them (default 30000)"},

@@ -21,7 +21,7 @@ struct NodeIdentity {
   std::vector<std::string> transports;
 };
 
-inline constexpr std::uint32_t kNodeProtocolVersion = 1;
+inline constexpr std::uint32_t kNodeProtocolVersion = 2;  // 2: per-request capabilities
 
 node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, std::int64_t queued_prefill_tokens);
 

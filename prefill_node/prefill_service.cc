@@ -8,6 +8,7 @@
 #include "node_common/convert.h"
 #include "node_common/status_convert.h"
 #include "spdlog/spdlog.h"
+#include "security/capability.h"
 #include "security/grpc_credentials.h"
 
 namespace baton {
@@ -36,6 +37,10 @@ struct PrefillService::Job {
   std::atomic<bool> parked{false};   // the engine holds its KV for us (release when done)
   bool counted_queued = true;        // loop thread: still in queued_prefill_tokens_
   std::optional<HandoffRecord> record;
+  // The asynchronous CheckReservation call to D, before anything else.
+  grpc::ClientContext check_context;
+  node::v1::CheckReservationRequest check_request;
+  node::v1::CheckReservationResponse check_response;
   // The asynchronous Commit call to D.
   grpc::ClientContext commit_context;
   node::v1::CommitRequest commit_request;
@@ -154,23 +159,17 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   if (!check_blocks(dest.kv_blocks(), 0) || !check_blocks(dest.proposer_blocks(), 1)) {
     return reject(grpc::StatusCode::INVALID_ARGUMENT, "destination names a block outside the decode node's pools");
   }
-  auto sender = senders_.find(dest.transport());
-  if (sender == senders_.end()) {
+  if (senders_.find(dest.transport()) == senders_.end()) {
     return reject(grpc::StatusCode::FAILED_PRECONDITION,
                   str_cat("this prefill node cannot send KV over '", dest.transport(), "'"));
   }
-  auto transfer = sender->second->begin(
-      kv::TransferTarget{id, dest.decode_address(), dest.decode_instance_id(), dest.transport_descriptor()});
-  if (!transfer.ok()) {
-    if (observer_.failed) observer_.failed("begin");
-    return reject(to_grpc_status(transfer.status()).error_code(),
-                  str_cat("KV transfer to decode node ", dest.decode_address(), ": ", transfer.status().message()));
+  if (dest.capability().empty()) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT, "destination.capability is empty (the decode node's Reserve gives it)");
   }
   job->id = id;
   job->reactor = reactor;
   job->response = response;
   job->destination = dest;
-  job->transfer = std::move(*transfer);
   job->prompt_len = prompt_len;
   job->received = EngineClock::now();
   {
@@ -184,6 +183,62 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   std::vector<std::int32_t> prompt(request->prompt().begin(), request->prompt().end());
   SamplingParams params = sampling_from_proto(request->sampling());
   job->wants_logprobs = params.logprobs >= 0;
+  check_destination(job, std::move(prompt), std::move(params));
+  (void)ctx;
+  return reactor;
+}
+
+void PrefillService::check_destination(const std::shared_ptr<Job>& job, std::vector<std::int32_t> prompt,
+                                       SamplingParams params) {
+  const node::v1::KvDestination& dest = job->destination;
+  node::v1::CheckReservationRequest& r = job->check_request;
+  r.set_request_id(job->id);
+  r.set_capability(dest.capability());
+  r.set_transport(dest.transport());
+  r.set_transport_descriptor(dest.transport_descriptor());
+  *r.mutable_kv_blocks() = dest.kv_blocks();
+  *r.mutable_proposer_blocks() = dest.proposer_blocks();
+  job->check_context.set_deadline(std::chrono::system_clock::now() + options_.commit_timeout);
+  const std::string address = dest.decode_address();
+  auto on_checked = [this, job, address, prompt = std::move(prompt), params = std::move(params)](grpc::Status s) mutable {
+    if (s.ok()) s = begin_transfer(job);
+    if (!s.ok()) {
+      queued_prefill_tokens_ -= job->prompt_len;
+      job->counted_queued = false;
+      respond(job, s);
+      return;
+    }
+    start_prefill(job, std::move(prompt), std::move(params));
+  };
+  decode_stub(address).async()->CheckReservation(
+      &job->check_context, &job->check_request, &job->check_response,
+      [address, on_checked = std::move(on_checked)](grpc::Status s) mutable {
+        if (!s.ok()) {
+          // Nothing was sent: the decode node did not confirm this destination as one the router
+          // introduced (or cannot be reached).
+          s = grpc::Status(s.error_code(), str_cat("decode node ", address, " did not confirm the destination; nothing "
+                                                   "was sent: ", s.error_message()));
+        }
+        on_checked(s);
+      });
+}
+
+grpc::Status PrefillService::begin_transfer(const std::shared_ptr<Job>& job) {
+  const node::v1::KvDestination& dest = job->destination;
+  auto transfer = senders_.at(dest.transport())
+                      ->begin(kv::TransferTarget{job->id, dest.decode_address(), dest.decode_instance_id(),
+                                                 dest.transport_descriptor(), dest.capability()});
+  if (!transfer.ok()) {
+    if (observer_.failed) observer_.failed("begin");
+    return grpc::Status(to_grpc_status(transfer.status()).error_code(),
+                        str_cat("KV transfer to decode node ", dest.decode_address(), ": ", transfer.status().message()));
+  }
+  job->transfer = std::move(*transfer);
+  return grpc::Status::OK;
+}
+
+void PrefillService::start_prefill(const std::shared_ptr<Job>& job, std::vector<std::int32_t> prompt,
+                                   SamplingParams params) {
   loop_->post([this, job, prompt = std::move(prompt), params = std::move(params)](Engine& e) mutable {
     if (job->aborted) {
       queued_prefill_tokens_ -= job->prompt_len;
@@ -199,8 +254,6 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
       respond(job, to_grpc_status(s));
     }
   });
-  (void)ctx;
-  return reactor;
 }
 
 void PrefillService::on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes) {
@@ -307,6 +360,9 @@ void PrefillService::on_transfer_done(const std::shared_ptr<Job>& job, const abs
 
 node::v1::DecodeNode::Stub& PrefillService::decode_stub(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Addresses come from callers: a bounded cache (the calls in flight hold their channels).
+  constexpr std::size_t kMaxCachedStubs = 256;
+  if (decode_stubs_.size() >= kMaxCachedStubs && !decode_stubs_.contains(address)) decode_stubs_.clear();
   auto& stub = decode_stubs_[address];
   if (!stub) {
     grpc::ChannelArguments args;
@@ -320,6 +376,7 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
   // The record names D's reservation by its request id; its block ids are ours (only their number
   // must match D's).
   job->commit_request.set_prefill_instance_id(identity_.instance_id);
+  job->commit_request.set_capability(job->destination.capability());
   *job->commit_request.mutable_record() = handoff_to_proto(*job->record);
   job->commit_context.set_deadline(std::chrono::system_clock::now() + options_.commit_timeout);
   const std::string address = job->destination.decode_address();
@@ -368,9 +425,20 @@ void PrefillService::abort_job(const std::string& id) {
 
 grpc::ServerUnaryReactor* PrefillService::Abort(grpc::CallbackServerContext* ctx, const node::v1::NodeAbortRequest* request,
                                                 node::v1::NodeAbortResponse* response) {
-  response->set_found(find(request->request_id()) != nullptr);
-  abort_job(request->request_id());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<Job> job = find(request->request_id());
+  response->set_found(job != nullptr);
+  if (job) {
+    // Only the router that placed the request holds its token.
+    absl::Status s = security::check_capability(job->destination.capability(), request->capability(), "Abort",
+                                                request->request_id());
+    if (!s.ok()) {
+      response->set_found(false);
+      reactor->Finish(to_grpc_status(s));
+      return reactor;
+    }
+    abort_job(request->request_id());
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -1,5 +1,6 @@
 // PrefillService: the PrefillNode gRPC service (baton-prefill). For each Prefill call it checks
-// the decode node's layout fingerprint (before any byte moves), starts a KV transfer to the
+// the decode node's layout fingerprint and has the decode node confirm the destination with the
+// request's capability (CheckReservation; both before any byte moves), starts a KV transfer to the
 // destination, queues the prompt on its prefill-role engine and, while the engine computes layer
 // by layer, posts each finished layer's KV to the decode node (the engine's per-layer callback).
 // After the first token: the prefix-cache blocks and the proposer's KV go too, the transfer is
@@ -91,6 +92,11 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   void on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes);
   void hand_off(const std::shared_ptr<Job>& job, RequestOutput& out);
   void on_transfer_done(const std::shared_ptr<Job>& job, const absl::Status& status);
+  // Asks D to confirm the destination (its token, blocks and descriptor) before any byte moves;
+  // then begins the transfer and queues the prompt, or answers the call with D's refusal.
+  void check_destination(const std::shared_ptr<Job>& job, std::vector<std::int32_t> prompt, SamplingParams params);
+  grpc::Status begin_transfer(const std::shared_ptr<Job>& job);
+  void start_prefill(const std::shared_ptr<Job>& job, std::vector<std::int32_t> prompt, SamplingParams params);
   void commit(const std::shared_ptr<Job>& job);
   // Answers the call once; later calls do nothing. Forgets the job; releases its KV if parked.
   void respond(const std::shared_ptr<Job>& job, const grpc::Status& status);

@@ -46,6 +46,11 @@ const std::vector<FlagSpec> kFlags = {
     {"commit-timeout-ms", "MS", "how long a decode node waits for the prefill node's commit (default 60000)"},
     {"request-timeout-ms", "MS", "deadline of a whole request (default 600000)"},
     {"metrics-port", "P", "serve Prometheus metrics at http://HOST:P/metrics (0: any free port, printed)"},
+    {"internal-port", "P", "serve the node registry (nodes' --register-with) on this port, to cluster members only "
+                           "(mutual TLS with --tls-ca); 0: any free port, printed. Without it nodes come from "
+                           "--prefill/--decode or DNS only"},
+    {"internal-host", "HOST", "address the registry listens on (default: --host), e.g. the cluster network's"},
+    {"max-registered-nodes", "N", "registered nodes the router keeps at most; more are refused (default 256)"},
     {"served-model-name", "NAME", "the model id of the OpenAI API and GetModelInfo (default: --model's base name)"},
     {"max-running-requests", "N", "requests running at once; more are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429; "
                                   "default 0: no limit)"},
@@ -129,6 +134,19 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
     BATON_ASSIGN_OR_RETURN(o.api_keys, baton::security::ApiKeys::from_file(*file));
   }
   o.public_dashboard = f.has("public-dashboard");
+  BATON_ASSIGN_OR_RETURN(auto internal_port, f.get_int("internal-port"));
+  if (internal_port) {
+    if (*internal_port < 0 || *internal_port > 65535) return absl::InvalidArgumentError("--internal-port must be in [0, 65535]");
+    o.internal_port = static_cast<int>(*internal_port);
+  }
+  if (auto host = f.get("internal-host")) o.internal_host = *host;
+  BATON_ASSIGN_OR_RETURN(auto max_registered, f.get_int("max-registered-nodes"));
+  if (max_registered) {
+    if (*max_registered < 1 || *max_registered > 100000) {
+      return absl::InvalidArgumentError("--max-registered-nodes must be in [1, 100000]");
+    }
+    o.max_registered_nodes = static_cast<std::size_t>(*max_registered);
+  }
   BATON_ASSIGN_OR_RETURN(auto metrics_port, f.get_int("metrics-port"));
   if (metrics_port) {
     if (*metrics_port < 0 || *metrics_port > 65535) return absl::InvalidArgumentError("--metrics-port must be in [0, 65535]");
@@ -200,6 +218,10 @@ static int run_router(int argc, char** argv) {
   if (!port.ok()) return fail(port.status());
   if (!router.metrics_url().empty()) {
     std::printf("baton-router metrics on %s\n", router.metrics_url().c_str());
+  }
+  if (!router.internal_address().empty()) {
+    // Before the "ready on" line, which `baton up` and scripts wait for as the last one.
+    std::printf("baton-router internal on %s\n", router.internal_address().c_str());
   }
   std::unique_ptr<baton::router::http::HttpServer> http;
   if (*http_options) {

@@ -36,11 +36,12 @@ grpc::Status NodeCalls::failed(const Node& node, const grpc::Status& status) {
   return grpc::Status(status.error_code(), str_cat(node.label(), ": ", status.error_message()));
 }
 
-void NodeCalls::release(Node& decode, const std::string& id) {
+void NodeCalls::release(Node& decode, const std::string& id, const std::string& capability) {
   grpc::ClientContext c;
   c.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
   baton::node::v1::ReleaseRequest request;
   request.set_request_id(id);
+  request.set_capability(capability);
   baton::node::v1::ReleaseResponse response;
   stats_.node_releases_sent.fetch_add(1, std::memory_order_relaxed);
   grpc::Status s = decode.decode().Release(&c, request, &response);
@@ -50,12 +51,13 @@ void NodeCalls::release(Node& decode, const std::string& id) {
   }
 }
 
-void NodeCalls::abort(Node& node, const std::string& id) {
+void NodeCalls::abort(Node& node, const std::string& id, const std::string& capability) {
   if (!aborted_.insert(str_cat(node.address(), "|", id)).second) return;
   grpc::ClientContext c;
   c.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
   baton::node::v1::NodeAbortRequest request;
   request.set_request_id(id);
+  request.set_capability(capability);
   baton::node::v1::NodeAbortResponse response;
   stats_.node_aborts_sent.fetch_add(1, std::memory_order_relaxed);
   grpc::Status s = node.kind() == NodeKind::kPrefill ? node.prefill().Abort(&c, request, &response)

@@ -50,9 +50,10 @@ class NodeCalls {
   // client, an abort), and returns the status for the client with the node named.
   grpc::Status failed(const Node& node, const grpc::Status& status);
 
-  // Best effort, short deadline, not tied to the client's call (which may be gone).
-  void release(Node& decode, const std::string& node_request_id);
-  void abort(Node& node, const std::string& node_request_id);
+  // Best effort, short deadline, not tied to the client's call (which may be gone). `capability`:
+  // the node-call's token (node.proto), without which the node refuses.
+  void release(Node& decode, const std::string& node_request_id, const std::string& capability);
+  void abort(Node& node, const std::string& node_request_id, const std::string& capability);
 
   RequestControl& control() { return control_; }
 

@@ -174,12 +174,17 @@ void NodePool::poll_soon() {
   cv_.notify_all();
 }
 
-absl::Status NodePool::add(NodeKind kind, const std::string& address, NodeSource source) {
+absl::Status NodePool::add(NodeKind kind, const std::string& address, NodeSource source, std::size_t max_from_source) {
   if (address.empty()) return absl::InvalidArgumentError("node address is empty (expected HOST:PORT)");
   std::lock_guard lock(mu_);
   if (auto n = find_locked(kind, address)) {
     n->sources_.insert(source);
     return absl::OkStatus();
+  }
+  const auto from_source = std::count_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return n->sources_.contains(source); });
+  if (static_cast<std::size_t>(from_source) >= max_from_source) {
+    return absl::ResourceExhaustedError(str_cat("the router knows ", from_source, " nodes from ", node_source_name(source),
+                                                " already, its limit; ", node_label(kind, address), " is not added"));
   }
   nodes_.push_back(std::make_shared<Node>(kind, address));
   nodes_.back()->sources_.insert(source);

@@ -149,8 +149,10 @@ class NodePool {
   void start();
   void stop();
   // Adds a node, or `source` to the node with that kind and address (idempotent). INVALID_ARGUMENT
-  // for an empty address.
-  absl::Status add(NodeKind kind, const std::string& address, NodeSource source = NodeSource::kFlag);
+  // for an empty address; RESOURCE_EXHAUSTED when `max_from_source` nodes came from `source`
+  // already (a bound on registrations).
+  absl::Status add(NodeKind kind, const std::string& address, NodeSource source = NodeSource::kFlag,
+                   std::size_t max_from_source = SIZE_MAX);
   // Takes `source` from the node; the node leaves the pool when no source is left (new requests
   // are no longer placed on it; running ones finish). Returns whether it left.
   bool remove(NodeKind kind, const std::string& address, NodeSource source);

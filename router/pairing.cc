@@ -28,6 +28,16 @@ absl::Status check_node(NodeKind kind, const std::string& address, const NodeInf
         kind == NodeKind::kPrefill ? "prefill node (--prefill or role \"prefill\")"
                                    : "decode node (--decode or role \"decode\"/\"both\")"));
   }
+  // Placement prefers the least loaded: a node claiming less than nothing would draw every request.
+  const auto& load = info.load();
+  bool negative = load.num_waiting() < 0 || load.num_running() < 0 || load.queued_prefill_tokens() < 0;
+  for (const auto& pool : load.pools()) {
+    negative |= pool.num_blocks() < 0 || pool.used() < 0 || pool.free() < 0 || pool.reserved() < 0;
+  }
+  if (negative) {
+    return absl::FailedPreconditionError(
+        str_cat(node_label(kind, address), " reports a negative load (", load.ShortDebugString(), "): not trusted"));
+  }
   return absl::OkStatus();
 }
 

@@ -18,14 +18,15 @@
 
 namespace baton::router {
 
-inline constexpr unsigned kProtocolVersion = 1;
+inline constexpr unsigned kProtocolVersion = 2;  // 2: per-request capabilities (node.proto)
 
 enum class NodeKind { kPrefill, kDecode };
 
 // "prefill node 10.0.0.1:5001" / "decode node ...": how messages name a node.
 std::string node_label(NodeKind kind, const std::string& address);
 
-// OK, or FAILED_PRECONDITION saying why the router will not use this node.
+// OK, or FAILED_PRECONDITION saying why the router will not use this node: another protocol
+// version, a role that does not fit, or a load it cannot have (a negative count).
 absl::Status check_node(NodeKind kind, const std::string& address, const baton::node::v1::NodeInfo& info);
 
 // The KV transport a request from P to D uses: the first of D's (its preference order) that P can

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "router/node_calls.h"
 #include "router/prompt.h"
+#include "security/capability.h"
 #include "spdlog/spdlog.h"
 
 namespace baton::router {
@@ -114,6 +115,7 @@ class RequestRun {
 
   // What the usage in the last message reports.
   std::string decode_address_, prefill_address_, transport_;
+  std::string capability_;  // the current attempt's token (node.proto): D's from Reserve, or ours for a local prefill
   bool local_ = false;
   double prefill_ms_ = 0, kv_transfer_ms_ = 0;
   std::int32_t cached_prompt_tokens_ = 0;
@@ -200,6 +202,7 @@ void RequestRun::open_decode(Node& decode, const std::string& id, bool local, De
   stream.scope = std::make_unique<RequestControl::CallScope>(calls_.control(), *stream.context);
   DecodeRequest r;
   r.set_request_id(id);
+  r.set_capability(capability_);
   r.set_commit_timeout_ms(options_.commit_timeout.count());
   if (local) {
     r.mutable_local()->mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
@@ -212,6 +215,7 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
   Node& d = *chosen.decode;
   Node& p = *chosen.prefill;
   mark_first_call();
+  capability_.clear();  // until D's Reserve gives this attempt's
 
   KvDestination destination;
   {
@@ -228,6 +232,7 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
     }
   }
   transport_ = destination.transport();
+  capability_ = destination.capability();
 
   DecodeStream stream;
   if (options_.open_decode_before_prefill) open_decode(d, id, /*local=*/false, stream);
@@ -248,10 +253,10 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
   if (!s.ok()) {
     stream.cancel();
     if (calls_.stopped()) return stop(&d, &p, id);
-    calls_.release(d, id);
+    calls_.release(d, id, capability_);
     const bool rejected = s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
                           s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
-    if (!rejected) calls_.abort(p, id);
+    if (!rejected) calls_.abort(p, id, capability_);
     return {calls_.failed(p, s), !rejected, p.address()};
   }
 
@@ -267,7 +272,7 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
   if (first.finished()) {
     // Nothing was committed: the reservation is the router's to free.
     stream.cancel();
-    calls_.release(d, id);
+    calls_.release(d, id, capability_);
     out.set_finish_reason(first.finish_reason());
     if (first.has_stop_token()) out.set_stop_token(first.stop_token());
     if (first.has_stop_string()) out.set_stop_string(first.stop_string());
@@ -287,6 +292,7 @@ Outcome RequestRun::run_local(ChosenNodes& chosen, const std::string& id) {
   Node& d = *chosen.decode;
   mark_first_call();
   transport_.clear();
+  capability_ = security::new_capability();  // later aborts of the request on D present it
   DecodeStream stream;
   open_decode(d, id, /*local=*/true, stream);
   return forward(d, id, stream);
@@ -338,8 +344,8 @@ Outcome RequestRun::forward(Node& d, const std::string& id, DecodeStream& stream
 
 Outcome RequestRun::stop(Node* decode, Node* prefill, const std::string& id) {
   stats_.requests_aborted.fetch_add(1, std::memory_order_relaxed);
-  if (decode != nullptr) calls_.abort(*decode, id);
-  if (prefill != nullptr) calls_.abort(*prefill, id);
+  if (decode != nullptr) calls_.abort(*decode, id, capability_);
+  if (prefill != nullptr) calls_.abort(*prefill, id, capability_);
   if (calls_.client_gone()) return {grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request")};
   if (calls_.aborted_by_rpc()) {
     GenerateResponse out;

@@ -1,6 +1,9 @@
 #include "router/router_service.h"
 
+#include <algorithm>
 #include <filesystem>
+
+#include "absl/strings/numbers.h"
 
 #include "baton/v1/api.grpc.pb.h"
 #include "baton/v1/node.grpc.pb.h"
@@ -100,9 +103,22 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
 // ---- baton.node.v1.Registry -------------------------------------------------------------------
 
+// A registered address: HOST:PORT with a port in [1, 65535] and a host of printable characters
+// (it is dialled, logged and shown on the dashboard).
+absl::Status check_registered_address(const std::string& address) {
+  const std::size_t colon = address.rfind(':');
+  int port = 0;
+  const bool ok = colon != std::string::npos && colon > 0 && address.size() <= 253 + 8 &&
+                  absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 1 && port <= 65535 &&
+                  std::all_of(address.begin(), address.begin() + static_cast<std::ptrdiff_t>(colon),
+                              [](unsigned char c) { return c > ' ' && c < 127; });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError("address is not HOST:PORT (a printable host and a port in [1, 65535])");
+}
+
 class RouterService::RegistryImpl final : public baton::node::v1::Registry::Service {
  public:
-  explicit RegistryImpl(NodePool& pool) : pool_(pool) {}
+  RegistryImpl(NodePool& pool, std::size_t max_nodes) : pool_(pool), max_nodes_(max_nodes) {}
 
   grpc::Status RegisterNode(grpc::ServerContext*, const baton::node::v1::RegisterNodeRequest* request,
                             baton::node::v1::RegisterNodeResponse*) override {
@@ -111,10 +127,13 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
     if (role == "prefill") kind = NodeKind::kPrefill;
     else if (role == "decode" || role == "both") kind = NodeKind::kDecode;
     else {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          str_cat("role is \"", role, "\"; expected \"prefill\", \"decode\" or \"both\""));
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "role is not \"prefill\", \"decode\" or \"both\"");
     }
-    if (absl::Status s = pool_.add(kind, request->address(), NodeSource::kRegistration); !s.ok()) return to_grpc(s);
+    if (absl::Status s = check_registered_address(request->address()); !s.ok()) return to_grpc(s);
+    if (absl::Status s = pool_.add(kind, request->address(), NodeSource::kRegistration, max_nodes_); !s.ok()) {
+      spdlog::warn("router: registration refused: {}", std::string(s.message()));
+      return to_grpc(absl::ResourceExhaustedError("the router takes no more registered nodes (--max-registered-nodes)"));
+    }
     spdlog::info("router: {} registered", node_label(kind, request->address()));
     pool_.poll_soon();
     return grpc::Status::OK;
@@ -122,6 +141,7 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
 
  private:
   NodePool& pool_;
+  const std::size_t max_nodes_;
 };
 
 // ---- RouterService ----------------------------------------------------------------------------
@@ -154,7 +174,7 @@ absl::StatusOr<int> RouterService::start() {
   flow_ = std::make_unique<RequestFlow>(*pool_, stats_, options_.flow);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
   baton_ = std::make_unique<BatonImpl>(*this, *encoder_);
-  registry_ = std::make_unique<RegistryImpl>(*pool_);
+  registry_ = std::make_unique<RegistryImpl>(*pool_, options_.max_registered_nodes);
   if (!options_.dns_targets.empty()) {
     DnsDiscoveryOptions dns;
     dns.targets = options_.dns_targets;
@@ -172,7 +192,6 @@ absl::StatusOr<int> RouterService::start() {
   const std::string listen = str_cat(options_.host, ":", options_.port);
   builder.AddListeningPort(listen, security::public_server_credentials(options_.tls), &port_);
   builder.RegisterService(baton_.get());
-  builder.RegisterService(registry_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -183,6 +202,30 @@ absl::StatusOr<int> RouterService::start() {
     pool_->stop();
     return absl::UnavailableError(str_cat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
   }
+  if (options_.internal_port) {
+    // Cluster members only: the nodes that register (the router's own polling goes out, not in).
+    grpc::ServerBuilder internal;
+    const std::string host = options_.internal_host.empty() ? options_.host : options_.internal_host;
+    const std::string at = str_cat(host, ":", *options_.internal_port);
+    internal.AddListeningPort(at, security::cluster_server_credentials(options_.tls), &internal_port_);
+    internal.RegisterService(registry_.get());
+    internal.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    internal.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 16);
+    internal.SetMaxReceiveMessageSize(64 << 10);  // a registration is a few bytes
+    internal_server_ = internal.BuildAndStart();
+    if (!internal_server_ || internal_port_ == 0) {
+      internal_server_.reset();
+      server_->Shutdown();
+      server_.reset();
+      if (dns_) dns_->stop();
+      pool_->stop();
+      return absl::UnavailableError(
+          str_cat("cannot listen on ", at, " (--internal-port: in use, or not an address of this host?)"));
+    }
+    spdlog::info("router: serving the node registry on {} ({}; at most {} registered nodes)", internal_address(),
+                 options_.tls.cluster_tls() ? "cluster members only: mutual TLS" : "PLAIN TEXT (--insecure)",
+                 options_.max_registered_nodes);
+  }
   if (options_.metrics_port) {
     metrics::MetricsServerOptions metrics_options;
     metrics_options.tls = options_.tls;
@@ -191,6 +234,8 @@ absl::StatusOr<int> RouterService::start() {
     }
     auto m = metrics::MetricsServer::start(options_.host, *options_.metrics_port, std::move(metrics_options));
     if (!m.ok()) {
+      if (internal_server_) internal_server_->Shutdown();
+      internal_server_.reset();
       server_->Shutdown();
       server_.reset();
       if (dns_) dns_->stop();
@@ -236,6 +281,10 @@ bool RouterService::drain(Clock::time_point deadline) {
 void RouterService::shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (internal_server_) {
+    internal_server_->Shutdown(std::chrono::system_clock::now() + grace);
+    internal_server_->Wait();
+  }
   if (server_) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(std::chrono::system_clock::now() + grace);
@@ -337,5 +386,10 @@ absl::StatusOr<security::KeyId> RouterService::authenticate(std::string_view aut
 std::string RouterService::served_model_name() const { return model_info().model(); }
 
 std::string RouterService::address() const { return str_cat(options_.host, ":", port_); }
+
+std::string RouterService::internal_address() const {
+  if (!internal_server_) return "";
+  return str_cat(options_.internal_host.empty() ? options_.host : options_.internal_host, ":", internal_port_);
+}
 
 }  // namespace baton::router

@@ -1,6 +1,7 @@
 // The router as a server: the public baton.v1.Baton service (Generate, Abort, GetModelInfo,
-// Tokenize), the baton.node.v1.Registry service nodes join through, grpc.health.v1 and server
-// reflection, all on one port. Owns the tokenizer (none: token-id mode), the node pool, the
+// Tokenize) with grpc.health.v1 and server reflection on the public port (TLS, API keys), and the
+// baton.node.v1.Registry service nodes join through on an internal port of its own, which serves
+// cluster members only (mutual TLS with the cluster CA) and takes a bounded number of nodes. Owns the tokenizer (none: token-id mode), the node pool, the
 // running requests and the counters. Easy to start in-process:
 //
 //   RouterService router(options);
@@ -63,6 +64,9 @@ struct RouterOptions {
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
   FlowOptions flow;                              // node_timeout is also the polling calls' deadline
   std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
+  std::optional<int> internal_port;              // serve the Registry here (0: any free port); none: no registry
+  std::string internal_host;                     // "" : host
+  std::size_t max_registered_nodes = 256;        // more registrations are RESOURCE_EXHAUSTED
   security::TlsConfig tls;                       // the public port's TLS (--tls-cert/--tls-key); plain: --insecure
   security::ApiKeys api_keys;                    // --api-keys-file: the public API's keys (none: open)
   bool public_dashboard = false;                 // /metrics (and /dashboard) without a key
@@ -141,6 +145,7 @@ class RouterService {
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: token-id mode
 
   std::string address() const;  // host:port once started
+  std::string internal_address() const;  // host:port of the registry, "" without one
   std::string metrics_url() const;  // http://host:port/metrics, "" without --metrics-port
   const RouterStats& stats() const { return stats_; }
   // What the /dashboard page draws: requests that finished lately, and the decode nodes'
@@ -167,6 +172,8 @@ class RouterService {
   std::unique_ptr<BatonImpl> baton_;
   std::unique_ptr<RegistryImpl> registry_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> internal_server_;  // the Registry (internal_port)
+  int internal_port_ = 0;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<RouterMetrics> metrics_;
   std::atomic<RouterMetrics*> live_metrics_{nullptr};  // set once metrics_ exists; read by request threads

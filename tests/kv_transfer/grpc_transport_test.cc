@@ -29,10 +29,11 @@ class GrpcTransportTest : public ::testing::Test {
     src_[1]->fill_random(2);
     dst_ = make_pools(12 * kMiB, 3 * kMiB);
     for (auto& p : dst_) p->fill_pattern();
-    receiver_ = std::make_unique<GrpcKvReceiver>(regions(dst_), [this](const std::string& request_id, std::int32_t pool,
-                                                                       std::uint64_t offset, std::uint64_t bytes) {
-      return check_ ? check_(request_id, pool, offset, bytes) : absl::OkStatus();
-    });
+    receiver_ = std::make_unique<GrpcKvReceiver>(
+        regions(dst_), [this](const std::string& request_id, const std::string& capability, std::int32_t pool,
+                              std::uint64_t offset, std::uint64_t bytes) {
+          return check_ ? check_(request_id, capability, pool, offset, bytes) : absl::OkStatus();
+        });
     start_server();
     sender_ = std::make_unique<GrpcKvSender>(regions(src_));
   }
@@ -54,8 +55,9 @@ class GrpcTransportTest : public ::testing::Test {
   }
 
   TransferTarget target(std::string request_id, std::uint64_t instance = 1) const {
+    const std::string capability = "token-" + request_id;
     return TransferTarget{std::move(request_id), "127.0.0.1:" + std::to_string(port_), instance,
-                          receiver_->descriptor()};
+                          receiver_->descriptor(), capability};
   }
 
   std::vector<std::unique_ptr<testing::TestPool>> src_, dst_;
@@ -72,7 +74,7 @@ TEST_F(GrpcTransportTest, SmallAndLargeCopiesLandExactly) {
   auto copies0 = plan_copies(11, src_[0]->size(), dst_[0]->size(), 1, 9 * kMiB, 2000, 256);
   auto copies1 = plan_copies(12, src_[1]->size(), dst_[1]->size(), 1, kMiB, 500, 256);
   std::vector<std::string> seen_requests;
-  check_ = [&](const std::string& request_id, std::int32_t, std::uint64_t, std::uint64_t) {
+  check_ = [&](const std::string& request_id, const std::string&, std::int32_t, std::uint64_t, std::uint64_t) {
     if (seen_requests.empty() || seen_requests.back() != request_id) seen_requests.push_back(request_id);
     return absl::OkStatus();
   };
@@ -102,8 +104,30 @@ TEST_F(GrpcTransportTest, ChannelIsCachedPerInstance) {
   EXPECT_EQ(sender_->channels_made(), 3);
 }
 
+TEST_F(GrpcTransportTest, TheReservationsCapabilityTravelsWithTheWrites) {
+  // D's check (decode_service.h) admits a write only with the request's own token.
+  check_ = [](const std::string& request_id, const std::string& capability, std::int32_t, std::uint64_t,
+              std::uint64_t) {
+    return capability == "token-" + request_id ? absl::OkStatus() : absl::PermissionDeniedError("not its token");
+  };
+  auto own = sender_->begin(target("req-a"));
+  ASSERT_TRUE(own.ok()) << own.status();
+  (*own)->put(0, std::vector<Copy>{{0, 0, 4096}});
+  EXPECT_TRUE(finish_and_wait(**own, 10s).ok());
+
+  TransferTarget forged = target("req-b");
+  forged.capability = "token-req-a";  // another request's token
+  auto stolen = sender_->begin(forged);
+  ASSERT_TRUE(stolen.ok()) << stolen.status();
+  (*stolen)->put(0, std::vector<Copy>{{0, 8192, 4096}});
+  const absl::Status refused = finish_and_wait(**stolen, 10s);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_TRUE(testing::mentions(refused, "not its token"));
+}
+
 TEST_F(GrpcTransportTest, RejectedWriteFailsTheTransferNamingIt) {
-  check_ = [](const std::string& request_id, std::int32_t pool, std::uint64_t offset, std::uint64_t) {
+  check_ = [](const std::string& request_id, const std::string&, std::int32_t pool, std::uint64_t offset,
+               std::uint64_t) {
     if (pool == 0 && offset >= 65536) {
       return absl::PermissionDeniedError(request_id + " does not hold that block");
     }
@@ -173,7 +197,7 @@ TEST_F(GrpcTransportTest, StuckPeerHitsTheDeadline) {
     bool open = false;
   };
   auto gate = std::make_shared<Gate>();
-  check_ = [gate](const std::string&, std::int32_t, std::uint64_t, std::uint64_t) {
+  check_ = [gate](const std::string&, const std::string&, std::int32_t, std::uint64_t, std::uint64_t) {
     std::unique_lock lock(gate->mu);
     gate->cv.wait_for(lock, 10s, [&] { return gate->open; });
     return absl::OkStatus();

@@ -26,7 +26,7 @@ class KvChunkPackerTest : public ::testing::Test {
 
 TEST_F(KvChunkPackerTest, ChunksReassembleIntoTheCopiedBytes) {
   constexpr std::size_t kMax = 124;
-  KvChunkPacker packer(&pools_, "req-7", kMax);
+  KvChunkPacker packer(&pools_, "req-7", "token-7", kMax);
   std::vector<Copy> copies0{{10, 5000, 250}, {0, 0, 0}, {600, 9000, 30}};
   for (std::uint64_t i = 0; i < 40; ++i) copies0.push_back({700 + i, 9100 + 2 * i, 1});  // tiny segments
   const std::vector<Copy> copies1{{3, 40, 20}};
@@ -38,11 +38,13 @@ TEST_F(KvChunkPackerTest, ChunksReassembleIntoTheCopiedBytes) {
   while (!packer.empty()) ASSERT_TRUE(packer.next(chunks.emplace_back()).ok());
   ASSERT_GE(chunks.size(), 4u);
   EXPECT_EQ(chunks[0].request_id(), "req-7");
+  EXPECT_EQ(chunks[0].capability(), "token-7");  // the request's token rides with its id
   int last_pool = 0;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const auto& c = chunks[i];
     if (i > 0) {
       EXPECT_TRUE(c.request_id().empty());
+      EXPECT_TRUE(c.capability().empty());
     }
     EXPECT_GE(c.pool(), last_pool);  // pool 0's chunks, then pool 1's
     last_pool = c.pool();
@@ -65,7 +67,7 @@ TEST_F(KvChunkPackerTest, ChunksReassembleIntoTheCopiedBytes) {
 
 TEST_F(KvChunkPackerTest, RejectsOutOfRangeSourcesAndPools) {
   {
-    KvChunkPacker packer(&pools_, "req-1", 100);
+    KvChunkPacker packer(&pools_, "req-1", "token-1", 100);
     packer.add(1, {{0, 0, 10}, {295, 0, 10}});
     baton::node::v1::KvChunk chunk;
     absl::Status status = packer.next(chunk);
@@ -74,7 +76,7 @@ TEST_F(KvChunkPackerTest, RejectsOutOfRangeSourcesAndPools) {
     EXPECT_TRUE(testing::mentions(status, "req-1"));
   }
   {
-    KvChunkPacker packer(&pools_, "req-2", 100);
+    KvChunkPacker packer(&pools_, "req-2", "token-2", 100);
     packer.add(5, {{0, 0, 10}});
     baton::node::v1::KvChunk chunk;
     EXPECT_EQ(packer.next(chunk).code(), absl::StatusCode::kInvalidArgument);

@@ -41,8 +41,9 @@ class KvLinkTransportTest : public ::testing::Test {
     receiver_factory_ = std::make_shared<TcpKvLinkFactory>();
     receiver_ = std::make_unique<LinkKvReceiver>(
         regions(dst_), receiver_factory_,
-        [this](const std::string& request_id, std::int32_t pool, std::uint64_t offset, std::uint64_t bytes) {
-          return check_ ? check_(request_id, pool, offset, bytes) : absl::OkStatus();
+        [this](const std::string& request_id, const std::string& capability, std::int32_t pool, std::uint64_t offset,
+               std::uint64_t bytes) {
+          return check_ ? check_(request_id, capability, pool, offset, bytes) : absl::OkStatus();
         },
         LinkReceiverOptions{5s});
     start_server();
@@ -71,7 +72,9 @@ class KvLinkTransportTest : public ::testing::Test {
   }
 
   TransferTarget target(std::string request_id, std::uint64_t instance = 1) const {
-    return TransferTarget{std::move(request_id), "127.0.0.1:" + std::to_string(port_), instance, receiver_->descriptor()};
+    const std::string capability = "token-" + request_id;
+    return TransferTarget{std::move(request_id), "127.0.0.1:" + std::to_string(port_), instance, receiver_->descriptor(),
+                          capability};
   }
 
   std::vector<std::unique_ptr<testing::TestPool>> src_, dst_;
@@ -89,7 +92,7 @@ TEST_F(KvLinkTransportTest, SmallAndLargeCopiesLandExactlyOverOneLink) {
   auto copies0 = plan_copies(11, src_[0]->size(), dst_[0]->size(), 1, 9 * kMiB, 2000, 256);
   auto copies1 = plan_copies(12, src_[1]->size(), dst_[1]->size(), 1, kMiB, 500, 256);
   std::vector<std::string> seen_requests;
-  check_ = [&](const std::string& request_id, std::int32_t, std::uint64_t, std::uint64_t) {
+  check_ = [&](const std::string& request_id, const std::string&, std::int32_t, std::uint64_t, std::uint64_t) {
     if (seen_requests.empty() || seen_requests.back() != request_id) seen_requests.push_back(request_id);
     return absl::OkStatus();
   };
@@ -137,7 +140,9 @@ TEST_F(KvLinkTransportTest, ConcurrentTransfersShareTheLinkInOrder) {
 }
 
 TEST_F(KvLinkTransportTest, RejectedWritesFailTheirTransferAndTheLinkServesOn) {
-  check_ = [](const std::string& request_id, std::int32_t pool, std::uint64_t offset, std::uint64_t) {
+  check_ = [](const std::string& request_id, const std::string& capability, std::int32_t pool, std::uint64_t offset,
+               std::uint64_t) {
+    if (capability != "token-" + request_id) return absl::PermissionDeniedError("not its token");
     if (request_id == "req-evil" && pool == 0 && offset >= 65536) return absl::PermissionDeniedError("not its block");
     return absl::OkStatus();
   };
@@ -161,6 +166,15 @@ TEST_F(KvLinkTransportTest, RejectedWritesFailTheirTransferAndTheLinkServesOn) {
   std::vector<Copy> landed = good;
   landed.push_back({0, 0, 4096});  // the evil transfer's one allowed copy
   EXPECT_TRUE(holds_exactly(*src_[0], *dst_[0], landed));  // and nothing of its rejected ones
+
+  // Another request's token: refused, nothing lands, and the link still serves.
+  TransferTarget forged = target("req-forged");
+  forged.capability = "token-req-good";
+  auto stolen = sender_->begin(forged);
+  ASSERT_TRUE(stolen.ok()) << stolen.status();
+  (*stolen)->put(0, std::vector<Copy>{{0, 10 * kMiB, 4096}});
+  EXPECT_EQ(finish_and_wait(**stolen, 10s).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(holds_exactly(*src_[0], *dst_[0], landed));
   EXPECT_EQ(sender_->links_made(), 1);
 }
 

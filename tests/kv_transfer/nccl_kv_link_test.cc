@@ -73,7 +73,8 @@ TEST(NcclKvLink, TransfersLandExactlyGpuToGpu) {
   dst1.fill(4);
 
   LinkKvReceiver receiver({dst0.region(), dst1.region()}, *receiver_factory,
-                          [](const std::string& request_id, std::int32_t, std::uint64_t offset, std::uint64_t) {
+                          [](const std::string& request_id, const std::string&, std::int32_t, std::uint64_t offset,
+                             std::uint64_t) {
                             if (request_id == "req-evil" && offset >= 65536) return absl::PermissionDeniedError("not its block");
                             return absl::OkStatus();
                           },

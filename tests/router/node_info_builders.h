@@ -11,7 +11,7 @@ namespace baton::router::testing {
 
 inline baton::node::v1::NodeInfo node_info(const std::string& role, const std::string& method = "", int k = 0) {
   baton::node::v1::NodeInfo info;
-  info.set_protocol_version(1);
+  info.set_protocol_version(2);
   info.set_role(role);
   info.set_model_name("baton-tiny-code");
   info.set_model_kind("LlamaForCausalLM");

@@ -13,14 +13,26 @@ namespace {
 using ::testing::HasSubstr;
 using testing::node_info;
 
-TEST(CheckNode, ProtocolVersionMustBeOne) {
+TEST(CheckNode, ProtocolVersionMustBeTwo) {
   auto info = node_info("decode");
   EXPECT_TRUE(check_node(NodeKind::kDecode, "d:1", info).ok());
-  info.set_protocol_version(2);
+  info.set_protocol_version(1);  // before per-request capabilities
   const absl::Status s = check_node(NodeKind::kDecode, "d:1", info);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("decode node d:1 speaks protocol_version 2; this router speaks 1"));
+  EXPECT_THAT(s.message(), HasSubstr("decode node d:1 speaks protocol_version 1; this router speaks 2"));
   info.set_protocol_version(0);  // a node that never set it
+  EXPECT_FALSE(check_node(NodeKind::kDecode, "d:1", info).ok());
+}
+
+TEST(CheckNode, ANegativeLoadIsNotTrusted) {
+  // A node reporting less than nothing to do would draw every request to itself.
+  auto info = node_info("prefill");
+  info.mutable_load()->set_num_waiting(-5);
+  const absl::Status s = check_node(NodeKind::kPrefill, "p:1", info);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("negative load"));
+  info = node_info("decode");
+  info.mutable_load()->add_pools()->set_free(-1);
   EXPECT_FALSE(check_node(NodeKind::kDecode, "d:1", info).ok());
 }
 

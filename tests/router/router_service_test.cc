@@ -17,6 +17,7 @@ namespace baton::router {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string bundled_dir() { return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/target"; }
 
@@ -25,6 +26,8 @@ class RouterWithoutNodes : public ::testing::Test {
   void SetUp() override {
     RouterOptions options;
     options.model_dir = bundled_dir();
+    options.internal_port = 0;  // the node registry, on a port of its own
+    options.max_registered_nodes = 3;
     router_ = std::make_unique<RouterService>(options);
     auto port = router_->start();
     ASSERT_TRUE(port.ok()) << port.status();
@@ -105,7 +108,8 @@ TEST_F(RouterWithoutNodes, ReflectionListsTheServices) {
   std::string bytes;
   for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_THAT(bytes, HasSubstr("baton.v1.Baton"));
-  EXPECT_THAT(bytes, HasSubstr("baton.node.v1.Registry"));
+  // The registry is on the internal port only, never beside the public API.
+  EXPECT_THAT(bytes, Not(HasSubstr("baton.node.v1.Registry")));
   EXPECT_TRUE(stream->Finish().ok());
 }
 
@@ -129,7 +133,9 @@ TEST_F(RouterWithoutNodes, ModelInfoAndAbort) {
 }
 
 TEST_F(RouterWithoutNodes, NodesRegister) {
-  auto registry = baton::node::v1::Registry::NewStub(client_->channel());
+  ASSERT_FALSE(router_->internal_address().empty());
+  auto registry = baton::node::v1::Registry::NewStub(
+      grpc::CreateChannel(router_->internal_address(), grpc::InsecureChannelCredentials()));
   auto do_register = [&](const std::string& address, const std::string& role) {
     grpc::ClientContext context;
     baton::node::v1::RegisterNodeRequest request;
@@ -140,11 +146,23 @@ TEST_F(RouterWithoutNodes, NodesRegister) {
   };
   const grpc::Status bad_role = do_register("127.0.0.1:1", "decoder");
   EXPECT_EQ(bad_role.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(bad_role.error_message(), HasSubstr("\"decoder\""));
+  EXPECT_THAT(bad_role.error_message(), HasSubstr("\"prefill\", \"decode\" or \"both\""));
   EXPECT_EQ(do_register("", "decode").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(do_register("127.0.0.1", "decode").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(do_register("bad host:1", "decode").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE(do_register("127.0.0.1:1", "both").ok());
   ASSERT_TRUE(do_register("127.0.0.1:1", "decode").ok());  // again: harmless
   ASSERT_TRUE(do_register("127.0.0.1:2", "prefill").ok());
+  // The public port does not take registrations.
+  {
+    grpc::ClientContext context;
+    baton::node::v1::RegisterNodeRequest request;
+    request.set_address("127.0.0.1:3");
+    request.set_role("decode");
+    baton::node::v1::RegisterNodeResponse response;
+    EXPECT_EQ(baton::node::v1::Registry::NewStub(client_->channel())->RegisterNode(&context, request, &response).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
   const auto nodes = router_->nodes().status();
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_EQ(nodes[0].kind, NodeKind::kDecode);
@@ -157,6 +175,11 @@ TEST_F(RouterWithoutNodes, NodesRegister) {
   auto result = client_->generate(r);
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(result.status.error_message(), HasSubstr("no usable decode node (1 known: 127.0.0.1:1: health check"));
+  // --max-registered-nodes 3: the third is taken, the fourth refused, the known ones still renew.
+  EXPECT_TRUE(do_register("127.0.0.1:3", "prefill").ok());
+  EXPECT_EQ(do_register("127.0.0.1:4", "prefill").error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(do_register("127.0.0.1:2", "prefill").ok());
+  EXPECT_EQ(router_->nodes().status().size(), 3u);
 }
 
 TEST(RouterTokenIdMode, RefusesTextAndServesIds) {

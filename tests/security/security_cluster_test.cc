@@ -1,5 +1,6 @@
 // A real local cluster with TLS and API keys (cli/cluster.h, as `baton up --tls --api-keys-file`):
-// the router's gRPC and HTTPS ports serve only callers with a key, and only over TLS; `baton
+// the router's gRPC and HTTPS ports serve only callers with a key, and only over TLS; its node
+// registry (--internal-port) only cluster members, and a bounded number of nodes; `baton
 // generate --endpoint` and the official `openai` npm client with the CA and a key get the local
 // `baton generate` tokens; the nodes' ports and /metrics admit cluster members only (a plain-text
 // caller, a TLS caller without a certificate and one with another CA's are all refused); the
@@ -38,6 +39,7 @@ class SecureCluster : public ::testing::Test {
     o.http_port = 0;
     o.metrics = true;
     o.tls = true;
+    o.router_args = {"--internal-port", "0", "--max-registered-nodes", "4"};
     std::filesystem::create_directories(o.log_dir);
     o.api_keys_file = o.log_dir + "/api-keys";
     // A plain key, and a second one stored only as its hash.
@@ -198,6 +200,72 @@ TEST_F(SecureCluster, NodePortsAdmitClusterMembersOnly) {
   r.set_prompt_len(8192);
   node::v1::KvDestination out;
   EXPECT_EQ(stub->Reserve(&ctx, r, &out).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+grpc::Status register_node(const std::string& registry, std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           const std::string& address, const std::string& role = "prefill") {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = node::v1::Registry::NewStub(grpc::CreateCustomChannel(registry, std::move(credentials), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  node::v1::RegisterNodeRequest r;
+  r.set_address(address);
+  r.set_role(role);
+  node::v1::RegisterNodeResponse out;
+  return stub->RegisterNode(&ctx, r, &out);
+}
+
+TEST_F(SecureCluster, TheRegistryTakesClusterMembersOnlyAndABoundedNumber) {
+  auto line = cluster_->router().process->wait_for_line("baton-router internal on ", std::chrono::seconds(5));
+  ASSERT_TRUE(line.ok()) << line.status();
+  std::string registry = line->substr(line->find(" on ") + 4);
+  registry = registry.substr(0, registry.find_first_of(" \r\n"));
+
+  // A rogue node: plain text, TLS without a certificate, a certificate of another CA.
+  security::TlsConfig rogue = stranger_->config("rogue");
+  rogue.ca_file = ca();
+  auto no_cert = security::client_channel_credentials(ca());
+  ASSERT_TRUE(no_cert.ok());
+  for (const auto& credentials : {grpc::InsecureChannelCredentials(), *no_cert,
+                                  security::make_cluster_channel_credentials(rogue)}) {
+    EXPECT_EQ(register_node(registry, credentials, "127.0.0.1:9").error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  // The public port has no registry at all, even for a caller with a key.
+  {
+    auto channel = security::public_api_channel(cluster_->router_address(), ca(), kKey);
+    ASSERT_TRUE(channel.ok());
+    auto stub = node::v1::Registry::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    node::v1::RegisterNodeRequest r;
+    r.set_address("127.0.0.1:9");
+    r.set_role("prefill");
+    node::v1::RegisterNodeResponse out;
+    EXPECT_EQ(stub->RegisterNode(&ctx, r, &out).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+
+  // A member registers; malformed addresses and roles are refused; and no more than
+  // --max-registered-nodes (4) are kept, however many are sent (the router dials each one it keeps).
+  security::TlsConfig member;
+  member.cert_file = tls_dir() + "/prefill-0.pem";
+  member.key_file = tls_dir() + "/prefill-0-key.pem";
+  member.ca_file = ca();
+  auto credentials = security::make_cluster_channel_credentials(member);
+  EXPECT_EQ(register_node(registry, credentials, "no-port").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(register_node(registry, credentials, "host:70000").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(register_node(registry, credentials, "127.0.0.1:9", "router").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    const grpc::Status s = register_node(registry, credentials, "127.0.0.1:" + std::to_string(40000 + i));
+    if (s.ok()) ++accepted;
+    else if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++refused;
+  }
+  EXPECT_EQ(accepted, 4);
+  EXPECT_EQ(refused, 16);
+  EXPECT_TRUE(register_node(registry, credentials, "127.0.0.1:40000").ok()) << "registering again is idempotent";
+  EXPECT_TRUE(model_info(*router(kKey)).ok()) << "the router serves on";
 }
 
 TEST_F(SecureCluster, HttpsWithAKeyForCurlAndTheOpenAiClient) {

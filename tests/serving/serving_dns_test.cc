@@ -42,10 +42,10 @@ TEST(ServingDiscovery, AVanishedRegisteredNodeIsForgottenAndAStaticOneIsNot) {
   auto fixed = start_process(node);
   const std::string fixed_address = ready_address(*fixed);
   auto router = start_process({binary("baton-router"), "--insecure", "--port", "0", "--decode", fixed_address,
-                               "--forget-unreachable-ms", "500", "--poll-interval-ms", "100"});
-  const std::string router_address = ready_address(*router);
+                               "--forget-unreachable-ms", "500", "--poll-interval-ms", "100", "--internal-port", "0"});
+  (void)ready_address(*router);
   std::vector<std::string> registering = node;
-  registering.insert(registering.end(), {"--register-with", router_address});
+  registering.insert(registering.end(), {"--register-with", registry_address(*router)});
   auto joined = start_process(registering);
   const std::string joined_address = ready_address(*joined);
   ASSERT_TRUE(router->wait_for_line("decode node " + joined_address + " is usable", std::chrono::seconds(30)).ok());

@@ -74,6 +74,7 @@ TEST(ServingFaults, ACommitThatNeverComesIsReclaimedByTheLease) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   node::v1::DecodeRequest req;
   req.set_request_id("never-committed");
+  req.set_capability(dest.capability());  // the reservation's token, as the router sends it
   auto stream = d->Decode(&ctx, req);
   node::v1::DecodeResponse last;
   for (node::v1::DecodeResponse m; stream->Read(&m);) last = m;

@@ -9,10 +9,12 @@ namespace baton::testing {
 namespace {
 
 TEST(ServingRegistration, NodesThatRegisterServeRequests) {
-  auto router = start_process({binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0"});
+  auto router = start_process(
+      {binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
   const std::string router_address = ready_address(*router);
+  const std::string registry = registry_address(*router);
   const std::vector<std::string> common = {"--model", family_path("target"), "--port", "0", "--threads", "1",
-                                           "--kv-cache-memory", "0.125", "--register-with", router_address};
+                                           "--kv-cache-memory", "0.125", "--register-with", registry};
   std::vector<std::string> d_argv = {binary("baton-decode"), "--insecure"}, p_argv = {binary("baton-prefill"), "--insecure"};
   d_argv.insert(d_argv.end(), common.begin(), common.end());
   p_argv.insert(p_argv.end(), common.begin(), common.end());
@@ -38,11 +40,13 @@ TEST(ServingRegistration, NodesThatRegisterServeRequests) {
 // What the Helm chart runs: nodes listen on 0.0.0.0 and advertise the pod IP (--advertise-host),
 // which is the address they register, report and are served under.
 TEST(ServingRegistration, NodesListeningOnEveryInterfaceAdvertiseTheirAddress) {
-  auto router = start_process({binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0"});
+  auto router = start_process(
+      {binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
   const std::string router_address = ready_address(*router);
+  const std::string registry = registry_address(*router);
   const std::vector<std::string> common = {"--model", family_path("target"), "--port", "0", "--threads", "1",
                                            "--kv-cache-memory", "0.125", "--host", "0.0.0.0",
-                                           "--advertise-host", "127.0.0.1", "--register-with", router_address};
+                                           "--advertise-host", "127.0.0.1", "--register-with", registry};
   std::vector<std::string> d_argv = {binary("baton-decode"), "--insecure"}, p_argv = {binary("baton-prefill"), "--insecure"};
   d_argv.insert(d_argv.end(), common.begin(), common.end());
   p_argv.insert(p_argv.end(), common.begin(), common.end());

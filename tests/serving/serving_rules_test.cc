@@ -110,11 +110,16 @@ TEST(ServingRules, DifferentLayoutsNeverExchangeBytes) {
   EXPECT_THAT(s.error_message(), HasSubstr("weight dtype"));
   EXPECT_EQ(node_info(*pn).load().kv_bytes_sent(), 0);
   {
+    // Only with the reservation's token (its capability) is it released.
     grpc::ClientContext rctx;
     node::v1::ReleaseRequest r;
     r.set_request_id("fp-1");
     node::v1::ReleaseResponse released;
-    ASSERT_TRUE(d->Release(&rctx, r, &released).ok());
+    EXPECT_EQ(d->Release(&rctx, r, &released).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_GT(node_info(*d).load().pools(0).reserved(), 0);
+    grpc::ClientContext again;
+    r.set_capability(dest.capability());
+    ASSERT_TRUE(d->Release(&again, r, &released).ok());
     EXPECT_TRUE(released.found());
   }
   expect_no_kv_held(node_info(*d));

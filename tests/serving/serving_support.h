@@ -210,6 +210,15 @@ inline std::string ready_address(Subprocess& p) {
   return rest.substr(0, rest.find(' '));
 }
 
+// The router's node registry, from its "baton-router internal on HOST:PORT" line (printed before
+// its ready line; the router runs with --internal-port).
+inline std::string registry_address(Subprocess& router) {
+  auto line = router.wait_for_line("baton-router internal on ", std::chrono::seconds(10));
+  BATON_CHECK(line.ok(), line.status().ToString());
+  const std::string rest = line->substr(line->find(" on ") + 4);
+  return rest.substr(0, rest.find_first_of(" \r\n"));
+}
+
 inline std::string binary(const std::string& name) {
   auto path = cli::LocalCluster::find_binary(name, BATON_BINARY_DIR);
   BATON_CHECK(path.ok(), path.status().ToString());

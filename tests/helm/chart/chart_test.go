@@ -654,13 +654,26 @@ func TestColocatedRegistration(t *testing.T) {
 	if specConfig(t, decode) != nil {
 		t.Error("speculativeConfig {} still speculates")
 	}
-	routerSvc := r.mustFind("Service", component("router"))
-	want := fmt.Sprintf("%s.%s.svc.cluster.local:%d", routerSvc.Name(), namespace,
-		num(asMap(asList(routerSvc.Get("spec.ports"))[0])["port"]))
+	// Nodes register with the router's internal registry Service, a ClusterIP of its own, never
+	// the public one.
+	registry := r.mustFind("Service", component("router")+"-internal")
+	if registry.Get("spec.type") != "ClusterIP" {
+		t.Errorf("the registry Service is %v, want ClusterIP", registry.Get("spec.type"))
+	}
+	registryPort := num(asMap(asList(registry.Get("spec.ports"))[0])["port"])
+	want := fmt.Sprintf("%s.%s.svc.cluster.local:%d", registry.Name(), namespace, registryPort)
 	if got := mustFlag(t, decode, "register-with"); got != want {
-		t.Errorf("--register-with %s, want the router Service %s", got, want)
+		t.Errorf("--register-with %s, want the router's registry Service %s", got, want)
+	}
+	for _, p := range asList(r.mustFind("Service", component("router")).Get("spec.ports")) {
+		if num(asMap(p)["port"]) == registryPort {
+			t.Error("the public router Service exposes the registry port")
+		}
 	}
 	router := container(r.mustFind("Deployment", component("router")), "router")
+	if got := mustFlag(t, router, "internal-port"); got != fmt.Sprint(registryPort) {
+		t.Errorf("router --internal-port %s, want %d", got, registryPort)
+	}
 	if _, ok := flag(router, "decode-dns"); ok {
 		t.Error("register mode still resolves DNS")
 	}

@@ -87,7 +87,7 @@ spec:
             {{- include "baton.securityArgs" $ | nindent 12 }}
             {{- if eq $.Values.discovery.mode "register" }}
             - --register-with
-            - {{ printf "%s.%s.svc.%s:%d" (include "baton.componentName" (dict "root" $ "component" "router")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.grpcPort) }}
+            - {{ printf "%s-internal.%s.svc.%s:%d" (include "baton.componentName" (dict "root" $ "component" "router")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.internalPort) }}
             {{- end }}
             {{- if $.Values.metrics.enabled }}
             - --metrics-port
