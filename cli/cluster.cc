@@ -208,6 +208,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   c->router_->argv = {router_bin, "--model", options.model_dir, "--host", options.host, "--port",
                       std::to_string(options.router_port)};
   for (auto& n : c->nodes_) c->router_->argv.insert(c->router_->argv.end(), {"--" + n->role, n->address});
+  if (options.expose_topology) c->router_->argv.push_back("--expose-topology");
   const std::vector<std::string> router_security = security_args("router");
   c->router_->argv.insert(c->router_->argv.end(), router_security.begin(), router_security.end());
   if (!options.api_keys_file.empty()) {

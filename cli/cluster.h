@@ -46,6 +46,9 @@ struct ClusterOptions {
   // Without it every process runs with --insecure (plain text on loopback).
   bool tls = false;
   std::string api_keys_file;            // the router's --api-keys-file ("" : no keys)
+  // The router tells clients node addresses and paths (--expose-topology): the user of a local
+  // cluster owns every process.
+  bool expose_topology = true;
 };
 
 struct ClusterProcess {

@@ -202,7 +202,12 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     ctx.set_wait_for_ready(true);
     const grpc::Status s = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
-    if (!s.ok()) return fail(endpoint, str_cat("cannot reach the router: ", s.error_message()));
+    if (!s.ok()) {
+    const bool no_tls = !f.has("tls-ca") && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                             s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+    return fail(endpoint, str_cat("cannot reach the router: ", s.error_message(),
+                                  no_tls ? " (if it serves TLS, give --tls-ca FILE)" : ""));
+  }
   }
   std::string method;
   if (!info.speculative_config().empty()) {
@@ -250,9 +255,11 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
                  static_cast<long long>(r.usage.speculation().num_accepted_tokens()), s["acceptance_rate"].get<double>(),
                  s["mean_acceptance_length"].get<double>());
   }
+  // A router without --expose-topology names no node.
+  const auto node = [](const std::string& address) { return address.empty() ? std::string("(hidden)") : address; };
   std::fprintf(stderr, "served by %s: prefill on %s, decode on %s, time to first token %.1f ms\n", endpoint.c_str(),
-               r.usage.local_prefill() ? "the decode node" : r.usage.prefill_node().c_str(), r.usage.decode_node().c_str(),
-               r.ttft_s * 1000.0);
+               r.usage.local_prefill() ? "the decode node" : node(r.usage.prefill_node()).c_str(),
+               node(r.usage.decode_node()).c_str(), r.ttft_s * 1000.0);
   return r.finish_reason == v1::FINISH_REASON_ERROR ? 1 : 0;
 }
 

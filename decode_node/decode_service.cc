@@ -305,8 +305,10 @@ grpc::ServerWriteReactor<node::v1::DecodeResponse>* DecodeService::Decode(grpc::
     spdlog::info("request '{}': prefilling locally ({} prompt tokens; {} local prefills so far)", id,
                  request->local().prompt_size(), n);
     std::vector<std::int32_t> prompt(request->local().prompt().begin(), request->local().prompt().end());
-    loop_->post([this, id, prompt = std::move(prompt), params = std::move(params)](Engine& e) mutable {
-      const absl::Status s = e.add_request(id, std::move(prompt), params);
+    AddRequestOptions options;
+    options.cache_salt = request->local().cache_salt();
+    loop_->post([this, id, prompt = std::move(prompt), params = std::move(params), options](Engine& e) mutable {
+      const absl::Status s = e.add_request(id, std::move(prompt), params, options);
       if (s.ok()) return;
       std::lock_guard<std::mutex> relock(mu_);
       auto it = entries_.find(id);

@@ -4,7 +4,10 @@
 // fingerprint) in engine_handoff.cc.
 #include "engine/engine.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "common/status.h"
 #include "engine/spec/proposer_factory.h"
@@ -12,6 +15,24 @@
 #include "spdlog/spdlog.h"
 
 namespace baton {
+
+namespace {
+
+// A seed nobody can predict (getrandom(2)), for the seeds of unseeded requests.
+std::uint64_t entropy_seed() {
+  std::uint64_t v = 0;
+  auto* p = reinterpret_cast<unsigned char*>(&v);
+  std::size_t done = 0;
+  while (done < sizeof(v)) {
+    const ssize_t got = getrandom(p + done, sizeof(v) - done, 0);
+    if (got < 0 && errno == EINTR) continue;
+    BATON_CHECK(got > 0, "getrandom failed: errno ", errno);
+    done += static_cast<std::size_t>(got);
+  }
+  return v;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, EngineHooks hooks) {
   std::unique_ptr<Engine> e(new Engine());
@@ -165,7 +186,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     }
   }
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
-  e->seed_source_.seed(config.seed);
+  e->seed_source_.seed(config.seed ? *config.seed : entropy_seed());
   // A prefill node's forwards push KV layer by layer and never replay graphs.
   if (config.role != NodeRole::kPrefill) BATON_RETURN_IF_ERROR(e->capture_step_graphs());
   spdlog::info("engine: {}", e->describe());
@@ -226,6 +247,7 @@ absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t
   const std::uint64_t seed = params.seed.has_value() ? *params.seed : seed_source_();
   auto r = std::make_unique<Request>(next_key_++, id, std::move(prompt), params, seed, config_.block_size, now());
   r->prefill_only = options.prefill_only;
+  r->blocks.set_salt(options.cache_salt);
   if (decoder_factory_) r->decoder = decoder_factory_();
   r->stop_checker = std::make_unique<StopChecker>(r->params, c.eos_token_ids, r->decoder.get());
   if (speculator_) speculator_->add_request(*r);

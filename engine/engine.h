@@ -66,7 +66,9 @@ struct EngineConfig {
   std::optional<DType> kv_cache_dtype;
   std::int32_t max_model_len = 0;      // 0: the model's max_position_embeddings, capped by the cache
   SchedulerConfig scheduler;
-  std::uint64_t seed = 0;              // draws the seeds of requests that bring none
+  // Draws the seeds of requests that bring none. nullopt: a value from the operating system's
+  // entropy, so that unseeded requests are not predictable from a restart.
+  std::optional<std::uint64_t> seed;
   std::optional<SpeculativeConfig> speculative;  // nullopt: no speculative decoding
   GraphMode graphs = GraphMode::kAuto;
   std::int32_t graph_max_batch_size = 0;  // largest padded batch in a graph; 0: min(max_num_seqs, 256)
@@ -132,6 +134,9 @@ struct RequestOutput {
 
 struct AddRequestOptions {
   bool prefill_only = false;  // prefill role (required there)
+  // The prefix cache shares blocks only between requests with the same salt (vLLM's cache_salt;
+  // the router gives each API key its own, so that cached_tokens tells nothing across keys).
+  std::uint64_t cache_salt = 0;
 };
 
 // Counters since the engine started (for metrics and the CLI's speed report).

@@ -13,6 +13,7 @@ absl::StatusOr<HandoffRecord> Engine::make_handoff(Request* r) {
   h.prompt.assign(r->prompt().begin(), r->prompt().end());
   h.params = r->params;
   h.seed = r->seed;
+  h.cache_salt = r->blocks.salt();
   h.first_token = r->output().front();
   h.num_cached_prompt_tokens = r->num_cached_prompt;
   const auto prompt_blocks = static_cast<std::size_t>(BlockTable::blocks_for(r->prompt_len, config_.block_size));
@@ -214,6 +215,7 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
   if (!mirrors_.empty()) upload_reserved(*r);
   r->params = h.params;
   r->seed = h.seed;
+  r->blocks.set_salt(h.cache_salt);
   r->tokens = h.prompt;
   r->tokens.push_back(h.first_token);
   r->num_computed = r->prompt_len;

@@ -40,6 +40,7 @@ struct HandoffRecord {
   std::vector<std::int32_t> prompt;
   SamplingParams params;  // as the request gave them
   std::uint64_t seed = 0;  // the seed in effect (the request's, or the one the engine drew)
+  std::uint64_t cache_salt = 0;  // the request's prefix-cache salt (AddRequestOptions::cache_salt)
   std::int32_t first_token = 0;
   float first_logprob = 0.0f;                // raw logprob of first_token (when logprobs >= 0)
   std::vector<TokenLogprob> first_top_logprobs;

@@ -141,7 +141,7 @@ bool Scheduler::admit(Request* r, std::int32_t budget, SchedulerOutput* out) {
     // Reuse whole cached blocks, but always compute at least the last token of the target (its
     // logits, or its verification, are needed), so at most (target - 1) / block_size blocks come
     // from the cache.
-    const auto hit = pool_.match_prefix(r->tokens, (target - 1) / bs);
+    const auto hit = pool_.match_prefix(r->tokens, (target - 1) / bs, r->blocks.salt());
     r->blocks.adopt_prefix(hit);
     r->num_computed = static_cast<std::int32_t>(hit.size()) * bs;
   }

@@ -87,6 +87,7 @@ node::v1::HandoffRecord handoff_to_proto(const HandoffRecord& h) {
   p.mutable_prompt()->Add(h.prompt.begin(), h.prompt.end());
   *p.mutable_sampling() = sampling_to_proto(h.params);
   p.set_seed(h.seed);
+  p.set_cache_salt(h.cache_salt);
   p.set_first_token(h.first_token);
   p.set_first_logprob(h.first_logprob);
   for (const TokenLogprob& t : h.first_top_logprobs) {
@@ -110,6 +111,7 @@ absl::StatusOr<HandoffRecord> handoff_from_proto(const node::v1::HandoffRecord& 
   h.prompt.assign(p.prompt().begin(), p.prompt().end());
   h.params = sampling_from_proto(p.sampling());
   h.seed = p.seed();
+  h.cache_salt = p.cache_salt();
   h.first_token = p.first_token();
   h.first_logprob = p.first_logprob();
   for (const v1::TopLogprob& t : p.first_top_logprobs()) h.first_top_logprobs.push_back({t.token(), t.logprob()});

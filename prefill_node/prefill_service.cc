@@ -29,6 +29,7 @@ struct PrefillService::Job {
   std::vector<PeerPool> peer_pools;  // by pool index
   std::unique_ptr<kv::KvTransfer> transfer;
   std::int32_t prompt_len = 0;
+  std::uint64_t cache_salt = 0;
   bool wants_logprobs = false;
   EngineClock::time_point received{};
   EngineClock::time_point handed_off_at{};
@@ -171,6 +172,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->response = response;
   job->destination = dest;
   job->prompt_len = prompt_len;
+  job->cache_salt = request->cache_salt();
   job->received = EngineClock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -248,6 +250,7 @@ void PrefillService::start_prefill(const std::shared_ptr<Job>& job, std::vector<
     }
     AddRequestOptions o;
     o.prefill_only = true;
+    o.cache_salt = job->cache_salt;
     if (absl::Status s = e.add_request(job->id, std::move(prompt), params, o); !s.ok()) {
       queued_prefill_tokens_ -= job->prompt_len;
       job->counted_queued = false;

@@ -53,7 +53,11 @@ const std::vector<FlagSpec> kFlags = {
     {"max-registered-nodes", "N", "registered nodes the router keeps at most; more are refused (default 256)"},
     {"served-model-name", "NAME", "the model id of the OpenAI API and GetModelInfo (default: --model's base name)"},
     {"max-running-requests", "N", "requests running at once; more are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429; "
-                                  "default 0: no limit)"},
+                                  "default 1024; 0: no limit)"},
+    {"max-running-requests-per-key", "N", "requests one API key runs at once; more are refused like the above "
+                                          "(default 256; 0: no limit)"},
+    {"expose-topology", "", "tell clients node addresses (errors, usage) and file paths (model info); default: "
+                            "hidden"},
     {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0 = pick a free one); the base "
                        "URL is printed"},
     {"public-dashboard", "", "serve /dashboard and /metrics without an API key (they show counts, latencies "
@@ -105,6 +109,12 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
     if (*max_running < 0) return absl::InvalidArgumentError("--max-running-requests must be >= 0");
     o.max_running_requests = static_cast<std::size_t>(*max_running);
   }
+  BATON_ASSIGN_OR_RETURN(auto per_key, f.get_int("max-running-requests-per-key"));
+  if (per_key) {
+    if (*per_key < 0) return absl::InvalidArgumentError("--max-running-requests-per-key must be >= 0");
+    o.max_running_requests_per_key = static_cast<std::size_t>(*per_key);
+  }
+  o.expose_topology = f.has("expose-topology");
   o.prefill_addresses = addresses(f, "prefill");
   o.decode_addresses = addresses(f, "decode");
   for (const auto& [flag, kind] : {std::pair{"prefill-dns", baton::router::NodeKind::kPrefill},

@@ -434,6 +434,13 @@ absl::StatusOr<ChosenNodes> NodePool::choose(const PlacementRequest& request, co
   return out;
 }
 
+std::vector<std::string> NodePool::addresses() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& n : nodes_) out.push_back(n->address());
+  return out;
+}
+
 std::vector<NodeStatus> NodePool::status() const {
   std::lock_guard lock(mu_);
   std::vector<NodeStatus> out;

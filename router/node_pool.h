@@ -171,6 +171,8 @@ class NodePool {
   void report_failure(const Node& node, const grpc::Status& status);
 
   std::vector<NodeStatus> status() const;
+  // Every node's address (for redacting them from what clients see).
+  std::vector<std::string> addresses() const;
 
  private:
   friend class NodeClaim;

@@ -74,13 +74,16 @@ struct DecodeStream {
 class RequestRun {
  public:
   RequestRun(NodePool& pool, RouterStats& stats, const FlowOptions& options, const baton::v1::GenerateRequest& request,
-             const std::string& request_id, const std::vector<std::int32_t>& prompt, RequestControl& control,
-             const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received)
+             const std::string& client_id, const std::string& node_id, std::uint64_t cache_salt,
+             const std::vector<std::int32_t>& prompt, RequestControl& control, const grpc::ServerContextBase* server,
+             ResponseSink& sink, Clock::time_point received)
       : pool_(pool),
         stats_(stats),
         options_(options),
         request_(request),
-        rid_(request_id),
+        client_id_(client_id),
+        rid_(node_id),
+        cache_salt_(cache_salt),
         prompt_(prompt),
         sink_(sink),
         received_(received),
@@ -107,7 +110,9 @@ class RequestRun {
   RouterStats& stats_;
   const FlowOptions& options_;
   const baton::v1::GenerateRequest& request_;
-  const std::string& rid_;
+  const std::string& client_id_;  // what responses carry
+  const std::string& rid_;        // the node id: node calls are "<rid_>.<attempt>"
+  const std::uint64_t cache_salt_;
   const std::vector<std::int32_t>& prompt_;
   ResponseSink& sink_;
   const Clock::time_point received_;
@@ -207,6 +212,7 @@ void RequestRun::open_decode(Node& decode, const std::string& id, bool local, De
   if (local) {
     r.mutable_local()->mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
     *r.mutable_local()->mutable_sampling() = request_.sampling();
+    r.mutable_local()->set_cache_salt(cache_salt_);
   }
   stream.reader = decode.decode().Decode(stream.context.get(), r);
 }
@@ -247,6 +253,7 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
     r.mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
     *r.mutable_sampling() = request_.sampling();
     *r.mutable_destination() = destination;
+    r.set_cache_salt(cache_salt_);
     s = p.prefill().Prefill(context.get(), r, &first);
   }
   chosen.prefill_claim.reset();
@@ -357,7 +364,7 @@ Outcome RequestRun::stop(Node* decode, Node* prefill, const std::string& id) {
   }
   if (calls_.request_deadline_passed()) {
     return {grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                         str_cat("request ", rid_, " did not finish within --request-timeout-ms (",
+                         str_cat("request ", client_id_, " did not finish within --request-timeout-ms (",
                                  options_.request_timeout.count(), " ms)"))};
   }
   // The client's stream failed without its call being cancelled (yet).
@@ -365,7 +372,7 @@ Outcome RequestRun::stop(Node* decode, Node* prefill, const std::string& id) {
 }
 
 bool RequestRun::write(GenerateResponse& response) {
-  response.set_request_id(rid_);
+  response.set_request_id(client_id_);
   return sink_.write(response);
 }
 
@@ -392,11 +399,13 @@ void RequestRun::fill_usage(baton::v1::Usage* usage, const DecodeResponse* last)
 
 }  // namespace
 
-grpc::Status RequestFlow::run(const baton::v1::GenerateRequest& request, const std::string& request_id,
+grpc::Status RequestFlow::run(const baton::v1::GenerateRequest& request, const std::string& client_id,
+                              const std::string& node_id, std::uint64_t cache_salt,
                               const std::vector<std::int32_t>& prompt, RequestControl& control,
                               const grpc::ServerContextBase* server, ResponseSink& sink,
                               Clock::time_point received) const {
-  RequestRun run(pool_, stats_, options_, request, request_id, prompt, control, server, sink, received);
+  RequestRun run(pool_, stats_, options_, request, client_id, node_id, cache_salt, prompt, control, server, sink,
+                 received);
   return run.run();
 }
 

@@ -60,8 +60,10 @@ class RequestFlow {
   // Runs one request whose prompt is encoded and whose id is registered. server: the client's call
   // (cancellation and deadline propagate to node calls); null when driven without a server.
   // received: when the router got the request (timings start there).
-  grpc::Status run(const baton::v1::GenerateRequest& request, const std::string& request_id,
-                   const std::vector<std::int32_t>& prompt, RequestControl& control,
+  // `client_id`: what responses carry; `node_id`: what node calls ("<node_id>.<attempt>") and logs
+  // use; `cache_salt`: the prefix-cache salt the nodes get (the caller's, RouterService::admit).
+  grpc::Status run(const baton::v1::GenerateRequest& request, const std::string& client_id, const std::string& node_id,
+                   std::uint64_t cache_salt, const std::vector<std::int32_t>& prompt, RequestControl& control,
                    const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received) const;
 
   const FlowOptions& options() const { return options_; }

@@ -14,6 +14,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "router/prompt.h"
+#include "router/topology.h"
 #include "security/grpc_credentials.h"
 #include "spdlog/spdlog.h"
 #include "tokenizer/tokenizer.h"
@@ -27,6 +28,26 @@ using baton::v1::GenerateResponse;
 grpc::Status to_grpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
+
+// Takes node addresses out of what a client is sent (topology.h): errors, and usage's nodes.
+class RedactingSink final : public ResponseSink {
+ public:
+  RedactingSink(ResponseSink& inner, const NodePool& pool) : inner_(inner), pool_(pool) {}
+  bool write(const GenerateResponse& response) override {
+    if (response.error().empty() && !response.has_usage()) return inner_.write(response);
+    GenerateResponse copy = response;
+    if (!copy.error().empty()) copy.set_error(redact_addresses(copy.error(), pool_.addresses()));
+    if (copy.has_usage()) {
+      copy.mutable_usage()->clear_prefill_node();
+      copy.mutable_usage()->clear_decode_node();
+    }
+    return inner_.write(copy);
+  }
+
+ private:
+  ResponseSink& inner_;
+  const NodePool& pool_;
+};
 
 class WriterSink final : public ResponseSink {
  public:
@@ -55,7 +76,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
                         grpc::ServerWriter<GenerateResponse>* writer) override {
     auto caller = authenticate(*context);
     if (!caller.ok()) return to_grpc(caller.status());
-    auto admitted = router_.admit(*request, Clock::now());
+    auto admitted = router_.admit(*request, Clock::now(), *caller);
     if (!admitted.ok()) return to_grpc(admitted.status());
     WriterSink sink(writer);
     return router_.run(**admitted, *request, context, sink);
@@ -66,7 +87,8 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
     auto caller = authenticate(*context);
     if (!caller.ok()) return to_grpc(caller.status());
     if (request->request_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
-    response->set_found(router_.running_.cancel(request->request_id(), "aborted by the Abort RPC"));
+    // Only the caller that started a request can stop it (another caller's id is "not found").
+    response->set_found(router_.running_.cancel(*caller, request->request_id(), "aborted by the Abort RPC"));
     return grpc::Status::OK;
   }
 
@@ -147,7 +169,8 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
 // ---- RouterService ----------------------------------------------------------------------------
 
 RouterService::RouterService(RouterOptions options)
-    : options_(std::move(options)), running_(options_.max_running_requests) {}
+    : options_(std::move(options)),
+      running_(RunningLimits{options_.max_running_requests, options_.max_running_requests_per_key}) {}
 
 RouterService::~RouterService() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -299,15 +322,32 @@ void RouterService::wait() {
 }
 
 absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const GenerateRequest& request,
-                                                                      Clock::time_point received) {
+                                                                      Clock::time_point received,
+                                                                      const security::KeyId& caller) {
+  BATON_RETURN_IF_ERROR(check_request_id(request.request_id()));
+  if (request.cache_salt().size() > 256) {
+    return absl::InvalidArgumentError(str_cat("cache_salt has ", request.cache_salt().size(), " bytes; at most 256"));
+  }
   BATON_ASSIGN_OR_RETURN(EncodedPrompt prompt, encoder_->encode(request));
-  std::string id = request.request_id();
-  BATON_ASSIGN_OR_RETURN(std::shared_ptr<RequestControl> control, running_.add(id));
-  return std::make_unique<AdmittedRequest>(running_, std::move(id), std::move(prompt), std::move(control), received);
+  BATON_ASSIGN_OR_RETURN(RunningRequest registered, running_.add(caller, request.request_id()));
+  // Each key's requests share prefix-cache blocks only among themselves: cached_tokens tells one
+  // key nothing about another's prompts.
+  std::uint64_t salt = 0;
+  if (!caller.empty() || !request.cache_salt().empty()) {
+    const std::string digest = security::sha256_hex(str_cat(caller, std::string(1, '\0'), request.cache_salt()));
+    salt = std::stoull(digest.substr(0, 16), nullptr, 16);
+  }
+  return std::make_unique<AdmittedRequest>(running_, caller, std::move(registered), std::move(prompt), salt, received);
 }
 
 absl::Status RouterService::check_servable(const AdmittedRequest& request,
                                            const baton::v1::SamplingParams& sampling) const {
+  absl::Status s = servable(request, sampling);
+  if (s.ok() || options_.expose_topology) return s;
+  return absl::Status(s.code(), redact_addresses(std::string(s.message()), pool_->addresses()));
+}
+
+absl::Status RouterService::servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const {
   std::string problems;
   for (const NodeStatus& n : pool_->status()) {
     if (n.kind != NodeKind::kDecode) continue;
@@ -331,14 +371,18 @@ bool RouterService::has_usable_decode_node() const {
 grpc::Status RouterService::run(AdmittedRequest& request, const GenerateRequest& message,
                                 const grpc::ServerContextBase* server, ResponseSink& sink) {
   stats_.requests.fetch_add(1, std::memory_order_relaxed);
-  MeasuringSink measured(sink, recent_, *pool_, live_metrics_.load(std::memory_order_acquire), request.received());
-  grpc::Status s =
-      flow_->run(message, request.id(), request.prompt().ids, request.control(), server, measured, request.received());
+  RedactingSink redacted(sink, *pool_);
+  ResponseSink& to_client = options_.expose_topology ? sink : redacted;
+  // The router's own records (the live page, metrics) see the nodes; the client does not.
+  MeasuringSink measured(to_client, recent_, *pool_, live_metrics_.load(std::memory_order_acquire), request.received());
+  grpc::Status s = flow_->run(message, request.id(), request.node_id(), request.cache_salt(), request.prompt().ids,
+                              request.control(), server, measured, request.received());
   measured.set_status(s);
   if (!s.ok()) {
     stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("router: request {} ended with {}: {}", request.id(), grpc_code_name(s.error_code()),
+    spdlog::debug("router: request {} ended with {}: {}", request.node_id(), grpc_code_name(s.error_code()),
                   s.error_message());
+    if (!options_.expose_topology) s = grpc::Status(s.error_code(), redact_addresses(s.error_message(), pool_->addresses()));
   }
   return s;
 }
@@ -363,7 +407,8 @@ baton::v1::ModelInfo RouterService::model_info() const {
   if (decode != nullptr) {
     info.set_vocab_size(decode->vocab_size());
     info.set_max_model_len(decode->max_model_len());
-    info.set_speculative_config(decode->speculative_config());
+    info.set_speculative_config(options_.expose_topology ? decode->speculative_config()
+                                                         : redact_speculative_config(decode->speculative_config()));
   } else if (tokenizer != nullptr) {
     info.set_vocab_size(tokenizer->vocab_size());
   }

@@ -53,7 +53,8 @@ struct RouterOptions {
   int port = 0;                                  // 0: pick a free port
   std::string model_dir;                         // tokenizer files only; "" or none there: token-id mode
   std::string served_model_name;                 // "" : model_dir's base name (else the decode node's)
-  std::size_t max_running_requests = 0;          // more at once are RESOURCE_EXHAUSTED; 0: no limit
+  std::size_t max_running_requests = 1024;       // more at once are RESOURCE_EXHAUSTED; 0: no limit
+  std::size_t max_running_requests_per_key = 256;  // per API key (with keys); 0: no limit
   std::vector<std::string> prefill_addresses;    // HOST:PORT
   std::vector<std::string> decode_addresses;
   std::vector<DnsTarget> dns_targets;            // --prefill-dns / --decode-dns (dns_discovery.h)
@@ -70,30 +71,40 @@ struct RouterOptions {
   security::TlsConfig tls;                       // the public port's TLS (--tls-cert/--tls-key); plain: --insecure
   security::ApiKeys api_keys;                    // --api-keys-file: the public API's keys (none: open)
   bool public_dashboard = false;                 // /metrics (and /dashboard) without a key
+  bool expose_topology = false;                  // node addresses and paths in errors, usage, model info (topology.h)
 };
 
-// A request that passed admission: its prompt encoded, its id registered among the running
-// requests until this is destroyed.
+// A request that passed admission: its prompt encoded, its ids registered among the running
+// requests, under its owner (the caller's key id), until this is destroyed.
 class AdmittedRequest {
  public:
-  AdmittedRequest(RunningRequests& running, std::string id, EncodedPrompt prompt,
-                  std::shared_ptr<RequestControl> control, Clock::time_point received)
-      : running_(running), id_(std::move(id)), prompt_(std::move(prompt)), control_(std::move(control)),
+  AdmittedRequest(RunningRequests& running, std::string owner, RunningRequest registered, EncodedPrompt prompt,
+                  std::uint64_t cache_salt, Clock::time_point received)
+      : running_(running),
+        owner_(std::move(owner)),
+        registered_(std::move(registered)),
+        prompt_(std::move(prompt)),
+        cache_salt_(cache_salt),
         received_(received) {}
-  ~AdmittedRequest() { running_.remove(id_); }
+  ~AdmittedRequest() { running_.remove(owner_, registered_.client_id); }
   AdmittedRequest(const AdmittedRequest&) = delete;
   AdmittedRequest& operator=(const AdmittedRequest&) = delete;
 
-  const std::string& id() const { return id_; }
+  const std::string& id() const { return registered_.client_id; }  // what the client sees
+  const std::string& node_id() const { return registered_.node_id; }  // what nodes and logs see
+  const std::string& owner() const { return owner_; }
   const EncodedPrompt& prompt() const { return prompt_; }
-  RequestControl& control() { return *control_; }
+  // The nodes' prefix-cache salt: the caller's key and the request's cache_salt (0: neither).
+  std::uint64_t cache_salt() const { return cache_salt_; }
+  RequestControl& control() { return *registered_.control; }
   Clock::time_point received() const { return received_; }
 
  private:
   RunningRequests& running_;
-  const std::string id_;
+  const std::string owner_;
+  const RunningRequest registered_;
   const EncodedPrompt prompt_;
-  const std::shared_ptr<RequestControl> control_;
+  const std::uint64_t cache_salt_;
   const Clock::time_point received_;
 };
 
@@ -120,10 +131,11 @@ class RouterService {
   // Blocks until the server has shut down.
   void wait();
 
-  // The public request path. admit: INVALID_ARGUMENT for a bad prompt, ALREADY_EXISTS for a
-  // running id, RESOURCE_EXHAUSTED past max_running_requests.
+  // The public request path. admit: `caller` is authenticate()'s answer. INVALID_ARGUMENT for a
+  // bad prompt or request_id, ALREADY_EXISTS for an id the caller runs already,
+  // RESOURCE_EXHAUSTED past max_running_requests (in all or for the caller's key).
   absl::StatusOr<std::unique_ptr<AdmittedRequest>> admit(const baton::v1::GenerateRequest& request,
-                                                         Clock::time_point received);
+                                                         Clock::time_point received, const security::KeyId& caller);
   // What the request flow checks before its first node call, checked now, for a front end that
   // picks its response status before it streams: a usable decode node (UNAVAILABLE, naming the
   // nodes) and the prompt within that node's limits (INVALID_ARGUMENT).
@@ -158,6 +170,8 @@ class RouterService {
  private:
   class BatonImpl;
   class RegistryImpl;
+
+  absl::Status servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;
 
   const RouterOptions options_;
   RouterStats stats_;

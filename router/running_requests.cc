@@ -1,10 +1,9 @@
 #include "router/running_requests.h"
 
-#include <cstdio>
-#include <random>
 #include <vector>
 
 #include "common/status.h"
+#include "security/random.h"
 
 namespace baton::router {
 
@@ -41,43 +40,60 @@ RequestControl::CallScope::~CallScope() {
   control_.calls_.erase(&context_);
 }
 
-RunningRequests::RunningRequests(std::size_t max_running) : max_running_(max_running) {
-  std::random_device rd;
-  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(r));
-  prefix_ = str_cat("req-", std::string(buf, 8), "-");
-}
-
-std::string RunningRequests::new_id() { return str_cat(prefix_, counter_.fetch_add(1) + 1); }
-
-absl::StatusOr<std::shared_ptr<RequestControl>> RunningRequests::add(std::string& request_id) {
+absl::Status check_request_id(const std::string& request_id) {
   if (request_id.size() > kMaxRequestIdLength) {
     return absl::InvalidArgumentError(
         str_cat("request_id has ", request_id.size(), " characters; at most ", kMaxRequestIdLength));
   }
+  for (std::size_t i = 0; i < request_id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(request_id[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          str_cat("request_id: only printable ASCII characters are allowed; character ", i, " is byte ",
+                  static_cast<int>(c)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+RunningRequests::RunningRequests(RunningLimits limits) : limits_(limits) {}
+
+absl::StatusOr<RunningRequest> RunningRequests::add(const std::string& owner, std::string client_id) {
+  BATON_RETURN_IF_ERROR(check_request_id(client_id));
   std::lock_guard lock(mu_);
   if (!refusal_.empty()) return absl::UnavailableError(refusal_);
-  if (max_running_ > 0 && running_.size() >= max_running_) {
+  if (limits_.max_running > 0 && running_.size() >= limits_.max_running) {
     return absl::ResourceExhaustedError(str_cat("the router is running ", running_.size(),
                                                 " requests, its --max-running-requests; try again later"));
   }
-  if (request_id.empty()) {
-    do {
-      request_id = new_id();
-    } while (running_.contains(request_id));
-  } else if (running_.contains(request_id)) {
-    return absl::AlreadyExistsError(
-        str_cat("request_id \"", request_id, "\" is already running; leave it empty to get a unique one"));
+  if (!owner.empty() && limits_.max_per_owner > 0 && per_owner_[owner] >= limits_.max_per_owner) {
+    return absl::ResourceExhaustedError(str_cat("this API key runs ", per_owner_[owner],
+                                                " requests, its --max-running-requests-per-key; try again later"));
   }
-  auto control = std::make_shared<RequestControl>();
-  running_[request_id] = control;
-  return control;
+  RunningRequest r;
+  if (client_id.empty()) {
+    // 128 random bits: another caller cannot guess it (and collisions do not happen).
+    r.client_id = r.node_id = str_cat("req-", security::random_hex(16));
+  } else {
+    if (running_.contains({owner, client_id})) {
+      return absl::AlreadyExistsError(
+          str_cat("request_id \"", client_id, "\" is already running; leave it empty to get a unique one"));
+    }
+    r.node_id = str_cat(client_id, "~", security::random_hex(8));
+    r.client_id = std::move(client_id);
+  }
+  r.control = std::make_shared<RequestControl>();
+  running_[{owner, r.client_id}] = r.control;
+  ++per_owner_[owner];
+  return r;
 }
 
-void RunningRequests::remove(const std::string& request_id) {
+void RunningRequests::remove(const std::string& owner, const std::string& client_id) {
   std::lock_guard lock(mu_);
-  running_.erase(request_id);
+  if (running_.erase({owner, client_id}) > 0) {
+    auto it = per_owner_.find(owner);
+    if (it != per_owner_.end() && --it->second == 0) per_owner_.erase(it);
+  }
   if (running_.empty()) emptied_.notify_all();
 }
 
@@ -101,11 +117,11 @@ std::size_t RunningRequests::cancel_all(const std::string& reason) {
   return controls.size();
 }
 
-bool RunningRequests::cancel(const std::string& request_id, const std::string& reason) {
+bool RunningRequests::cancel(const std::string& owner, const std::string& client_id, const std::string& reason) {
   std::shared_ptr<RequestControl> control;
   {
     std::lock_guard lock(mu_);
-    auto it = running_.find(request_id);
+    auto it = running_.find({owner, client_id});
     if (it == running_.end()) return false;
     control = it->second;
   }

@@ -1,7 +1,14 @@
-// The requests this router is running, by request id: unique ids for requests that come without
-// one, the Abort RPC's way to a running request, and each request's cancellation (RequestControl),
-// which wakes the node calls it has in flight. While the router drains (SIGTERM) it refuses new
-// requests and lets main() wait, with a deadline, for the running ones to end.
+// The requests this router is running, each owned by the caller that started it (its API key's
+// id; "" without keys): ids for requests that come without one (128 random bits, so that nobody
+// can guess another's), the Abort RPC's way to a running request (only its owner's), each
+// request's cancellation (RequestControl), which wakes the node calls it has in flight, and the
+// limits on how many run at once, in all and per key. While the router drains (SIGTERM) it
+// refuses new requests and lets main() wait, with a deadline, for the running ones to end.
+//
+// A request has two ids: the client's (chosen by the client or drawn here; what responses carry
+// and Abort names, unique per owner) and the node id node calls and logs use: the drawn id itself,
+// or a client's own id with "~" and 16 random hex digits, so that two callers' ids never meet on
+// a node (and operators still find the client's id in the nodes' logs).
 //
 // Thread-safety: every method may be called from any thread. Must not: call nodes (the request's
 // own thread sends node aborts, once per node).
@@ -16,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/client_context.h"
@@ -50,16 +58,32 @@ class RequestControl {
   std::set<grpc::ClientContext*> calls_;
 };
 
+struct RunningLimits {
+  std::size_t max_running = 0;    // requests at once, all callers (0: no limit)
+  std::size_t max_per_owner = 0;  // requests at once per API key (0: no limit; no effect without keys)
+};
+
+// A registered request (RunningRequests::add).
+struct RunningRequest {
+  std::shared_ptr<RequestControl> control;
+  std::string client_id;
+  std::string node_id;
+};
+
+// A client's request_id: at most 256 characters, printable ASCII only (it reaches logs and node
+// calls). INVALID_ARGUMENT naming the field otherwise.
+absl::Status check_request_id(const std::string& request_id);
+
 class RunningRequests {
  public:
-  // max_running: the most requests at once (0: no limit).
-  explicit RunningRequests(std::size_t max_running = 0);
-  // Registers a request; assigns `request_id` when empty. ALREADY_EXISTS when that id is running,
-  // INVALID_ARGUMENT when it is too long, RESOURCE_EXHAUSTED when max_running are running.
-  absl::StatusOr<std::shared_ptr<RequestControl>> add(std::string& request_id);
-  void remove(const std::string& request_id);
-  // The Abort RPC: false when no request with that id is running.
-  bool cancel(const std::string& request_id, const std::string& reason);
+  explicit RunningRequests(RunningLimits limits = {});
+  // Registers a request of `owner`. `client_id` "" : one is drawn ("req-" and 32 hex digits).
+  // INVALID_ARGUMENT for a malformed id, ALREADY_EXISTS when the owner runs that id already,
+  // RESOURCE_EXHAUSTED past a limit, UNAVAILABLE while draining.
+  absl::StatusOr<RunningRequest> add(const std::string& owner, std::string client_id);
+  void remove(const std::string& owner, const std::string& client_id);
+  // The Abort RPC: false when `owner` runs no request with that id (another owner's is not found).
+  bool cancel(const std::string& owner, const std::string& client_id, const std::string& reason);
   std::size_t size() const;
 
   // From now on add() is UNAVAILABLE with `reason` (the router is draining).
@@ -70,15 +94,14 @@ class RunningRequests {
   std::size_t cancel_all(const std::string& reason);
 
  private:
-  std::string new_id();
+  using Key = std::pair<std::string, std::string>;  // owner, client id
 
   mutable std::mutex mu_;
   mutable std::condition_variable emptied_;
   std::string refusal_;  // non-empty: refuse new requests with it
-  std::map<std::string, std::shared_ptr<RequestControl>> running_;
-  const std::size_t max_running_;
-  std::string prefix_;  // random per process, so ids do not repeat across router restarts
-  std::atomic<std::uint64_t> counter_{0};
+  std::map<Key, std::shared_ptr<RequestControl>> running_;
+  std::map<std::string, std::size_t> per_owner_;
+  const RunningLimits limits_;
 };
 
 }  // namespace baton::router

@@ -80,13 +80,13 @@ BlockHash KvBlockPool::hash_block(BlockHash parent, std::span<const std::int32_t
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }
 
-std::optional<BlockId> KvBlockPool::lookup(BlockHash hash, BlockId parent,
-                                           std::span<const std::int32_t> tokens) const {
+std::optional<BlockId> KvBlockPool::lookup(BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens,
+                                           std::uint64_t salt) const {
   const std::uint64_t parent_generation = parent >= 0 ? blocks_[static_cast<std::size_t>(parent)].generation : 0;
   auto [it, end] = by_hash_.equal_range(hash);
   for (; it != end; ++it) {
     const Block& b = blocks_[static_cast<std::size_t>(it->second)];
-    if (b.parent == parent && b.parent_generation == parent_generation &&
+    if (b.parent == parent && b.parent_generation == parent_generation && (parent >= 0 || b.salt == salt) &&
         std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) {
       return it->second;
     }
@@ -95,17 +95,18 @@ std::optional<BlockId> KvBlockPool::lookup(BlockHash hash, BlockId parent,
 }
 
 BlockId KvBlockPool::register_full_block(BlockId id, BlockHash hash, BlockId parent,
-                                         std::span<const std::int32_t> tokens) {
+                                         std::span<const std::int32_t> tokens, std::uint64_t salt) {
   check_id(id);
   BATON_CHECK(static_cast<std::int32_t>(tokens.size()) == block_size_, "registering a block of ",
               tokens.size(), " tokens (block size ", block_size_, ")");
   Block& b = blocks_[static_cast<std::size_t>(id)];
   BATON_CHECK(b.ref_count > 0, "registering block ", id, " that is not in use");
   if (b.registered) return id;
-  if (auto existing = lookup(hash, parent, tokens)) return *existing;
+  if (auto existing = lookup(hash, parent, tokens, salt)) return *existing;
   b.registered = true;
   b.hash = hash;
   b.parent = parent;
+  b.salt = parent >= 0 ? 0 : salt;
   b.parent_generation = parent >= 0 ? blocks_[static_cast<std::size_t>(parent)].generation : 0;
   b.tokens.assign(tokens.begin(), tokens.end());
   by_hash_.emplace(hash, id);
@@ -131,9 +132,10 @@ bool KvBlockPool::is_registered(BlockId id) const {
   return blocks_[static_cast<std::size_t>(id)].registered;
 }
 
-std::vector<BlockId> KvBlockPool::match_prefix(std::span<const std::int32_t> tokens, std::int32_t max_blocks) {
+std::vector<BlockId> KvBlockPool::match_prefix(std::span<const std::int32_t> tokens, std::int32_t max_blocks,
+                                               std::uint64_t salt) {
   std::vector<BlockId> out;
-  BlockHash hash = 0;
+  BlockHash hash = salt;
   BlockId parent = -1;
   const auto bs = static_cast<std::size_t>(block_size_);
   const std::int32_t full = static_cast<std::int32_t>(tokens.size() / bs);
@@ -142,7 +144,7 @@ std::vector<BlockId> KvBlockPool::match_prefix(std::span<const std::int32_t> tok
   for (std::int32_t i = 0; i < limit; ++i) {
     const auto block_tokens = tokens.subspan(static_cast<std::size_t>(i) * bs, bs);
     hash = hash_block(hash, block_tokens);
-    const auto found = lookup(hash, parent, block_tokens);
+    const auto found = lookup(hash, parent, block_tokens, salt);
     if (!found) break;
     add_ref(*found);
     out.push_back(*found);

@@ -46,23 +46,27 @@ class KvBlockPool {
   std::int32_t ref_count(BlockId id) const;
 
   // ---- prefix cache -------------------------------------------------------------------------
-  // Chained hash of a full block: xxh3-64 of its token ids seeded with the parent's hash (0 for
-  // the first block). Equal chains of tokens give equal hashes.
+  // Chained hash of a full block: xxh3-64 of its token ids seeded with the parent's hash (for the
+  // first block: the request's cache salt, 0 without one). Equal chains of tokens give equal hashes.
   static BlockHash hash_block(BlockHash parent, std::span<const std::int32_t> tokens);
 
   // Registers `id` (in use, full, already holding the KV of `tokens`) under `hash`, with its
-  // parent block (-1 for the first block). If another block already holds this exact content,
-  // nothing changes and that block's id is returned; otherwise returns id.
-  BlockId register_full_block(BlockId id, BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens);
+  // parent block (-1 for the first block, which also records `salt`). If another block already
+  // holds this exact content, nothing changes and that block's id is returned; otherwise returns id.
+  BlockId register_full_block(BlockId id, BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens,
+                              std::uint64_t salt = 0);
 
-  // The cached or in-use block holding exactly these tokens after `parent`, if any (verifies the
-  // tokens and the parent, so a hash collision can never alias two different prefixes). Does not
-  // take a reference.
-  std::optional<BlockId> lookup(BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens) const;
+  // The cached or in-use block holding exactly these tokens after `parent` (for a first block:
+  // under `salt`), if any. Verifies the tokens, the parent and a first block's salt, so neither a
+  // hash collision nor another cache salt can alias two prefixes. Does not take a reference.
+  std::optional<BlockId> lookup(BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens,
+                                std::uint64_t salt = 0) const;
 
-  // Longest run of leading full blocks of `tokens` that are cached, at most max_blocks; takes a
-  // reference on each returned block.
-  std::vector<BlockId> match_prefix(std::span<const std::int32_t> tokens, std::int32_t max_blocks);
+  // Longest run of leading full blocks of `tokens` that are cached under `salt` (a request's cache
+  // salt: requests with different salts never share blocks), at most max_blocks; takes a reference
+  // on each returned block.
+  std::vector<BlockId> match_prefix(std::span<const std::int32_t> tokens, std::int32_t max_blocks,
+                                    std::uint64_t salt = 0);
 
   bool is_registered(BlockId id) const;
 
@@ -78,6 +82,7 @@ class KvBlockPool {
     BlockHash hash = 0;
     BlockId parent = -1;
     std::uint64_t parent_generation = 0;
+    std::uint64_t salt = 0;                 // a first block's (parent -1) cache salt
     std::vector<std::int32_t> tokens;       // the block's tokens while registered
     std::list<BlockId>::iterator lru_pos;   // valid while cached
   };

@@ -38,7 +38,7 @@ void BlockTable::adopt_prefix(std::span<const BlockId> blocks) {
   blocks_.assign(blocks.begin(), blocks.end());
   // Adopted blocks are registered already; recompute the chain so later blocks link to them.
   num_registered_ = 0;
-  last_hash_ = 0;
+  last_hash_ = salt_;
   last_canonical_ = -1;
 }
 
@@ -51,7 +51,7 @@ void BlockTable::register_full_blocks(KvBlockPool& pool, std::span<const std::in
     const BlockId parent = i > 0 ? last_canonical_ : -1;
     // If an identical block is already cached, ours simply stays unregistered (and is freed with
     // the sequence); later blocks chain to the cached one, which holds the same content.
-    last_canonical_ = pool.register_full_block(blocks_[static_cast<std::size_t>(i)], hash, parent, tokens);
+    last_canonical_ = pool.register_full_block(blocks_[static_cast<std::size_t>(i)], hash, parent, tokens, salt_);
     last_hash_ = hash;
     num_registered_ = i + 1;
   }
@@ -61,7 +61,7 @@ void BlockTable::release_all(KvBlockPool& pool) {
   pool.release(blocks_);
   blocks_.clear();
   num_registered_ = 0;
-  last_hash_ = 0;
+  last_hash_ = salt_;
   last_canonical_ = -1;
 }
 

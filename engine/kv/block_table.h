@@ -43,6 +43,14 @@ class BlockTable {
   // Only valid on an empty table.
   void adopt_prefix(std::span<const BlockId> blocks);
 
+  // The request's cache salt (0: none): its blocks are registered under it, and match only
+  // requests with the same salt. Set before any block is registered.
+  void set_salt(std::uint64_t salt) {
+    salt_ = salt;
+    if (num_registered_ == 0) last_hash_ = salt;
+  }
+  std::uint64_t salt() const { return salt_; }
+
   // Registers every full block whose tokens are all in `final_tokens` (the sequence's tokens whose
   // KV is computed and will not be rolled back) and not yet registered.
   void register_full_blocks(KvBlockPool& pool, std::span<const std::int32_t> final_tokens);
@@ -54,7 +62,8 @@ class BlockTable {
   std::int32_t block_size_;
   std::vector<BlockId> blocks_;
   std::int32_t num_registered_ = 0;  // leading blocks already in the prefix cache
-  BlockHash last_hash_ = 0;          // chained hash of block num_registered_ - 1
+  std::uint64_t salt_ = 0;
+  BlockHash last_hash_ = 0;          // chained hash of block num_registered_ - 1 (salt_ before the first)
   BlockId last_canonical_ = -1;      // the cached block holding block num_registered_ - 1's content
 };
 

@@ -116,16 +116,16 @@ absl::StatusOr<int> HttpServer::start() {
   });
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
   add_dashboard_routes(*server_, router_, [this](const httplib::Request& req, httplib::Response& res) {
-    return options_.public_dashboard || authorized(req, res, /*browser=*/true);
+    return options_.public_dashboard || authorize(req, res, /*browser=*/true).has_value();
   });
   server_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(req, res)) models(res);
+    if (authorize(req, res)) models(res);
   });
   server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(req, res)) generate(static_cast<int>(Endpoint::kCompletions), req, res);
+    if (auto caller = authorize(req, res)) generate(static_cast<int>(Endpoint::kCompletions), *caller, req, res);
   });
   server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(req, res)) generate(static_cast<int>(Endpoint::kChat), req, res);
+    if (auto caller = authorize(req, res)) generate(static_cast<int>(Endpoint::kChat), *caller, req, res);
   });
   // Unknown paths (and any error without a body) in OpenAI's shape.
   server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -180,13 +180,14 @@ std::string HttpServer::scheme() const { return options_.tls.public_tls() ? "htt
 
 std::string HttpServer::base_url() const { return str_cat(scheme(), "://", options_.host, ":", port_, "/v1"); }
 
-bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res, bool browser) const {
+std::optional<security::KeyId> HttpServer::authorize(const httplib::Request& req, httplib::Response& res,
+                                                     bool browser) const {
   const std::string header = req.get_header_value("Authorization");
-  const absl::StatusOr<security::KeyId> caller = router_.authenticate(header);
-  if (caller.ok()) return true;
+  absl::StatusOr<security::KeyId> caller = router_.authenticate(header);
+  if (caller.ok()) return std::move(*caller);
   if (browser) res.set_header("WWW-Authenticate", R"(Basic realm="baton", charset="UTF-8")");
   send_error(res, ApiError{401, std::string(caller.status().message()), "invalid_request_error", "", "invalid_api_key"});
-  return false;
+  return std::nullopt;
 }
 
 void HttpServer::models(httplib::Response& res) {
@@ -209,7 +210,8 @@ void HttpServer::health(httplib::Response& res) {
   send_error(res, ApiError{503, "no decode node is usable", "service_unavailable", "", "service_unavailable"});
 }
 
-void HttpServer::generate(int endpoint_value, const httplib::Request& req, httplib::Response& res) {
+void HttpServer::generate(int endpoint_value, const security::KeyId& caller, const httplib::Request& req,
+                          httplib::Response& res) {
   const Clock::time_point received = Clock::now();
   const auto endpoint = static_cast<Endpoint>(endpoint_value);
   const std::string prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
@@ -217,7 +219,7 @@ void HttpServer::generate(int endpoint_value, const httplib::Request& req, httpl
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   auto r = std::make_shared<HttpRequest>();
   r->api = std::move(std::get<OpenAiRequest>(parsed));
-  auto admitted = router_.admit(r->api.generate, received);
+  auto admitted = router_.admit(r->api.generate, received, caller);
   if (!admitted.ok()) return send_error(res, from_status(admitted.status(), prompt_field));
   r->admitted = std::move(*admitted);
   {

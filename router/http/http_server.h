@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "security/api_keys.h"
 #include "security/tls_config.h"
 
 namespace httplib {
@@ -60,14 +62,15 @@ class HttpServer {
   std::string base_url() const;  // http(s)://HOST:PORT/v1
 
  private:
-  // With API keys configured: true for a request with a known key; otherwise answers 401.
-  // `browser`: the live page, which a browser opens without headers: the 401 asks for a login
-  // (any user name, the key as password).
-  bool authorized(const httplib::Request& req, httplib::Response& res, bool browser = false) const;
+  // The caller's key id ("" without keys), or nullopt after answering 401. `browser`: the live
+  // page, which a browser opens without headers: the 401 asks for a login (any user name, the
+  // key as password).
+  std::optional<security::KeyId> authorize(const httplib::Request& req, httplib::Response& res,
+                                           bool browser = false) const;
   std::string scheme() const;  // "https" with TLS, else "http"
   void models(httplib::Response& res);
   void health(httplib::Response& res);
-  void generate(int endpoint, const httplib::Request& req, httplib::Response& res);
+  void generate(int endpoint, const security::KeyId& caller, const httplib::Request& req, httplib::Response& res);
 
   RouterService& router_;
   const HttpOptions options_;

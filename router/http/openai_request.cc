@@ -44,6 +44,7 @@ class Parser {
     }
     sampling(r);
     if (const json* id = field(body_, "request_id")) r.generate.set_request_id(string_of(*id, "request_id"));
+    if (const json* salt = field(body_, "cache_salt")) r.generate.set_cache_salt(string_of(*salt, "cache_salt"));
     if (const json* n = field(body_, "n"); n != nullptr && integer(*n, "n", 1, 128) != 1) {
       throw bad_field("n", "n must be 1: this server returns one choice per request");
     }

@@ -119,6 +119,23 @@ TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
   EXPECT_GT(distinct.size(), 1u);
 }
 
+TEST(Engine, UnseededRequestsDrawSeedsNobodyCanPredict) {
+  // Two engines (two processes, or one restarted) give an unseeded request different seeds: the
+  // seeds come from the operating system's entropy, not a generator that starts at 0.
+  auto jobs = random_jobs(1, make_engine(config_for("qwen3-bf16"))->model_config().vocab_size, 9, /*sampled=*/true);
+  jobs[0].params.seed.reset();
+  jobs[0].params.max_tokens = 24;
+  auto first = make_engine(config_for("qwen3-bf16"));
+  auto second = make_engine(config_for("qwen3-bf16"));
+  EXPECT_NE(run(*first, jobs).at(jobs[0].id), run(*second, jobs).at(jobs[0].id));
+  // An engine seed given on purpose still makes them reproducible.
+  EngineConfig fixed = config_for("qwen3-bf16");
+  fixed.seed = 7;
+  auto a = make_engine(fixed);
+  auto b = make_engine(fixed);
+  EXPECT_EQ(run(*a, jobs).at(jobs[0].id), run(*b, jobs).at(jobs[0].id));
+}
+
 // The draw that decides token p is uniform 0 of token_stream(seed, p) applied to the row's
 // processed distribution (random.h), whether the token comes from a decode step or from a
 // verification of one-hot drafts: replayed here by the host Sampler on the logits of one prefill

@@ -37,6 +37,7 @@ class Cluster {
     for (const auto& p : prefills) o.prefill_addresses.push_back(p->address());
     o.poll_interval = std::chrono::minutes(1);  // the tests decide when nodes are polled
     o.flow.commit_timeout = std::chrono::seconds(10);
+    o.expose_topology = true;  // these tests follow requests to the nodes by address
     return o;
   }
 

@@ -1,6 +1,7 @@
 #include "fake_nodes.h"
 
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include "grpcpp/security/server_credentials.h"
@@ -31,14 +32,21 @@ std::string text_of(const std::vector<std::int32_t>& ids) {
 }  // namespace
 
 void CallLog::add(const std::string& what) {
+  static const std::regex kSuffix("~[0-9a-f]{16}");
   std::lock_guard lock(mu_);
-  calls_.push_back(what);
+  raw_calls_.push_back(what);
+  calls_.push_back(std::regex_replace(what, kSuffix, ""));
   cv_.notify_all();
 }
 
 std::vector<std::string> CallLog::calls() const {
   std::lock_guard lock(mu_);
   return calls_;
+}
+
+std::vector<std::string> CallLog::raw_calls() const {
+  std::lock_guard lock(mu_);
+  return raw_calls_;
 }
 
 int CallLog::count(const std::string& what) const {

@@ -23,10 +23,14 @@
 namespace baton::router::testing {
 
 // What a fake node was asked, in order.
+// What a fake node was called with. Node-call ids appear without the suffix the router adds to a
+// client's own request id ("client-7~<16 hex>.1" is logged as "client-7.1"), so that tests name
+// requests by their client ids; raw_calls() keeps them as sent.
 class CallLog {
  public:
   void add(const std::string& what);
   std::vector<std::string> calls() const;
+  std::vector<std::string> raw_calls() const;
   int count(const std::string& what) const;
   // Waits up to `ms` for `what` to be logged.
   bool wait_for(const std::string& what, int ms = 5000) const;
@@ -34,7 +38,7 @@ class CallLog {
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::vector<std::string> calls_;
+  std::vector<std::string> calls_, raw_calls_;
 };
 
 class FakeDecodeNode final : public baton::node::v1::DecodeNode::Service {

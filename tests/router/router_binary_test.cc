@@ -82,7 +82,7 @@ int port_of(const std::string& line) {
 TEST(RouterBinary, ServesUntilSigterm) {
   testing::Cluster cluster(0);
   Process p = spawn({"--port", "0", "--decode", cluster.decode.address() + ",127.0.0.1:1", "--decode", "127.0.0.1:2",
-                     "--node-timeout-ms", "1000", "--log-level", "warn"});
+                     "--node-timeout-ms", "1000", "--log-level", "warn", "--expose-topology"});
   const std::string line = first_line(p);
   ASSERT_THAT(line, StartsWith("baton-router ready on 127.0.0.1:"));
   testing::RouterClient client(port_of(line));

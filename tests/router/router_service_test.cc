@@ -27,6 +27,7 @@ class RouterWithoutNodes : public ::testing::Test {
     RouterOptions options;
     options.model_dir = bundled_dir();
     options.internal_port = 0;  // the node registry, on a port of its own
+    options.expose_topology = true;
     options.max_registered_nodes = 3;
     router_ = std::make_unique<RouterService>(options);
     auto port = router_->start();

@@ -1,4 +1,6 @@
-// router/running_requests: request ids (assigned unique when empty, refused when already running),
+// router/running_requests: request ids (drawn unguessable when empty, client ids kept and unique
+// per owner, malformed ones refused), ownership (only a request's owner aborts it; another
+// owner's id is "not found", and the same id may run for two owners), limits in all and per key,
 // and cancellation reaching calls in flight and calls made later.
 #include "router/running_requests.h"
 
@@ -11,50 +13,89 @@ namespace baton::router {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
+using ::testing::MatchesRegex;
 
-TEST(RunningRequests, AssignsUniqueIdsWhenEmpty) {
+TEST(RunningRequests, DrawsUnguessableIdsWhenEmpty) {
   RunningRequests running;
   std::set<std::string> ids;
   for (int i = 0; i < 100; ++i) {
-    std::string id;
-    ASSERT_TRUE(running.add(id).ok());
-    EXPECT_THAT(id, StartsWith("req-"));
-    ids.insert(id);
+    auto r = running.add("", "");
+    ASSERT_TRUE(r.ok());
+    // 128 random bits; the node id is the same drawn id.
+    EXPECT_THAT(r->client_id, MatchesRegex("req-[0-9a-f]{32}"));
+    EXPECT_EQ(r->node_id, r->client_id);
+    ids.insert(r->client_id);
   }
   EXPECT_EQ(ids.size(), 100u);
   EXPECT_EQ(running.size(), 100u);
-  // Another router process draws another prefix.
-  RunningRequests other;
-  std::string id;
-  ASSERT_TRUE(other.add(id).ok());
-  EXPECT_FALSE(ids.contains(id));
 }
 
-TEST(RunningRequests, ClientIdsAreKeptAndMustBeUnique) {
+TEST(RunningRequests, ClientIdsAreKeptUniquePerOwnerAndNeverReachNodes) {
   RunningRequests running;
-  std::string id = "my-request";
-  ASSERT_TRUE(running.add(id).ok());
-  EXPECT_EQ(id, "my-request");
-  std::string again = "my-request";
-  const auto dup = running.add(again);
+  auto mine = running.add("key-a", "my-request");
+  ASSERT_TRUE(mine.ok());
+  EXPECT_EQ(mine->client_id, "my-request");
+  EXPECT_THAT(mine->node_id, MatchesRegex("my-request~[0-9a-f]{16}"));  // nodes see it made unique
+  const auto dup = running.add("key-a", "my-request");
   EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(dup.status().message(), HasSubstr("\"my-request\" is already running"));
-  running.remove("my-request");
-  EXPECT_TRUE(running.add(again).ok());
-  std::string long_id(300, 'x');
-  EXPECT_EQ(running.add(long_id).status().code(), absl::StatusCode::kInvalidArgument);
+  // Another key's request may use the same id: neither learns of the other.
+  auto theirs = running.add("key-b", "my-request");
+  ASSERT_TRUE(theirs.ok());
+  EXPECT_NE(theirs->node_id, mine->node_id);
+  running.remove("key-a", "my-request");
+  EXPECT_TRUE(running.add("key-a", "my-request").ok());
+}
+
+TEST(RunningRequests, MalformedIdsAreRefusedNamingTheField) {
+  RunningRequests running;
+  for (const std::string& bad : {std::string(300, 'x'), std::string("forged\nlog line"), std::string("tab\there"),
+                                 std::string("caf\xc3\xa9")}) {
+    const auto r = running.add("", bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("request_id"));
+  }
+  EXPECT_TRUE(running.add("", "plain id: with spaces, punctuation & symbols ~!").ok());
+  EXPECT_EQ(running.size(), 1u);
+}
+
+TEST(RunningRequests, OnlyTheOwnerAborts) {
+  RunningRequests running;
+  auto r = running.add("key-a", "job-1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(running.cancel("key-b", "job-1", "someone else's abort"));
+  EXPECT_FALSE(running.cancel("", "job-1", "an anonymous abort"));
+  EXPECT_FALSE(r->control->cancelled());
+  EXPECT_TRUE(running.cancel("key-a", "job-1", "aborted by the Abort RPC"));
+  EXPECT_TRUE(r->control->cancelled());
+}
+
+TEST(RunningRequests, LimitsInAllAndPerKey) {
+  RunningRequests running(RunningLimits{.max_running = 5, .max_per_owner = 2});
+  ASSERT_TRUE(running.add("key-a", "").ok());
+  ASSERT_TRUE(running.add("key-a", "").ok());
+  const auto third = running.add("key-a", "");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("--max-running-requests-per-key"));
+  ASSERT_TRUE(running.add("key-b", "").ok());  // another key is not held back by key-a
+  // Without keys (owner "") only the total counts.
+  ASSERT_TRUE(running.add("", "anon-1").ok());
+  ASSERT_TRUE(running.add("", "anon-2").ok());
+  const auto sixth = running.add("key-c", "");
+  EXPECT_EQ(sixth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(sixth.status().message(), HasSubstr("--max-running-requests"));
+  running.remove("", "anon-1");
+  EXPECT_TRUE(running.add("key-c", "").ok());
 }
 
 TEST(RunningRequests, CancelReachesCallsNowAndLater) {
   RunningRequests running;
-  std::string id = "r";
-  auto control = *running.add(id);
-  EXPECT_FALSE(running.cancel("unknown", "x"));
+  auto control = running.add("", "r")->control;
+  EXPECT_FALSE(running.cancel("", "unknown", "x"));
   {
     grpc::ClientContext in_flight;
     RequestControl::CallScope scope(*control, in_flight);
-    EXPECT_TRUE(running.cancel("r", "aborted by the Abort RPC"));
+    EXPECT_TRUE(running.cancel("", "r", "aborted by the Abort RPC"));
   }
   EXPECT_TRUE(control->cancelled());
   EXPECT_EQ(control->reason(), "aborted by the Abort RPC");

@@ -40,6 +40,7 @@ class SecureCluster : public ::testing::Test {
     o.metrics = true;
     o.tls = true;
     o.router_args = {"--internal-port", "0", "--max-registered-nodes", "4"};
+    o.expose_topology = false;  // as a production router runs
     std::filesystem::create_directories(o.log_dir);
     o.api_keys_file = o.log_dir + "/api-keys";
     // A plain key, and a second one stored only as its hash.
@@ -266,6 +267,124 @@ TEST_F(SecureCluster, TheRegistryTakesClusterMembersOnlyAndABoundedNumber) {
   EXPECT_EQ(refused, 16);
   EXPECT_TRUE(register_node(registry, credentials, "127.0.0.1:40000").ok()) << "registering again is idempotent";
   EXPECT_TRUE(model_info(*router(kKey)).ok()) << "the router serves on";
+}
+
+// One streamed request of `key` through the router, read to its end.
+struct Streamed {
+  grpc::Status status;
+  std::vector<v1::GenerateResponse> messages;
+  const v1::GenerateResponse& last() const { return messages.back(); }
+};
+
+Streamed stream_request(v1::Baton::Stub& stub, const v1::GenerateRequest& r) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  Streamed out;
+  auto reader = stub.Generate(&ctx, r);
+  for (v1::GenerateResponse m; reader->Read(&m);) out.messages.push_back(m);
+  out.status = reader->Finish();
+  return out;
+}
+
+v1::GenerateRequest greedy_request(const std::string& text, int max_tokens) {
+  v1::GenerateRequest r;
+  r.set_text(text);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_sampling()->set_max_tokens(max_tokens);
+  return r;
+}
+
+bool aborted(v1::Baton::Stub& stub, const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::AbortRequest r;
+  r.set_request_id(id);
+  v1::AbortResponse out;
+  EXPECT_TRUE(stub.Abort(&ctx, r, &out).ok());
+  return out.found();
+}
+
+TEST_F(SecureCluster, RequestsBelongToTheKeyThatStartedThem) {
+  auto alice = router(kKey);
+  auto bob = router("second-key");
+  // Alice's long request, with an id of her choosing.
+  v1::GenerateRequest long_one = greedy_request(kPrompt, 1500);
+  long_one.mutable_sampling()->set_ignore_eos(true);
+  long_one.set_request_id("shared-id");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto reader = alice->Generate(&ctx, long_one);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  EXPECT_EQ(first.request_id(), "shared-id");
+  // Bob cannot stop it, nor learn that it exists; his own "shared-id" runs beside it.
+  EXPECT_FALSE(aborted(*bob, "shared-id"));
+  v1::GenerateRequest bobs = greedy_request(kPrompt, 4);
+  bobs.set_request_id("shared-id");
+  const Streamed b = stream_request(*bob, bobs);
+  EXPECT_TRUE(b.status.ok()) << b.status.error_message();
+  // Alice's goes on, until she stops it.
+  v1::GenerateResponse next;
+  ASSERT_TRUE(reader->Read(&next));
+  EXPECT_EQ(next.finish_reason(), v1::FINISH_REASON_UNSPECIFIED);
+  EXPECT_TRUE(aborted(*alice, "shared-id"));
+  v1::GenerateResponse m, last;
+  while (reader->Read(&m)) last = m;
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_ABORT);
+  // Ids the router draws are 128 random bits.
+  const Streamed drawn = stream_request(*alice, greedy_request(kPrompt, 2));
+  ASSERT_TRUE(drawn.status.ok());
+  EXPECT_THAT(drawn.last().request_id(), ::testing::MatchesRegex("req-[0-9a-f]{32}"));
+}
+
+TEST_F(SecureCluster, CachedTokensRevealNothingAcrossKeys) {
+  // A prompt of several full blocks, new to this cluster.
+  std::string prompt = "# probe " + std::to_string(::getpid()) + "\n";
+  for (int i = 0; i < 12; ++i) prompt += "def helper_" + std::to_string(i) + "(value):\n    return value\n";
+  auto alice = router(kKey);
+  auto bob = router("second-key");
+  const auto cached = [](v1::Baton::Stub& stub, const std::string& text, const std::string& salt = "") {
+    v1::GenerateRequest r = greedy_request(text, 2);
+    r.set_cache_salt(salt);
+    const Streamed s = stream_request(stub, r);
+    EXPECT_TRUE(s.status.ok()) << s.status.error_message();
+    return s.messages.empty() ? -1 : s.last().usage().cached_prompt_tokens();
+  };
+  EXPECT_EQ(cached(*alice, prompt), 0);
+  EXPECT_GT(cached(*alice, prompt), 0) << "a key finds its own prompt's blocks";
+  EXPECT_EQ(cached(*bob, prompt), 0) << "another key must not see that alice sent it";
+  EXPECT_GT(cached(*bob, prompt), 0);
+  EXPECT_EQ(cached(*alice, prompt, "another-salt"), 0) << "cache_salt separates a key's own requests too";
+}
+
+TEST_F(SecureCluster, MalformedRequestIdsAreRefusedNamingTheField) {
+  auto stub = router(kKey);
+  for (const std::string id : {std::string("forged\n[info] router: all is well"), std::string(300, 'x')}) {
+    v1::GenerateRequest r = greedy_request(kPrompt, 2);
+    r.set_request_id(id);
+    const Streamed s = stream_request(*stub, r);
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.status.error_message(), HasSubstr("request_id"));
+  }
+  auto log = cluster_->router().process->wait_for_line("all is well", std::chrono::milliseconds(200));
+  EXPECT_FALSE(log.ok()) << "a client's text reached the router's log as a line of its own";
+}
+
+TEST_F(SecureCluster, ClientsAreToldNoNodeAddress) {
+  auto stub = router(kKey);
+  const Streamed ok = stream_request(*stub, greedy_request(kPrompt, 2));
+  ASSERT_TRUE(ok.status.ok());
+  EXPECT_TRUE(ok.last().usage().prefill_node().empty());
+  EXPECT_TRUE(ok.last().usage().decode_node().empty());
+  // A prompt past the decode node's limit: the refusal names the field, not the node's address.
+  v1::GenerateRequest too_long;
+  for (int i = 0; i < 5000; ++i) too_long.mutable_token_ids()->add_ids(5);
+  too_long.mutable_sampling()->set_max_tokens(2);
+  const Streamed refused = stream_request(*stub, too_long);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), Not(HasSubstr("127.0.0.1")));
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("[address hidden]"));
 }
 
 TEST_F(SecureCluster, HttpsWithAKeyForCurlAndTheOpenAiClient) {

@@ -18,7 +18,7 @@ TEST(ServingDns, TheRouterFindsADecodeNodeThroughDns) {
   const std::string d_address = ready_address(*d);
   const std::string port = d_address.substr(d_address.rfind(':') + 1);
   ASSERT_EQ(d_address, "127.0.0.1:" + port);
-  auto router = start_process({binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0",
+  auto router = start_process({binary("baton-router"), "--insecure", "--expose-topology", "--model", family_path("target"), "--port", "0",
                                "--decode-dns", "localhost:" + port, "--dns-family", "ipv4", "--dns-refresh-ms", "200"});
   const std::string router_address = ready_address(*router);
   ASSERT_TRUE(router->wait_for_line("localhost:" + port + " resolves to 1 decode node(s): " + d_address,
@@ -41,7 +41,7 @@ TEST(ServingDiscovery, AVanishedRegisteredNodeIsForgottenAndAStaticOneIsNot) {
                                          "--threads", "1", "--kv-cache-memory", "0.125"};
   auto fixed = start_process(node);
   const std::string fixed_address = ready_address(*fixed);
-  auto router = start_process({binary("baton-router"), "--insecure", "--port", "0", "--decode", fixed_address,
+  auto router = start_process({binary("baton-router"), "--insecure", "--expose-topology", "--port", "0", "--decode", fixed_address,
                                "--forget-unreachable-ms", "500", "--poll-interval-ms", "100", "--internal-port", "0"});
   (void)ready_address(*router);
   std::vector<std::string> registering = node;

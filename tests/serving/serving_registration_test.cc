@@ -10,7 +10,7 @@ namespace {
 
 TEST(ServingRegistration, NodesThatRegisterServeRequests) {
   auto router = start_process(
-      {binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
+      {binary("baton-router"), "--insecure", "--expose-topology", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
   const std::string router_address = ready_address(*router);
   const std::string registry = registry_address(*router);
   const std::vector<std::string> common = {"--model", family_path("target"), "--port", "0", "--threads", "1",
@@ -41,7 +41,7 @@ TEST(ServingRegistration, NodesThatRegisterServeRequests) {
 // which is the address they register, report and are served under.
 TEST(ServingRegistration, NodesListeningOnEveryInterfaceAdvertiseTheirAddress) {
   auto router = start_process(
-      {binary("baton-router"), "--insecure", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
+      {binary("baton-router"), "--insecure", "--expose-topology", "--model", family_path("target"), "--port", "0", "--internal-port", "0"});
   const std::string router_address = ready_address(*router);
   const std::string registry = registry_address(*router);
   const std::vector<std::string> common = {"--model", family_path("target"), "--port", "0", "--threads", "1",

@@ -96,6 +96,35 @@ TEST(PrefixCache, SecondSequenceReusesFullBlocksOfTheFirst) {
   EXPECT_EQ(pool.num_cached(), 2);  // the two registered blocks stay cached
 }
 
+TEST(PrefixCache, BlocksAreSharedOnlyUnderTheSameSalt) {
+  // Two API keys (two salts) with the same prompt: neither finds the other's blocks, so a cache
+  // hit tells nothing across keys; each still finds its own.
+  KvBlockPool pool(16, 4);
+  const auto prompt = iota_tokens(10);
+  BlockTable a(4);
+  a.set_salt(0xA11CE);
+  ASSERT_TRUE(a.grow_to(pool, 10));
+  a.register_full_blocks(pool, prompt);
+  EXPECT_TRUE(pool.match_prefix(prompt, 100, 0xB0B).empty());
+  EXPECT_TRUE(pool.match_prefix(prompt, 100, 0).empty());  // nor a request without a salt
+  const auto own = pool.match_prefix(prompt, 100, 0xA11CE);
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(own[0], a.blocks()[0]);
+  pool.release(own);
+  // The other salt registers its own copy of the same tokens beside the first.
+  BlockTable b(4);
+  b.set_salt(0xB0B);
+  ASSERT_TRUE(b.grow_to(pool, 10));
+  b.register_full_blocks(pool, prompt);
+  const auto theirs = pool.match_prefix(prompt, 100, 0xB0B);
+  ASSERT_EQ(theirs.size(), 2u);
+  EXPECT_EQ(theirs[0], b.blocks()[0]);
+  EXPECT_NE(theirs[0], a.blocks()[0]);
+  pool.release(theirs);
+  a.release_all(pool);
+  b.release_all(pool);
+}
+
 TEST(PrefixCache, DifferentEarlierBlockMeansNoMatch) {
   KvBlockPool pool(8, 4);
   const auto prompt = iota_tokens(8);
