@@ -12,7 +12,9 @@
 #include "node_common/kv_transports.h"
 #include "node_common/node_command.h"
 #include "node_common/node_main.h"
+#include "kv_transfer/ucx_net_devices.h"
 #include "proto/grpc_exit.h"
+#include "spdlog/spdlog.h"
 
 static int run_decode_node(int argc, char** argv) {
   using namespace baton;
@@ -31,6 +33,11 @@ static int run_decode_node(int argc, char** argv) {
       });
   if (std::optional<int> code = command.parse(argc, argv)) return *code;
   const ParsedFlags& f = command.flags();
+  // Before any UCX context exists: UCX listens only on the device of --host (ucx_net_devices.h).
+  std::string ucx_why;
+  auto ucx_device = kv::restrict_ucx_to_host(f.get("host").value_or("127.0.0.1"), &ucx_why);
+  if (!ucx_device.ok()) return command.fail(ucx_device.status());
+  if (!ucx_device->empty()) spdlog::info("UCX: network device {} only ({})", *ucx_device, ucx_why);
   const std::string role = f.get("role").value_or("decode");
   if (role != "decode" && role != "both") {
     return command.fail(absl::InvalidArgumentError(str_cat("--role must be decode or both, got '", role, "'")));

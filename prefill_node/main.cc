@@ -8,7 +8,9 @@
 #include "node_common/node_main.h"
 #include "prefill_node/kv_senders.h"
 #include "prefill_node/prefill_service.h"
+#include "kv_transfer/ucx_net_devices.h"
 #include "proto/grpc_exit.h"
+#include "spdlog/spdlog.h"
 
 static int run_prefill_node(int argc, char** argv) {
   using namespace baton;
@@ -26,6 +28,11 @@ static int run_prefill_node(int argc, char** argv) {
       });
   if (std::optional<int> code = command.parse(argc, argv)) return *code;
   const ParsedFlags& f = command.flags();
+  // Before any UCX context exists: UCX listens only on the device of --host (ucx_net_devices.h).
+  std::string ucx_why;
+  auto ucx_device = kv::restrict_ucx_to_host(f.get("host").value_or("127.0.0.1"), &ucx_why);
+  if (!ucx_device.ok()) return command.fail(ucx_device.status());
+  if (!ucx_device->empty()) spdlog::info("UCX: network device {} only ({})", *ucx_device, ucx_why);
   auto config = engine_config_from_flags(f, NodeRole::kPrefill);
   if (!config.ok()) return command.fail(config.status());
   PrefillNodeOptions options;

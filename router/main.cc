@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -58,6 +59,12 @@ const std::vector<FlagSpec> kFlags = {
                                           "(default 256; 0: no limit)"},
     {"expose-topology", "", "tell clients node addresses (errors, usage) and file paths (model info); default: "
                             "hidden"},
+    {"max-request-bytes", "N", "largest HTTP body or gRPC message taken (default 16777216); larger: HTTP 413, gRPC "
+                               "RESOURCE_EXHAUSTED"},
+    {"max-prompt-bytes", "N", "largest prompt text (or chat contents) taken before tokenizing (default 8388608, and "
+                              "at most 64 bytes per token of max_model_len)"},
+    {"max-stop-strings", "N", "stop strings a request may give (default 64; at most 1024)"},
+    {"max-stop-string-bytes", "N", "bytes of one stop string (default 1024, the most)"},
     {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0 = pick a free one); the base "
                        "URL is printed"},
     {"public-dashboard", "", "serve /dashboard and /metrics without an API key (they show counts, latencies "
@@ -115,6 +122,16 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
     o.max_running_requests_per_key = static_cast<std::size_t>(*per_key);
   }
   o.expose_topology = f.has("expose-topology");
+  for (const auto& [flag, field, lo, hi] :
+       {std::tuple{"max-request-bytes", &o.limits.max_request_bytes, std::int64_t{1024}, std::int64_t{1} << 30},
+        std::tuple{"max-prompt-bytes", &o.limits.max_prompt_bytes, std::int64_t{1}, std::int64_t{1} << 30},
+        std::tuple{"max-stop-strings", &o.limits.max_stop_strings, std::int64_t{0}, std::int64_t{1024}},
+        std::tuple{"max-stop-string-bytes", &o.limits.max_stop_string_bytes, std::int64_t{1}, std::int64_t{1024}}}) {
+    BATON_ASSIGN_OR_RETURN(auto v, f.get_int(flag));
+    if (!v) continue;
+    if (*v < lo || *v > hi) return absl::InvalidArgumentError(baton::str_cat("--", flag, " must be in [", lo, ", ", hi, "]"));
+    *field = static_cast<std::size_t>(*v);
+  }
   o.prefill_addresses = addresses(f, "prefill");
   o.decode_addresses = addresses(f, "decode");
   for (const auto& [flag, kind] : {std::pair{"prefill-dns", baton::router::NodeKind::kPrefill},
@@ -208,6 +225,7 @@ static int run_router(int argc, char** argv) {
   if (*http_options) {
     (*http_options)->tls = options->tls;
     (*http_options)->public_dashboard = flags->has("public-dashboard");
+    (*http_options)->max_request_bytes = options->limits.max_request_bytes;
   }
   std::chrono::milliseconds drain_timeout{30000};
   if (auto s = read_ms(*flags, "drain-timeout-ms", &drain_timeout); !s.ok()) return fail(s);

@@ -215,7 +215,7 @@ absl::StatusOr<int> RouterService::start() {
   const std::string listen = str_cat(options_.host, ":", options_.port);
   builder.AddListeningPort(listen, security::public_server_credentials(options_.tls), &port_);
   builder.RegisterService(baton_.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_request_bytes));
   // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
@@ -326,8 +326,10 @@ absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const Gene
                                                                       const security::KeyId& caller) {
   BATON_RETURN_IF_ERROR(check_request_id(request.request_id()));
   if (request.cache_salt().size() > 256) {
-    return absl::InvalidArgumentError(str_cat("cache_salt has ", request.cache_salt().size(), " bytes; at most 256"));
+    return absl::InvalidArgumentError(str_cat("cache_salt: ", request.cache_salt().size(), " bytes; at most 256"));
   }
+  // Before anything is spent on it (tokenizing above all).
+  BATON_RETURN_IF_ERROR(check_request_limits(request, options_.limits, decode_max_model_len()));
   BATON_ASSIGN_OR_RETURN(EncodedPrompt prompt, encoder_->encode(request));
   BATON_ASSIGN_OR_RETURN(RunningRequest registered, running_.add(caller, request.request_id()));
   // Each key's requests share prefix-cache blocks only among themselves: cached_tokens tells one
@@ -359,6 +361,13 @@ absl::Status RouterService::servable(const AdmittedRequest& request, const baton
   }
   return absl::UnavailableError(
       str_cat("no decode node is usable", problems.empty() ? " (none is configured)" : str_cat(" (", problems, ")")));
+}
+
+std::int32_t RouterService::decode_max_model_len() const {
+  for (const NodeStatus& n : pool_->status()) {
+    if (n.kind == NodeKind::kDecode && n.usable && n.info) return n.info->max_model_len();
+  }
+  return 0;
 }
 
 bool RouterService::has_usable_decode_node() const {

@@ -29,6 +29,7 @@
 #include "router/node_pool.h"
 #include "router/prompt.h"
 #include "router/request_flow.h"
+#include "router/request_limits.h"
 #include "metrics/metrics_server.h"
 #include "router/router_metrics.h"
 #include "router/router_stats.h"
@@ -72,6 +73,7 @@ struct RouterOptions {
   security::ApiKeys api_keys;                    // --api-keys-file: the public API's keys (none: open)
   bool public_dashboard = false;                 // /metrics (and /dashboard) without a key
   bool expose_topology = false;                  // node addresses and paths in errors, usage, model info (topology.h)
+  RequestLimits limits;                          // sizes a public request must keep (request_limits.h)
 };
 
 // A request that passed admission: its prompt encoded, its ids registered among the running
@@ -154,6 +156,9 @@ class RouterService {
   // name, else the decode nodes' model name ("" while none is known).
   std::string served_model_name() const;
   bool has_usable_decode_node() const;
+  // A usable decode node's max_model_len; 0 while none is known.
+  std::int32_t decode_max_model_len() const;
+  const RequestLimits& limits() const { return options_.limits; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: token-id mode
 
   std::string address() const;  // host:port once started

@@ -43,7 +43,7 @@ RequestControl::CallScope::~CallScope() {
 absl::Status check_request_id(const std::string& request_id) {
   if (request_id.size() > kMaxRequestIdLength) {
     return absl::InvalidArgumentError(
-        str_cat("request_id has ", request_id.size(), " characters; at most ", kMaxRequestIdLength));
+        str_cat("request_id: ", request_id.size(), " characters; at most ", kMaxRequestIdLength));
   }
   for (std::size_t i = 0; i < request_id.size(); ++i) {
     const auto c = static_cast<unsigned char>(request_id[i]);

@@ -37,6 +37,13 @@ absl::Status SamplingParams::validate(std::int32_t vocab_size) const {
   if (min_tokens < 0 || min_tokens > max_tokens) {
     return out_of_range("min_tokens", min_tokens, str_cat("in [0, max_tokens = ", max_tokens, "]").c_str());
   }
+  if (stop_token_ids.size() > kMaxStopTokenIds) {
+    return absl::InvalidArgumentError(
+        str_cat("stop_token_ids has ", stop_token_ids.size(), " ids; at most ", kMaxStopTokenIds));
+  }
+  if (stop.size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(str_cat("stop has ", stop.size(), " strings; at most ", kMaxStopStrings));
+  }
   for (std::size_t i = 0; i < stop_token_ids.size(); ++i) {
     const std::int32_t id = stop_token_ids[i];
     if (id < 0 || id >= vocab_size) {
@@ -46,6 +53,10 @@ absl::Status SamplingParams::validate(std::int32_t vocab_size) const {
   }
   for (std::size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) return absl::InvalidArgumentError(str_cat("stop[", i, "] must be a non-empty string"));
+    if (stop[i].size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(
+          str_cat("stop[", i, "] has ", stop[i].size(), " bytes; at most ", kMaxStopStringBytes));
+    }
   }
   if (logprobs < -1 || logprobs > kMaxLogprobs) {
     return out_of_range("logprobs", logprobs,

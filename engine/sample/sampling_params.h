@@ -2,6 +2,7 @@
 // SamplingParams / the OpenAI API. Validation names the offending field.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,11 @@ namespace baton {
 
 struct SamplingParams {
   static constexpr std::int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+  // Hard bounds on what one request may ask of the engine thread (the router's defaults are lower):
+  // building a request's stop-string automaton is linear in their total size (at most 1 MiB).
+  static constexpr std::size_t kMaxStopStrings = 1024;
+  static constexpr std::size_t kMaxStopStringBytes = 1024;
+  static constexpr std::size_t kMaxStopTokenIds = 1024;
 
   // Values <= 1e-5 mean greedy (argmax after penalties).
   float temperature = 1.0f;

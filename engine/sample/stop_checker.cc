@@ -30,6 +30,7 @@ StopChecker::StopChecker(const SamplingParams& params, std::span<const std::int3
   BATON_CHECK(decoder_ != nullptr || params_.stop.empty(), params_.stop.size(),
               " stop strings but no TextDecoder: requests with stop strings must be rejected when there is "
               "no tokenizer");
+  if (!params_.stop.empty()) automaton_ = std::make_unique<StopAutomaton>(params_.stop);
 }
 
 std::string_view StopChecker::text() const {
@@ -71,30 +72,32 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
   feed(output_tokens);
   if (at_length) decoder_->finish();
   const std::string_view text = decoder_->text();
-  if (!params_.stop.empty()) {
-    if (n > min_tokens) {
-      // A new occurrence ends past searched_len_, so it starts at or after searched_len_ + 1 - size.
-      const std::string* found = nullptr;
-      std::size_t found_at = std::string::npos;
-      for (const std::string& stop : params_.stop) {
-        if (stop.empty()) continue;  // rejected by validate()
-        const std::size_t from = searched_len_ + 1 > stop.size() ? searched_len_ + 1 - stop.size() : 0;
-        if (from < text.size()) searched_bytes_ += text.size() - from;
-        const std::size_t at = text.find(stop, from);
-        if (at < found_at) {
-          found_at = at;
-          found = &stop;
-        }
-      }
-      if (found != nullptr) {
-        decision.reason = FinishReason::kStop;
-        decision.stop_string = *found;
-        decision.visible_len = found_at + (params_.include_stop_str_in_output ? found->size() : 0);
-        searched_len_ = decision.visible_len;
-        return decision;
+  if (automaton_) {
+    // Each new byte once; a match counts when it ends in this call's new text and the output is
+    // past min_tokens (one that began before that boundary may straddle it). Earliest start wins,
+    // then the first listed.
+    const bool counts = n > min_tokens;
+    std::size_t found_at = std::string::npos;
+    std::int32_t found = -1;
+    for (std::size_t pos = searched_len_; pos < text.size(); ++pos) {
+      automaton_->feed(static_cast<unsigned char>(text[pos]));
+      ++searched_bytes_;
+      const std::int32_t m = counts ? automaton_->match() : -1;
+      if (m < 0) continue;
+      const std::size_t start = pos + 1 - automaton_->pattern_size(m);
+      if (start < found_at || (start == found_at && m < found)) {
+        found_at = start;
+        found = m;
       }
     }
     searched_len_ = text.size();
+    if (found >= 0) {
+      const std::string& stop = params_.stop[static_cast<std::size_t>(found)];
+      decision.reason = FinishReason::kStop;
+      decision.stop_string = stop;
+      decision.visible_len = found_at + (params_.include_stop_str_in_output ? stop.size() : 0);
+      return decision;
+    }
   }
 
   if (at_length) {
@@ -102,23 +105,11 @@ StopDecision StopChecker::check(std::span<const std::int32_t> output_tokens) {
     decision.visible_len = text.size();
     return decision;
   }
-  decision.visible_len = text.size() - held_back_length(text);
+  // The longest tail that is a proper prefix of a stop string is held back (nothing when the stop
+  // string would be shown anyway).
+  const std::size_t held = automaton_ && !params_.include_stop_str_in_output ? automaton_->held_back() : 0;
+  decision.visible_len = text.size() - held;
   return decision;
-}
-
-std::size_t StopChecker::held_back_length(std::string_view text) const {
-  if (params_.include_stop_str_in_output) return 0;
-  std::size_t held = 0;
-  for (const std::string& stop : params_.stop) {
-    if (stop.empty()) continue;
-    for (std::size_t len = std::min(stop.size() - 1, text.size()); len > held; --len) {
-      if (text.substr(text.size() - len) == std::string_view(stop).substr(0, len)) {
-        held = len;
-        break;
-      }
-    }
-  }
-  return held;
 }
 
 }  // namespace baton

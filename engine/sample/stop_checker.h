@@ -3,20 +3,23 @@
 // Stop strings are matched on the detokenized output, so the checker needs a TextDecoder
 // (tokenizer/text_decoder.h: the engine's only view of the tokenizer; without a tokenizer,
 // requests with stop strings are rejected up front). The checker feeds the decoder each new token
-// once and searches only text that is new since the previous check (plus the few bytes before it
-// that a stop string can straddle), so the work over a request is linear in its output. It holds
-// back text that might be the start of a stop string, so streamed text never contains a stop
-// string that is later cut away. Must not: copy or rescan the text so far on every token.
+// once and each new byte of text once through an Aho–Corasick automaton of the stop strings
+// (stop_automaton.h), so the work over a request is linear in its output whatever the number and
+// length of its stop strings (plus building the automaton once). It holds back text that might be
+// the start of a stop string, so streamed text never contains a stop string that is later cut
+// away. Must not: copy or rescan the text so far on every token.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "engine/sample/sampling_params.h"
+#include "engine/sample/stop_automaton.h"
 #include "tokenizer/text_decoder.h"
 
 namespace baton {
@@ -65,21 +68,21 @@ class StopChecker {
   // The decoded output; a decision's visible_len bytes of it may be shown. Empty without a decoder.
   std::string_view text() const;
 
-  // Bytes of text searched for stop strings so far, over all calls: per stop string, at most the
-  // text length plus (its length - 1) per call, so linear in the output (a test holds it to that).
+  // Bytes of text fed to the stop-string automaton so far, over all calls: each byte of the text
+  // once, whatever the stop strings (a test holds it to that).
   std::size_t searched_bytes() const { return searched_bytes_; }
 
  private:
   // Feeds the decoder tokens [fed_, tokens.size()).
   void feed(std::span<const std::int32_t> tokens);
-  // Length of the longest tail of text that is a proper prefix of some stop string.
-  std::size_t held_back_length(std::string_view text) const;
+
 
   const SamplingParams& params_;
   std::span<const std::int32_t> eos_;
   TextDecoder* decoder_;
   std::size_t fed_ = 0;           // output tokens given to the decoder
-  std::size_t searched_len_ = 0;  // text length already searched for stop strings
+  std::unique_ptr<StopAutomaton> automaton_;  // null without stop strings
+  std::size_t searched_len_ = 0;  // text bytes already fed to the automaton
   std::size_t searched_bytes_ = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "common/http_listener.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +110,7 @@ absl::StatusOr<int> HttpServer::start() {
     server_ = std::make_unique<httplib::Server>();
   }
   server_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
+  server_->set_payload_max_length(options_.max_request_bytes);
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   server_->Get("/live", [](const httplib::Request&, httplib::Response& res) {
@@ -128,9 +130,13 @@ absl::StatusOr<int> HttpServer::start() {
     if (auto caller = authorize(req, res)) generate(static_cast<int>(Endpoint::kChat), *caller, req, res);
   });
   // Unknown paths (and any error without a body) in OpenAI's shape.
-  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 404) {
+    if (res.status == 413) {
+      send_error(res, ApiError{413, str_cat("the request body is larger than ", options_.max_request_bytes,
+                                            " bytes (--max-request-bytes)"),
+                               "invalid_request_error", "", "request_too_large"});
+    } else if (res.status == 404) {
       send_error(res, ApiError{404, str_cat("no route ", req.method, " ", req.path), "invalid_request_error", "",
                                "not_found"});
     } else {
@@ -145,7 +151,7 @@ absl::StatusOr<int> HttpServer::start() {
       what = e.what();
     } catch (...) {
     }
-    spdlog::error("router: HTTP {} {} failed: {}", req.method, req.path, what);
+    spdlog::error("router: HTTP {} {} failed: {}", printable(req.method, 16), printable(req.path), what);
     send_error(res, ApiError{500, str_cat("internal error: ", what), "internal_error", "", "internal_error"});
   });
   port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
@@ -220,7 +226,10 @@ void HttpServer::generate(int endpoint_value, const security::KeyId& caller, con
   auto r = std::make_shared<HttpRequest>();
   r->api = std::move(std::get<OpenAiRequest>(parsed));
   auto admitted = router_.admit(r->api.generate, received, caller);
-  if (!admitted.ok()) return send_error(res, from_status(admitted.status(), prompt_field));
+  if (!admitted.ok()) {
+    const std::string field = limited_field(admitted.status());
+    return send_error(res, from_status(admitted.status(), field.empty() ? prompt_field : field));
+  }
   r->admitted = std::move(*admitted);
   {
     std::lock_guard lock(mu_);

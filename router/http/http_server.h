@@ -45,6 +45,7 @@ struct HttpOptions {
   int threads = 64;                   // concurrent requests (a stream holds its thread)
   security::TlsConfig tls;            // HTTPS with --tls-cert/--tls-key; plain text otherwise
   bool public_dashboard = false;      // /dashboard without an API key (--public-dashboard)
+  std::size_t max_request_bytes = 16u << 20;  // larger bodies get 413 (--max-request-bytes)
 };
 
 class HttpServer {

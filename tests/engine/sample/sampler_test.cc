@@ -71,6 +71,10 @@ TEST(SamplingParamsValidate, ErrorsNameFieldValueAndRange) {
       {[](SamplingParams& p) { p.logprobs = 21; }, {"logprobs", "20", "got 21"}},
       {[](SamplingParams& p) { p.logprobs = -2; }, {"logprobs", "-2"}},
       {[](SamplingParams& p) { p.stop = {"a", ""}; }, {"stop[1]", "non-empty"}},
+      // What one request may make the engine thread do is bounded.
+      {[](SamplingParams& p) { p.stop.assign(1025, "x"); }, {"stop has 1025 strings", "at most 1024"}},
+      {[](SamplingParams& p) { p.stop = {"a", std::string(1025, 'y')}; }, {"stop[1]", "1025 bytes", "at most 1024"}},
+      {[](SamplingParams& p) { p.stop_token_ids.assign(1025, 1); }, {"stop_token_ids", "1025", "at most 1024"}},
   };
   for (const Bad& b : bad) {
     SamplingParams p;

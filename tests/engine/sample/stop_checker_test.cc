@@ -395,11 +395,31 @@ TEST(StopCheckerCost, LinearInOutputLength) {
   EXPECT_EQ(streamed, checker.text());
   EXPECT_EQ(decoder.tokens_fed, kTokens);
 
-  const std::size_t text_len = checker.text().size();
-  std::size_t bound = 0;  // per stop string: the text once, plus (its length - 1) bytes per call
-  for (const std::string& stop : p.stop) bound += text_len + kTokens * (stop.size() - 1);
-  EXPECT_LE(checker.searched_bytes(), bound);
-  EXPECT_LE(checker.searched_bytes(), 20 * kTokens) << "text of " << text_len << " bytes";
+  // Each byte of the text once, whatever the stop strings.
+  EXPECT_EQ(checker.searched_bytes(), checker.text().size());
+}
+
+TEST(StopCheckerCost, ManyLongStopStringsStayLinear) {
+  // 1,000 stop strings of 1 KiB whose prefixes the text keeps matching: each byte is still fed to
+  // the automaton once, and what is held back is the longest matching prefix.
+  SamplingParams p;
+  p.max_tokens = 2000;
+  for (int i = 0; i < 1000; ++i) p.stop.push_back(std::string(1023, 'a') + std::to_string(i % 10));
+  PieceDecoder decoder({"a", "b"});
+  StopChecker checker(p, {}, &decoder);
+  std::vector<std::int32_t> output;
+  StopDecision d;
+  for (int i = 0; i < 2000 && d.reason == FinishReason::kNone; ++i) {
+    output.push_back(i % 700 == 699 ? 1 : 0);  // runs of 699 "a", then a "b"
+    d = checker.check(output);
+    if (d.reason != FinishReason::kNone) break;  // the last token: everything is shown
+    // The tail of "a"s (at most 1023 of them) could still become a stop string.
+    std::size_t tail = 0;
+    while (tail < checker.text().size() && checker.text()[checker.text().size() - 1 - tail] == 'a') ++tail;
+    ASSERT_EQ(checker.text().size() - d.visible_len, std::min<std::size_t>(tail, 1023)) << i;
+  }
+  EXPECT_EQ(d.reason, FinishReason::kLength);
+  EXPECT_EQ(checker.searched_bytes(), checker.text().size());
 }
 
 }  // namespace

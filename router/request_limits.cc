@@ -1,0 +1,67 @@
+#include "router/request_limits.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+
+namespace baton::router {
+namespace {
+
+absl::Status over(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(str_cat(field, ": ", what));
+}
+
+}  // namespace
+
+absl::Status check_request_limits(const baton::v1::GenerateRequest& request, const RequestLimits& limits,
+                                  std::int32_t max_model_len) {
+  std::size_t prompt_limit = limits.max_prompt_bytes;
+  if (max_model_len > 0) {
+    prompt_limit = std::min(prompt_limit, static_cast<std::size_t>(max_model_len) * kPromptBytesPerToken);
+  }
+  const auto prompt_over = [&](std::size_t bytes, const std::string& field) {
+    return over(field, str_cat(bytes, " bytes; at most ", prompt_limit, " (--max-prompt-bytes, and ",
+                               kPromptBytesPerToken, " bytes per token of max_model_len ", max_model_len,
+                               ") before it is tokenized"));
+  };
+  if (request.has_text() && request.text().size() > prompt_limit) return prompt_over(request.text().size(), "prompt");
+  if (request.has_chat()) {
+    const auto& messages = request.chat().messages();
+    if (static_cast<std::size_t>(messages.size()) > limits.max_chat_messages) {
+      return over("messages", str_cat(messages.size(), " messages; at most ", limits.max_chat_messages));
+    }
+    std::size_t bytes = 0;
+    for (const auto& m : messages) bytes += m.role().size() + m.content().size();
+    if (bytes > prompt_limit) return prompt_over(bytes, "messages");
+  }
+  const baton::v1::SamplingParams& s = request.sampling();
+  if (static_cast<std::size_t>(s.stop_size()) > limits.max_stop_strings) {
+    return over("stop", str_cat(s.stop_size(), " stop strings; at most ", limits.max_stop_strings,
+                                " (--max-stop-strings)"));
+  }
+  for (int i = 0; i < s.stop_size(); ++i) {
+    if (s.stop(i).size() > limits.max_stop_string_bytes) {
+      return over("stop", str_cat("stop string ", i, " has ", s.stop(i).size(), " bytes; at most ",
+                                  limits.max_stop_string_bytes, " (--max-stop-string-bytes)"));
+    }
+  }
+  if (static_cast<std::size_t>(s.stop_token_ids_size()) > limits.max_stop_token_ids) {
+    return over("stop_token_ids", str_cat(s.stop_token_ids_size(), " ids; at most ", limits.max_stop_token_ids));
+  }
+  if (s.has_logprobs() && s.logprobs() > limits.max_logprobs) {
+    return over("logprobs", str_cat(s.logprobs(), "; at most ", limits.max_logprobs));
+  }
+  return absl::OkStatus();
+}
+
+std::string limited_field(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return "";
+  const std::string message(status.message());
+  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "request_id", "cache_salt"}) {
+    const std::string prefix = str_cat(field, ":");
+    if (message.rfind(prefix, 0) == 0) return field;
+  }
+  return "";
+}
+
+}  // namespace baton::router
