@@ -5,6 +5,7 @@
 
 #include "cli/bench_serve.h"
 #include "cli/generate.h"
+#include "cli/probe.h"
 #include "cli/tokenize.h"
 #include "cli/up.h"
 #include "cli/verify_lossless.h"
@@ -19,6 +20,7 @@ void print_help() {
       "commands:\n"
       "  bench      load-test a running deployment (`baton bench serve`)\n"
       "  generate   run one prompt through a model in this process and print the result and speed\n"
+      "  probe      ask a Baton process whether it serves (Kubernetes exec probes over TLS)\n"
       "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n"
       "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n"
       "  verify-lossless  check that a running deployment's speculative decoding does not change its output\n\n"
@@ -35,6 +37,7 @@ static int run_command(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "bench") return baton::cli::bench_main(argc - 1, argv + 1);
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
+  if (command == "probe") return baton::cli::probe_main(argc - 1, argv + 1);
   if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   if (command == "up") return baton::cli::up_main(argc - 1, argv + 1);
   if (command == "verify-lossless") return baton::cli::verify_lossless_main(argc - 1, argv + 1);

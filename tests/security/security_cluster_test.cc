@@ -387,6 +387,22 @@ TEST_F(SecureCluster, ClientsAreToldNoNodeAddress) {
   EXPECT_THAT(refused.status.error_message(), HasSubstr("[address hidden]"));
 }
 
+TEST_F(SecureCluster, TheExecProbeAsksOverTheClusterCertificate) {
+  // What the chart's probes run (`baton probe`): SERVING over the pod's own certificate; a probe
+  // without one is refused like any stranger.
+  const std::string decode = cluster_->nodes("decode").front()->address;
+  const ProcessOutput ok = run_program({BATON_CLI_PATH, "probe", "--address", decode, "--tls-cert",
+                                        tls_dir() + "/decode-0.pem", "--tls-key", tls_dir() + "/decode-0-key.pem",
+                                        "--tls-ca", ca()});
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  const ProcessOutput router = run_program({BATON_CLI_PATH, "probe", "--address", cluster_->router_address(),
+                                            "--tls-cert", tls_dir() + "/router.pem", "--tls-key",
+                                            tls_dir() + "/router-key.pem", "--tls-ca", ca()});
+  EXPECT_EQ(router.code, 0) << router.out;
+  const ProcessOutput plain = run_program({BATON_CLI_PATH, "probe", "--address", decode, "--timeout-ms", "2000"});
+  EXPECT_EQ(plain.code, 1) << plain.out;
+}
+
 TEST_F(SecureCluster, HttpsWithAKeyForCurlAndTheOpenAiClient) {
   const std::string base = cluster_->router_http_url();
   ASSERT_THAT(base, ::testing::StartsWith("https://"));

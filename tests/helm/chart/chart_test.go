@@ -355,7 +355,7 @@ func TestServingContainersHaveGrpcProbesAndDrain(t *testing.T) {
 						t.Errorf("%s has no %s", c, probe)
 						continue
 					}
-					if got := strconv.Itoa(num(asMap(pr["grpc"])["port"])); got != port {
+					if got := probePort(pr); got != port {
 						t.Errorf("%s %s probes gRPC health on port %s, want %s", c, probe, got, port)
 					}
 				}
@@ -766,4 +766,20 @@ func TestEngineValuesOverrideKeyByKey(t *testing.T) {
 	if _, ok := flag(prefill, "max-num-seqs"); ok {
 		t.Error("decode.engine leaked into prefill nodes")
 	}
+}
+
+// The port a probe asks grpc.health.v1 on: the native gRPC probe's, or (with TLS) the port of
+// `baton probe --address 127.0.0.1:PORT`.
+func probePort(probe map[string]interface{}) string {
+	if g := asMap(probe["grpc"]); g != nil {
+		return strconv.Itoa(num(g["port"]))
+	}
+	cmd := asList(asMap(probe["exec"])["command"])
+	for i := 0; i+1 < len(cmd); i++ {
+		if cmd[i] == "--address" {
+			a := fmt.Sprint(cmd[i+1])
+			return a[strings.LastIndex(a, ":")+1:]
+		}
+	}
+	return "-1"
 }

@@ -1,5 +1,6 @@
 // Validates rendered Kubernetes manifests (helm-render's output) against the Kubernetes OpenAPI
-// schemas that kubernetes-models is generated from, plus the Prometheus operator's CRDs.
+// schemas that kubernetes-models is generated from, plus the Prometheus operator's and
+// cert-manager's CRDs.
 //
 //   node validate.mjs MANIFEST.yaml...     ("-" reads standard input)
 //
@@ -40,7 +41,7 @@ const REMOVED = {
 // apiVersion/kind -> model class, from every group/version module the packages export.
 async function loadModels() {
   const models = new Map();
-  for (const pkg of ["kubernetes-models", "@kubernetes-models/prometheus-operator"]) {
+  for (const pkg of ["kubernetes-models", "@kubernetes-models/prometheus-operator", "@kubernetes-models/cert-manager"]) {
     const exportsMap = require(`${pkg}/package.json`).exports;
     for (const key of Object.keys(exportsMap)) {
       if (key === "." || key.includes("*") || key.endsWith(".json")) continue;

@@ -381,32 +381,132 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
-{{/* gRPC health probes (grpc.health.v1, Kubernetes' native gRPC probe) of a serving container. */}}
+{{/* Health probes (grpc.health.v1) of a serving container, at (dict "root" $ "port" P). */}}
 {{- define "baton.grpcProbes" -}}
 startupProbe:
-  grpc:
-    port: {{ .port }}
+  {{- include "baton.probeHandler" . | nindent 2 }}
   periodSeconds: 5
   # Loading a large model takes minutes: up to 20 here before liveness takes over.
   failureThreshold: 240
 readinessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- include "baton.probeHandler" . | nindent 2 }}
   periodSeconds: 5
   failureThreshold: 1
 livenessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- include "baton.probeHandler" . | nindent 2 }}
   periodSeconds: 10
+  {{- if not .root.Values.security.tls.enabled }}
   timeoutSeconds: 5
+  {{- end }}
   failureThreshold: 6
 {{- end -}}
 
+{{/* The Secret holding ca.crt, tls.crt and tls.key (security.tls). */}}
+{{- define "baton.tlsSecretName" -}}
+{{- $t := .Values.security.tls -}}
+{{- if eq $t.source "existingSecret" -}}
+{{- required "security.tls.existingSecret is required when security.tls.source is existingSecret" $t.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tls" (include "baton.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The names the router's clients dial: its Services' names, and security.tls.routerDnsNames. */}}
+{{- define "baton.routerDnsNames" -}}
+{{- $router := include "baton.componentName" (dict "root" . "component" "router") -}}
+{{- $names := list $router (printf "%s.%s" $router .Release.Namespace) (printf "%s.%s.svc" $router .Release.Namespace) (printf "%s.%s.svc.%s" $router .Release.Namespace .Values.clusterDomain) -}}
+{{- toJson (concat $names .Values.security.tls.routerDnsNames) -}}
+{{- end -}}
+
 {{/*
-The transport-security flags every Baton binary needs: without TLS each one must be told
---insecure to serve plain text (it refuses to start otherwise). The chart's NetworkPolicy and TLS
-values build on this.
+The transport-security flags every Baton binary takes: the pod's certificate of the cluster CA
+(mutual TLS between the processes, TLS on the router's ports), or --insecure when
+security.tls.enabled is false (each binary refuses to start with neither).
 */}}
 {{- define "baton.securityArgs" -}}
+{{- if .Values.security.tls.enabled -}}
+- --tls-cert
+- /etc/baton/tls/tls.crt
+- --tls-key
+- /etc/baton/tls/tls.key
+- --tls-ca
+- /etc/baton/tls/ca.crt
+- --tls-reload-s
+- {{ .Values.security.tls.reloadSeconds | int | quote }}
+{{- else -}}
 - --insecure
+{{- end -}}
+{{- end -}}
+
+{{/* The TLS Secret's volume (when TLS is on). */}}
+{{- define "baton.tlsVolume" -}}
+{{- if .Values.security.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "baton.tlsSecretName" . }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{/* Its mount in a serving container. */}}
+{{- define "baton.tlsMount" -}}
+{{- if .Values.security.tls.enabled }}
+- name: tls
+  mountPath: /etc/baton/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+How the kubelet asks a process whether it serves, at (dict "root" $ "port" P): the native gRPC
+probe in plain text; with TLS an exec probe, `baton probe`, over the pod's own certificate (the
+kubelet's gRPC probe speaks no TLS).
+*/}}
+{{- define "baton.probeHandler" -}}
+{{- if .root.Values.security.tls.enabled -}}
+exec:
+  command: ["baton", "probe", "--address", "127.0.0.1:{{ .port }}", "--tls-cert", "/etc/baton/tls/tls.crt", "--tls-key", "/etc/baton/tls/tls.key", "--tls-ca", "/etc/baton/tls/ca.crt"]
+timeoutSeconds: 5
+{{- else -}}
+grpc:
+  port: {{ .port }}
+{{- end -}}
+{{- end -}}
+
+{{/* A NetworkPolicy ingress rule for /metrics on .ports, from security.networkPolicy.metricsPeers. */}}
+{{- define "baton.metricsIngress" -}}
+{{- if .root.Values.metrics.enabled }}
+- ports:
+    {{- range .ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with .root.Values.security.networkPolicy.metricsPeers }}
+  from:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* What a Prometheus Operator scrape endpoint needs to reach Baton's /metrics: HTTPS with the
+cluster certificate (TLS on), and an API key (metrics.scrapeKeySecret). Empty otherwise. */}}
+{{- define "baton.scrapeSecurity" -}}
+{{- if .Values.security.tls.enabled }}
+{{- $secret := include "baton.tlsSecretName" . }}
+scheme: https
+tlsConfig:
+  serverName: {{ include "baton.componentName" (dict "root" . "component" "router") }}
+  ca:
+    secret: {name: {{ $secret }}, key: ca.crt}
+  cert:
+    secret: {name: {{ $secret }}, key: tls.crt}
+  keySecret: {name: {{ $secret }}, key: tls.key}
+{{- end }}
+{{- with .Values.metrics.scrapeKeySecret }}
+{{- if .name }}
+authorization:
+  type: Bearer
+  credentials: {name: {{ .name }}, key: {{ .key }}}
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -39,6 +39,8 @@ spec:
       # A terminating node takes no new requests and lets running ones finish for
       # drainTimeoutSeconds; a few seconds more before SIGKILL.
       terminationGracePeriodSeconds: {{ add $n.drainTimeoutSeconds 5 }}
+      # Baton never calls the Kubernetes API: no token in the pod to steal.
+      automountServiceAccountToken: false
       {{- with $.Values.image.pullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -108,7 +110,7 @@ spec:
             - name: metrics
               containerPort: {{ $.Values.metrics.port }}
             {{- end }}
-          {{- include "baton.grpcProbes" (dict "port" $n.port) | nindent 10 }}
+          {{- include "baton.grpcProbes" (dict "root" $ "port" $n.port) | nindent 10 }}
           {{- with include "baton.nodeResources" . | trim }}
           resources:
             {{- . | nindent 12 }}
@@ -117,14 +119,14 @@ spec:
           securityContext:
             {{- toYaml . | nindent 12 }}
           {{- end }}
-          {{- with include "baton.modelMounts" $ | trim }}
+          {{- with print (include "baton.modelMounts" $) (include "baton.tlsMount" $) | trim }}
           volumeMounts:
             {{- . | nindent 12 }}
           {{- end }}
         {{- if $sidecar }}
         {{- include "baton.proposerContainer" $ | trim | nindent 8 }}
         {{- end }}
-      {{- with include "baton.modelVolumes" $ | trim }}
+      {{- with print (include "baton.modelVolumes" $) (include "baton.tlsVolume" $) | trim }}
       volumes:
         {{- . | nindent 8 }}
       {{- end }}
@@ -174,14 +176,16 @@ spec:
       containerPort: {{ add .Values.metrics.port 1 }}
     {{- end }}
   readinessProbe:
-    grpc:
-      port: {{ $p.port }}
+    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
     periodSeconds: 5
   livenessProbe:
-    grpc:
-      port: {{ $p.port }}
+    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
     periodSeconds: 10
     failureThreshold: 6
+  {{- with include "baton.tlsMount" . | trim }}
+  volumeMounts:
+    {{- . | nindent 4 }}
+  {{- end }}
   {{- with $p.resources }}
   resources:
     {{- toYaml . | nindent 4 }}
