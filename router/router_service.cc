@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -218,6 +219,14 @@ absl::StatusOr<int> RouterService::start() {
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_request_bytes));
   // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options_.max_running_requests > 0) {
+    // The synchronous server spends a thread per call in flight: bound them, with room for the
+    // short calls (Abort, GetModelInfo, Tokenize, health) beside the running requests. Calls past
+    // it are RESOURCE_EXHAUSTED before any handler runs.
+    grpc::ResourceQuota quota("baton-router public");
+    quota.SetMaxThreads(static_cast<int>(std::min<std::size_t>(options_.max_running_requests + 64, 1 << 16)));
+    builder.SetResourceQuota(quota);
+  }
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     server_.reset();
