@@ -12,22 +12,10 @@
 #include <openssl/x509v3.h>
 
 #include "common/status.h"
+#include "security/openssl_ptr.h"
 
 namespace baton::security {
 namespace {
-
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct CertFree {
-  void operator()(X509* c) const { X509_free(c); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
-using CertPtr = std::unique_ptr<X509, CertFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 // The newest OpenSSL error as text, for messages ("" when the queue is empty).
 std::string openssl_error() {

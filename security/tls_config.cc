@@ -10,26 +10,10 @@
 
 #include "common/status.h"
 #include "common/text_file.h"
+#include "security/openssl_ptr.h"
 
 namespace baton::security {
 namespace {
-
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct CertFree {
-  void operator()(X509* c) const { X509_free(c); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct StoreFree {
-  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
-};
-struct StoreCtxFree {
-  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
-};
-using CertPtr = std::unique_ptr<X509, CertFree>;
 
 std::string flag_file(const std::string& flag, const std::string& path) { return str_cat("--", flag, " ", path); }
 
@@ -42,7 +26,7 @@ absl::StatusOr<std::string> read(const std::string& flag, const std::string& pat
 
 // Every certificate in a PEM text, in order.
 absl::StatusOr<std::vector<CertPtr>> parse_certs(const std::string& pem, const std::string& where) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   std::vector<CertPtr> out;
   while (X509* c = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) out.emplace_back(c);
   ERR_clear_error();  // the read that ended the loop
@@ -64,11 +48,11 @@ absl::Status check_in_date(X509* cert, const std::string& where) {
 // intermediates that follow it in the chain.
 absl::Status check_signed_by(const std::vector<CertPtr>& chain, const std::vector<CertPtr>& cas,
                              const std::string& cert_where, const std::string& ca_where) {
-  std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
+  StorePtr store(X509_STORE_new());
   for (const CertPtr& ca : cas) X509_STORE_add_cert(store.get(), ca.get());
   STACK_OF(X509)* intermediates = sk_X509_new_null();
   for (std::size_t i = 1; i < chain.size(); ++i) sk_X509_push(intermediates, chain[i].get());
-  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+  StoreCtxPtr ctx(X509_STORE_CTX_new());
   const bool ok = X509_STORE_CTX_init(ctx.get(), store.get(), chain.front().get(), intermediates) == 1 &&
                   X509_verify_cert(ctx.get()) == 1;
   const int error = X509_STORE_CTX_get_error(ctx.get());
@@ -147,8 +131,8 @@ absl::StatusOr<TlsConfig> tls_config_from_flags(const ParsedFlags& flags, TlsRol
   const std::string key_where = flag_file("tls-key", c.key_file);
   BATON_ASSIGN_OR_RETURN(std::vector<CertPtr> chain, parse_certs(cert_pem, cert_where));
   BATON_RETURN_IF_ERROR(check_in_date(chain.front().get(), cert_where));
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
-  std::unique_ptr<EVP_PKEY, KeyFree> key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  BioPtr bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (!key) return absl::InvalidArgumentError(str_cat(key_where, " holds no PEM private key (or it is encrypted)"));
   if (X509_check_private_key(chain.front().get(), key.get()) != 1) {

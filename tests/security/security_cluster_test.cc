@@ -162,16 +162,6 @@ TEST_F(SecureCluster, PlainTextAndStrangersToTheRouterFail) {
   EXPECT_TRUE(model_info(*router(kKey)).ok());  // and it still serves
 }
 
-grpc::Status health_check(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(address, std::move(credentials), args));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::health::v1::HealthCheckResponse out;
-  return stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &out);
-}
-
 TEST_F(SecureCluster, NodePortsAdmitClusterMembersOnly) {
   security::TlsConfig member;
   member.cert_file = tls_dir() + "/router.pem";

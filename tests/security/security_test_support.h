@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "security/cert_authority.h"
 #include "security/tls_config.h"
@@ -24,6 +26,18 @@ inline std::string read_file(const std::filesystem::path& path) {
 inline void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
+}
+
+// One grpc.health.v1 Check (every server of ours serves it) on a new connection, failing fast: no
+// wait for ready, and a subchannel of its own (no backoff inherited from an earlier failure).
+inline grpc::Status health_check(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(target, std::move(credentials), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &response);
 }
 
 // A CA whose certificates are written as DIR/NAME.pem and DIR/NAME-key.pem, its own as DIR/ca.pem.

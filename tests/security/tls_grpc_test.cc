@@ -15,16 +15,8 @@
 namespace baton::testing {
 namespace {
 
-// One grpc.health.v1 Check (every server of ours serves it) on a new connection, failing fast: no
-// wait for ready, and a subchannel of its own (no backoff inherited from an earlier failure).
 grpc::Status check(const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(target, std::move(credentials), args));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &response);
+  return health_check(target, std::move(credentials));
 }
 
 struct Server {
