@@ -2,6 +2,8 @@
 // SIGINT or SIGTERM, then drains: NOT_SERVING, new requests refused, running ones given up to
 // --drain-timeout-ms to finish. Logic lives in the baton_router library.
 #include <signal.h>
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -67,6 +69,11 @@ const std::vector<FlagSpec> kFlags = {
     {"max-stop-string-bytes", "N", "bytes of one stop string (default 1024, the most)"},
     {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0 = pick a free one); the base "
                        "URL is printed"},
+    {"max-http-connections", "N", "HTTP connections open at once (default 16384, and at most the open-file limit "
+                                  "less 1024); one more is answered 503 and closed"},
+    {"http-idle-timeout-ms", "MS", "an idle keep-alive HTTP connection is closed after MS (default 60000)"},
+    {"http-header-timeout-ms", "MS", "an HTTP request's header must arrive within MS of its first byte, its body "
+                                     "within 60 s (default 10000); slower clients are disconnected"},
     {"public-dashboard", "", "serve /dashboard and /metrics without an API key (they show counts, latencies "
                              "and node addresses, no prompt or output)"},
     {"api-keys-file", "FILE", "the public API's keys (gRPC and HTTP), one per line, or 'sha256:HEX' of one; "
@@ -195,7 +202,32 @@ absl::StatusOr<std::optional<baton::router::http::HttpOptions>> http_from_flags(
   baton::router::http::HttpOptions o;
   o.port = static_cast<int>(*port);
   if (auto host = f.get("host")) o.host = *host;
+  BATON_ASSIGN_OR_RETURN(auto connections, f.get_int("max-http-connections"));
+  if (connections) {
+    if (*connections < 1) return absl::InvalidArgumentError("--max-http-connections must be at least 1");
+    o.max_connections = static_cast<std::size_t>(*connections);
+  }
+  BATON_RETURN_IF_ERROR(read_ms(f, "http-idle-timeout-ms", &o.idle_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "http-header-timeout-ms", &o.header_timeout));
   return o;
+}
+
+// Raises this process's open-file limit to its hard limit (idle HTTP connections are cheap, but
+// each is a descriptor) and caps max_connections to what it allows, keeping 1024 for the rest.
+void fit_open_files(baton::router::http::HttpOptions& o) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);
+    (void)getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  const std::size_t room = limit.rlim_cur > 2048 ? static_cast<std::size_t>(limit.rlim_cur) - 1024 : 1024;
+  if (o.max_connections > room) {
+    spdlog::warn("router: --max-http-connections {} lowered to {}: the open-file limit is {}", o.max_connections, room,
+                 limit.rlim_cur);
+    o.max_connections = room;
+  }
 }
 
 int fail(const absl::Status& s) {
@@ -226,6 +258,10 @@ static int run_router(int argc, char** argv) {
     (*http_options)->tls = options->tls;
     (*http_options)->public_dashboard = flags->has("public-dashboard");
     (*http_options)->max_request_bytes = options->limits.max_request_bytes;
+    // Completions in flight over HTTP: the running ones, and a few being tokenized or refused.
+    if (options->max_running_requests > 0) (*http_options)->max_in_flight = options->max_running_requests + 64;
+    else (*http_options)->max_in_flight = 1u << 16;
+    fit_open_files(**http_options);
   }
   std::chrono::milliseconds drain_timeout{30000};
   if (auto s = read_ms(*flags, "drain-timeout-ms", &drain_timeout); !s.ok()) return fail(s);

@@ -20,8 +20,9 @@ build_packages=(
   # C++ libraries
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libabsl-dev libspdlog-dev libfmt-dev
   libpcre2-dev libicu-dev
-  # the router's OpenAI-compatible HTTP API (router/http/)
-  libcpp-httplib-dev
+  # the router's OpenAI-compatible HTTP API (router/http/: Boost.Beast, header-only); cpp-httplib
+  # serves /metrics and is the HTTP client of `baton bench serve` and the tests
+  libboost-dev libcpp-httplib-dev
   # gzip-compressed prompt files (baton verify-lossless reads bench/data/HumanEval.jsonl.gz)
   zlib1g-dev
   # serving: gRPC + protobuf (proto/, nodes, router), UCX (kv_transfer/)

@@ -1,38 +1,12 @@
 #include "router/http/connection_watch.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <vector>
 
 namespace baton::router::http {
-namespace {
-
-// Address and port of a socket address (IPv4, IPv6 or IPv4-mapped IPv6), as httplib prints them.
-bool address_of(const sockaddr_storage& a, std::string* host, int* port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
-    *port = ntohs(in->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
-    *port = ntohs(in6->sin6_port);
-  } else {
-    return false;
-  }
-  *host = buf;
-  return true;
-}
-
-}  // namespace
 
 ConnectionWatch::ConnectionWatch() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   thread_ = std::thread([this] { loop(); });
@@ -105,31 +79,6 @@ void ConnectionWatch::loop() {
       on_close();
     }
   }
-}
-
-int ConnectionWatch::find_socket(const std::string& remote_addr, int remote_port, int local_port) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  while (dirent* d = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(d->d_name, &end, 10);
-    if (end == d->d_name || *end != '\0') continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    std::string host;
-    int port = 0;
-    if (!address_of(local, &host, &port) || port != local_port) continue;
-    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
-    if (!address_of(peer, &host, &port) || port != remote_port) continue;
-    if (host == remote_addr || host == "::ffff:" + remote_addr) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
 }
 
 }  // namespace baton::router::http

@@ -1,7 +1,7 @@
 // Notices when an HTTP client closes its connection while its request runs, so that the request is
 // cancelled on every node even while nothing is written to the client (a non-streamed completion,
-// or a stream between tokens). cpp-httplib hands handlers no socket, so find_socket() looks the
-// connection up by its addresses; one thread polls every watched socket for the peer's hang-up.
+// or a stream between tokens). One thread polls every watched socket for the peer's hang-up
+// (POLLRDHUP, which Asio's waits do not offer: a TLS client's close_notify would look like data).
 //
 // Thread-safety: every method may be called from any thread. on_close runs on the watch's thread
 // and must not block. Must not: read from or write to the sockets it watches (httplib owns them).
@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 
 namespace baton::router::http {
@@ -34,10 +33,8 @@ class ConnectionWatch {
     ConnectionWatch& watch_;
     std::uint64_t id_;
   };
+  // Unregister (destroy the Registration) before closing `fd`: the number may be reused at once.
   std::unique_ptr<Registration> watch(int fd, std::function<void()> on_close);
-
-  // The socket of this process connected from remote_addr:remote_port to local_port; -1 if none.
-  static int find_socket(const std::string& remote_addr, int remote_port, int local_port);
 
  private:
   struct Entry {

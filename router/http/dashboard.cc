@@ -2,7 +2,6 @@
 
 #include <optional>
 
-#include "httplib.h"
 #include "router/http/embedded_files.h"
 #include "router/router_service.h"
 
@@ -114,8 +113,11 @@ const EmbeddedFile* find_file(std::string_view name) {
   return nullptr;
 }
 
-void send_file(const EmbeddedFile& f, httplib::Response& res) {
-  res.set_content(std::string(f.content), content_type(f.name));
+Reply file_reply(const EmbeddedFile& f) {
+  Reply r;
+  r.content_type = content_type(f.name);
+  r.body = std::string(f.content);
+  return r;
 }
 
 }  // namespace
@@ -132,27 +134,21 @@ json dashboard_data(RouterService& router, WallClock::time_point now, const Dash
           {"nodes", nodes_json(router.nodes())}};
 }
 
-void add_dashboard_routes(httplib::Server& server, RouterService& router,
-                          std::function<bool(const httplib::Request&, httplib::Response&)> allowed) {
-  auto page = [allowed](const httplib::Request& req, httplib::Response& res) {
-    if (allowed(req, res)) send_file(*find_file("index.html"), res);
-  };
-  server.Get("/dashboard", page);
-  server.Get("/dashboard/", page);
-  server.Get("/dashboard/data", [&router, allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res)) return;
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(dashboard_data(router, WallClock::now()).dump(), "application/json");
-  });
-  // The page's other files; anything else falls to the server's 404.
-  server.Get(R"(/dashboard/([A-Za-z0-9._-]+))", [allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res)) return;
-    if (const EmbeddedFile* f = find_file(req.matches[1].str())) {
-      send_file(*f, res);
-    } else {
-      res.status = 404;
-    }
-  });
+std::optional<Reply> dashboard_reply(RouterService& router, std::string_view path) {
+  if (path == "/dashboard" || path == "/dashboard/") return file_reply(*find_file("index.html"));
+  if (path == "/dashboard/data") {
+    Reply r;
+    r.headers.emplace_back("Cache-Control", "no-store");
+    r.body = dashboard_data(router, WallClock::now()).dump();
+    return r;
+  }
+  constexpr std::string_view kPrefix = "/dashboard/";
+  if (path.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  // The page's other files; anything else under /dashboard/ is 404.
+  if (const EmbeddedFile* f = find_file(path.substr(kPrefix.size()))) return file_reply(*f);
+  Reply missing;
+  missing.status = 404;
+  return missing;
 }
 
 }  // namespace baton::router::http

@@ -10,22 +10,17 @@
 //     (SpecHistory);
 //   - nodes: each node's usability and load as last polled.
 // They show no prompt or output, only counts, latencies and node addresses; with API keys
-// configured they need one (HttpServer passes its check as `allowed`) unless --public-dashboard.
+// configured HttpServer asks for one before it calls dashboard_reply, unless --public-dashboard.
 //
 // Must not: hold state of its own (the router keeps the history) or block on a node.
 #pragma once
 
-#include <functional>
-#include <string>
+#include <optional>
+#include <string_view>
 
 #include "nlohmann/json.hpp"
+#include "router/http/http_listener.h"
 #include "router/recent_requests.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}
 
 namespace baton::router {
 class RouterService;
@@ -41,9 +36,8 @@ struct DashboardWindow {
 // The body of GET /dashboard/data at `now`.
 nlohmann::json dashboard_data(RouterService& router, WallClock::time_point now, const DashboardWindow& window = {});
 
-// Adds the routes above to `server`; each serves only when `allowed` returns true (else `allowed`
-// has answered the request).
-void add_dashboard_routes(httplib::Server& server, RouterService& router,
-                          std::function<bool(const httplib::Request&, httplib::Response&)> allowed);
+// The answer to GET `path` (without its query) if it is one of the routes above (an unknown file
+// under /dashboard/ is a 404 without a body); nullopt for any other path.
+std::optional<Reply> dashboard_reply(RouterService& router, std::string_view path);
 
 }  // namespace baton::router::http

@@ -2,23 +2,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <optional>
+#include <thread>
 
-#include "absl/strings/ascii.h"
-#include "common/http_listener.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "router/http/api_error.h"
-#include "router/http/connection_watch.h"
 #include "router/http/dashboard.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
 #include "router/router_service.h"
-#include "security/tls_server_context.h"
 #include "spdlog/spdlog.h"
 
 namespace baton::router::http {
@@ -28,9 +23,17 @@ using nlohmann::json;
 
 constexpr const char* kJson = "application/json";
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(e.body().dump(), kJson);
+Reply error_reply(const ApiError& e) {
+  Reply r;
+  r.status = e.status;
+  r.body = e.body().dump();
+  return r;
+}
+
+Reply json_reply(std::string body) {
+  Reply r;
+  r.body = std::move(body);
+  return r;
 }
 
 std::int64_t unix_now() {
@@ -57,7 +60,7 @@ class BodySink final : public ResponseSink {
 // Frames each message's chunks as server-sent events; false once the client is gone.
 class EventSink final : public ResponseSink {
  public:
-  EventSink(httplib::DataSink& sink, CompletionChunks& chunks) : sink_(sink), chunks_(chunks) {}
+  EventSink(Exchange& sink, CompletionChunks& chunks) : sink_(sink), chunks_(chunks) {}
   bool write(const baton::v1::GenerateResponse& m) override {
     for (const json& c : chunks_.on_message(m)) {
       if (!event(c.dump())) return false;
@@ -65,12 +68,11 @@ class EventSink final : public ResponseSink {
     return true;
   }
   bool event(const std::string& data) {
-    const std::string frame = str_cat("data: ", data, "\n\n");
-    return sink_.write(frame.data(), frame.size());
+    return sink_.write(str_cat("data: ", data, "\n\n"));
   }
 
  private:
-  httplib::DataSink& sink_;
+  Exchange& sink_;
   CompletionChunks& chunks_;
 };
 
@@ -82,10 +84,14 @@ struct HttpRequest {
   std::function<void()> unregister;  // leaves the server's running set (before `admitted` goes)
   OpenAiRequest api;
   std::unique_ptr<AdmittedRequest> admitted;
-  std::unique_ptr<ConnectionWatch::Registration> watched;
   ResponseContext context;
-  std::atomic<bool> client_gone{false};
 };
+
+// The path of a request target, without its query.
+std::string_view path_of(boost::beast::string_view target) {
+  const std::string_view t(target.data(), target.size());
+  return t.substr(0, t.find('?'));
+}
 
 }  // namespace
 
@@ -95,73 +101,31 @@ HttpServer::HttpServer(RouterService& router, HttpOptions options)
 HttpServer::~HttpServer() { stop(); }
 
 absl::StatusOr<int> HttpServer::start() {
-  if (server_) return absl::FailedPreconditionError("the HTTP server is started already");
-  watch_ = std::make_unique<ConnectionWatch>();
-  if (options_.tls.public_tls()) {
-    absl::Status tls = absl::OkStatus();
-    auto ssl = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-      tls = security::configure_server_context(ctx, options_.tls, /*require_client_cert=*/false);
-      return tls.ok();
-    });
-    if (!tls.ok()) return tls;
-    if (!ssl->is_valid()) return absl::InternalError("HTTPS: the TLS context could not be made");
-    server_ = std::move(ssl);
-  } else {
-    server_ = std::make_unique<httplib::Server>();
-  }
-  server_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
-  server_->set_payload_max_length(options_.max_request_bytes);
-  const int threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  server_->Get("/live", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"live"})", kJson);
-  });
-  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-  add_dashboard_routes(*server_, router_, [this](const httplib::Request& req, httplib::Response& res) {
-    return options_.public_dashboard || authorize(req, res, /*browser=*/true).has_value();
-  });
-  server_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (authorize(req, res)) models(res);
-  });
-  server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto caller = authorize(req, res)) generate(static_cast<int>(Endpoint::kCompletions), *caller, req, res);
-  });
-  server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto caller = authorize(req, res)) generate(static_cast<int>(Endpoint::kChat), *caller, req, res);
-  });
-  // Unknown paths (and any error without a body) in OpenAI's shape.
-  server_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      send_error(res, ApiError{413, str_cat("the request body is larger than ", options_.max_request_bytes,
-                                            " bytes (--max-request-bytes)"),
-                               "invalid_request_error", "", "request_too_large"});
-    } else if (res.status == 404) {
-      send_error(res, ApiError{404, str_cat("no route ", req.method, " ", req.path), "invalid_request_error", "",
-                               "not_found"});
-    } else {
-      send_error(res, ApiError{res.status, str_cat("HTTP ", res.status), "invalid_request_error", "", ""});
+  if (listener_) return absl::FailedPreconditionError("the HTTP server is started already");
+  ListenerOptions o;
+  o.host = options_.host;
+  o.port = options_.port;
+  o.tls = options_.tls;
+  o.max_connections = options_.max_connections;
+  o.max_body_bytes = options_.max_request_bytes;
+  o.idle_timeout = options_.idle_timeout;
+  o.header_timeout = options_.header_timeout;
+  o.error_reply = [this](int status, const std::string& message) {
+    std::string code;
+    std::string type = "invalid_request_error";
+    switch (status) {
+      case 413: code = "request_too_large"; break;
+      case 503: code = "service_unavailable"; type = "service_unavailable"; break;
+      default: break;
     }
-  });
-  server_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("router: HTTP {} {} failed: {}", printable(req.method, 16), printable(req.path), what);
-    send_error(res, ApiError{500, str_cat("internal error: ", what), "internal_error", "", "internal_error"});
-  });
-  port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
-                             : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port_ <= 0) {
-    server_.reset();
-    return absl::UnavailableError(
-        str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (in use, or not an address of this host?)"));
-  }
-  thread_ = start_accept_loop(*server_);
+    std::string text = message;
+    if (status == 413) text += " (--max-request-bytes)";
+    if (status == 503) text += " (--max-http-connections)";
+    return error_reply(ApiError{status, text, type, "", code});
+  };
+  auto listener = std::make_unique<HttpListener>(o, [this](std::shared_ptr<Exchange> ex) { handle(std::move(ex)); });
+  BATON_ASSIGN_OR_RETURN(port_, listener->start());
+  listener_ = std::move(listener);
   spdlog::info("router: serving the OpenAI API on {}{}; live page on {}://{}:{}/dashboard{}", base_url(),
                router_.requires_api_key() ? " (API keys required)" : "", scheme(), options_.host, port_,
                options_.public_dashboard || !router_.requires_api_key() ? "" : " (API keys required)");
@@ -169,71 +133,127 @@ absl::StatusOr<int> HttpServer::start() {
 }
 
 void HttpServer::stop() {
-  if (!server_) return;
+  if (!listener_) return;
   {
-    // Streams would hold the server's threads until they end; end them now.
+    // End the requests now: their threads return once their runs do.
     std::lock_guard lock(mu_);
     stopping_ = true;
     for (RequestControl* c : running_) c->cancel("the router is shutting down");
   }
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-  server_.reset();
-  watch_.reset();
+  listener_->stop();  // every connection closes: a thread writing to one learns it at once
+  std::unique_lock lock(mu_);
+  while (!idle_.wait_for(lock, std::chrono::seconds(10), [&] { return in_flight_ == 0; })) {
+    spdlog::warn("router: stopping the HTTP API: {} completions still finishing", in_flight_);
+  }
+  lock.unlock();
+  listener_.reset();
 }
 
 std::string HttpServer::scheme() const { return options_.tls.public_tls() ? "https" : "http"; }
 
 std::string HttpServer::base_url() const { return str_cat(scheme(), "://", options_.host, ":", port_, "/v1"); }
 
-std::optional<security::KeyId> HttpServer::authorize(const httplib::Request& req, httplib::Response& res,
-                                                     bool browser) const {
-  const std::string header = req.get_header_value("Authorization");
-  absl::StatusOr<security::KeyId> caller = router_.authenticate(header);
+bool HttpServer::spawn(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || in_flight_ >= options_.max_in_flight) return false;
+    ++in_flight_;
+  }
+  std::thread([this, fn = std::move(fn)]() mutable {
+    fn();
+    fn = nullptr;  // its exchange goes before stop() can see this thread done
+    std::lock_guard lock(mu_);
+    if (--in_flight_ == 0) idle_.notify_all();
+  }).detach();
+  return true;
+}
+
+// On an I/O thread: cheap routes answer here; completions move to a thread of their own.
+void HttpServer::handle(std::shared_ptr<Exchange> ex) {
+  const Request& req = ex->request();
+  const std::string_view path = path_of(req.target());
+  const bool get = req.method() == boost::beast::http::verb::get;
+  const bool post = req.method() == boost::beast::http::verb::post;
+  if (get && path == "/live") return ex->reply(json_reply(R"({"status":"live"})"));
+  if (get && path == "/health") return ex->reply(health());
+  if (get && path.substr(0, 10) == "/dashboard") {
+    if (!options_.public_dashboard && !authorize(*ex, /*browser=*/true)) return;
+    if (auto reply = dashboard_reply(router_, path)) {
+      if (reply->status == 404 && reply->body.empty()) {
+        reply->body = ApiError{404, str_cat("no route GET ", printable(path)), "invalid_request_error", "", "not_found"}
+                          .body()
+                          .dump();
+        reply->content_type = kJson;
+      }
+      return ex->reply(std::move(*reply));
+    }
+  }
+  if (get && path == "/v1/models") {
+    if (authorize(*ex)) ex->reply(models());
+    return;
+  }
+  const bool completions = path == "/v1/completions", chat = path == "/v1/chat/completions";
+  if (post && (completions || chat)) {
+    auto caller = authorize(*ex);
+    if (!caller) return;
+    const int endpoint = static_cast<int>(chat ? Endpoint::kChat : Endpoint::kCompletions);
+    if (!spawn([this, endpoint, caller = *caller, ex] { generate(endpoint, caller, ex); })) {
+      Reply busy = error_reply(from_status(absl::ResourceExhaustedError(str_cat(
+          "the router is serving ", options_.max_in_flight, " HTTP completions, its limit; try again later"))));
+      busy.headers.emplace_back("Retry-After", "1");
+      ex->reply(std::move(busy));
+    }
+    return;
+  }
+  ex->reply(error_reply(ApiError{404, str_cat("no route ", printable(std::string(req.method_string()), 16), " ",
+                                              printable(path)),
+                                 "invalid_request_error", "", "not_found"}));
+}
+
+std::optional<security::KeyId> HttpServer::authorize(Exchange& ex, bool browser) const {
+  const auto& header = ex.request()[boost::beast::http::field::authorization];
+  absl::StatusOr<security::KeyId> caller = router_.authenticate(std::string_view(header.data(), header.size()));
   if (caller.ok()) return std::move(*caller);
-  if (browser) res.set_header("WWW-Authenticate", R"(Basic realm="baton", charset="UTF-8")");
-  send_error(res, ApiError{401, std::string(caller.status().message()), "invalid_request_error", "", "invalid_api_key"});
+  Reply r = error_reply(
+      ApiError{401, std::string(caller.status().message()), "invalid_request_error", "", "invalid_api_key"});
+  if (browser) r.headers.emplace_back("WWW-Authenticate", R"(Basic realm="baton", charset="UTF-8")");
+  ex.reply(std::move(r));
   return std::nullopt;
 }
 
-void HttpServer::models(httplib::Response& res) {
+Reply HttpServer::models() const {
   const baton::v1::ModelInfo info = router_.model_info();
   json model = {{"id", info.model()}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "baton"}};
   if (info.max_model_len() > 0) model["max_model_len"] = info.max_model_len();
-  res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), kJson);
+  return json_reply(json{{"object", "list"}, {"data", json::array({model})}}.dump());
 }
 
-void HttpServer::health(httplib::Response& res) {
+Reply HttpServer::health() const {
   if (router_.draining()) {
-    send_error(res, ApiError{503, "the router is draining (shutting down)", "service_unavailable", "",
-                             "service_unavailable"});
-    return;
+    return error_reply(ApiError{503, "the router is draining (shutting down)", "service_unavailable", "",
+                                "service_unavailable"});
   }
-  if (router_.has_usable_decode_node()) {
-    res.set_content(R"({"status":"ok"})", kJson);
-    return;
-  }
-  send_error(res, ApiError{503, "no decode node is usable", "service_unavailable", "", "service_unavailable"});
+  if (router_.has_usable_decode_node()) return json_reply(R"({"status":"ok"})");
+  return error_reply(ApiError{503, "no decode node is usable", "service_unavailable", "", "service_unavailable"});
 }
 
-void HttpServer::generate(int endpoint_value, const security::KeyId& caller, const httplib::Request& req,
-                          httplib::Response& res) {
+void HttpServer::generate(int endpoint_value, const security::KeyId& caller, const std::shared_ptr<Exchange>& ex) {
   const Clock::time_point received = Clock::now();
   const auto endpoint = static_cast<Endpoint>(endpoint_value);
   const std::string prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
-  auto parsed = parse_request(endpoint, req.body, router_.served_model_name());
-  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  auto parsed = parse_request(endpoint, ex->request().body(), router_.served_model_name());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return ex->reply(error_reply(*e));
   auto r = std::make_shared<HttpRequest>();
   r->api = std::move(std::get<OpenAiRequest>(parsed));
   auto admitted = router_.admit(r->api.generate, received, caller);
   if (!admitted.ok()) {
     const std::string field = limited_field(admitted.status());
-    return send_error(res, from_status(admitted.status(), field.empty() ? prompt_field : field));
+    return ex->reply(error_reply(from_status(admitted.status(), field.empty() ? prompt_field : field)));
   }
   r->admitted = std::move(*admitted);
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return send_error(res, from_status(absl::UnavailableError("the router is shutting down")));
+    if (stopping_) return ex->reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
     running_.insert(&r->admitted->control());
   }
   r->unregister = [this, control = &r->admitted->control()] {
@@ -247,21 +267,12 @@ void HttpServer::generate(int endpoint_value, const security::KeyId& caller, con
     if (room > 0) sampling.set_max_tokens(static_cast<std::int32_t>(room));
   }
   if (absl::Status s = router_.check_servable(*r->admitted, sampling); !s.ok()) {
-    return send_error(res, from_status(s, prompt_field));
+    return ex->reply(error_reply(from_status(s, prompt_field)));
   }
-  const int fd = ConnectionWatch::find_socket(req.remote_addr, req.remote_port, req.local_port);
-  if (fd >= 0) {
-    std::weak_ptr<HttpRequest> weak = r;
-    r->watched = watch_->watch(fd, [weak] {
-      if (auto alive = weak.lock()) {
-        alive->client_gone = true;
-        alive->admitted->control().cancel("the HTTP client closed its connection");
-      }
-    });
-  } else {
-    spdlog::warn("router: cannot find the socket of {}:{}; a hang-up will cancel it only when a write fails",
-                 req.remote_addr, req.remote_port);
-  }
+  // A client that hangs up cancels the request on every node, even between writes.
+  ex->on_hangup([weak = std::weak_ptr<HttpRequest>(r)] {
+    if (auto alive = weak.lock()) alive->admitted->control().cancel("the HTTP client closed its connection");
+  });
   r->context.id = str_cat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", r->admitted->id());
   r->context.model = r->api.model;
   r->context.created = unix_now();
@@ -274,26 +285,22 @@ void HttpServer::generate(int endpoint_value, const security::KeyId& caller, con
     CompletionBody body(r->context);
     BodySink sink(body);
     const grpc::Status s = router_.run(*r->admitted, r->api.generate, nullptr, sink);
-    if (!s.ok()) return send_error(res, from_status(from_grpc(s)));
+    if (!s.ok()) return ex->reply(error_reply(from_status(from_grpc(s))));
     if (body.finish_reason() == baton::v1::FINISH_REASON_ERROR) {
-      return send_error(res, ApiError{500, body.error(), "internal_error", "", "internal_error"});
+      return ex->reply(error_reply(ApiError{500, body.error(), "internal_error", "", "internal_error"}));
     }
-    res.set_content(body.body().dump(), kJson);
-    return;
+    return ex->reply(json_reply(body.body().dump()));
   }
-  // Streamed: the run happens in the content provider, on this connection's thread, after the
-  // 200 and the event-stream headers went out; a failure from now on is an error event.
-  res.set_chunked_content_provider("text/event-stream", [this, r](std::size_t, httplib::DataSink& data) {
-    CompletionChunks chunks(r->context);
-    EventSink sink(data, chunks);
-    const grpc::Status s = router_.run(*r->admitted, r->api.generate, nullptr, sink);
-    if (r->client_gone) return false;
-    if (!s.ok() && !sink.event(from_status(from_grpc(s)).body().dump())) return false;
-    if (!sink.event("[DONE]")) return false;
-    data.done();
-    return true;
-  });
-  res.set_header("Cache-Control", "no-cache");
+  // Streamed: the 200 and the event-stream headers go out first; a failure from then on is an
+  // error event.
+  ex->start_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
+  CompletionChunks chunks(r->context);
+  EventSink sink(*ex, chunks);
+  const grpc::Status s = router_.run(*r->admitted, r->api.generate, nullptr, sink);
+  if (ex->client_gone()) return;
+  if (!s.ok() && !sink.event(from_status(from_grpc(s)).body().dump())) return;
+  if (!sink.event("[DONE]")) return;
+  ex->finish();
 }
 
 }  // namespace baton::router::http

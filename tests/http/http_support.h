@@ -159,21 +159,35 @@ class RawConnection {
                                   "Authorization: Bearer ", key, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
     BATON_CHECK(::send(fd_, r.data(), r.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(r.size()), "send failed");
   }
+  // Bytes as they are (a partial request, say).
+  void send_raw(const std::string& bytes) {
+    BATON_CHECK(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()),
+                "send failed");
+  }
   // Reads until `needle` arrived; false at EOF or the read deadline.
   bool read_until(const std::string& needle) {
     char buf[4096];
     while (received_.find(needle) == std::string::npos) {
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return false;
+      if (n <= 0) {
+        closed_by_peer_ = n == 0;
+        return false;
+      }
       received_.append(buf, static_cast<std::size_t>(n));
     }
     return true;
+  }
+  // Reads until the server closes the connection (true) or the read deadline passes (false).
+  bool read_until_closed() {
+    (void)read_until(std::string(1, '\0'));  // never sent by an HTTP server
+    return closed_by_peer_;
   }
   const std::string& received() const { return received_; }
 
  private:
   int fd_ = -1;
   std::string received_;
+  bool closed_by_peer_ = false;
 };
 
 }  // namespace baton::testing

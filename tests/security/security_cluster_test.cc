@@ -150,7 +150,9 @@ TEST_F(SecureCluster, EveryPublicCallNeedsAKnownKey) {
     EXPECT_FALSE(reader->Read(&m)) << "no token without a key";
     const grpc::Status s = reader->Finish();
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    if (!key.empty()) EXPECT_THAT(s.error_message(), Not(HasSubstr(key)));
+    if (!key.empty()) {
+      EXPECT_THAT(s.error_message(), Not(HasSubstr(key)));
+    }
   }
   EXPECT_TRUE(model_info(*router(kKey)).ok());
 }
@@ -350,7 +352,7 @@ TEST_F(SecureCluster, CachedTokensRevealNothingAcrossKeys) {
 
 TEST_F(SecureCluster, MalformedRequestIdsAreRefusedNamingTheField) {
   auto stub = router(kKey);
-  for (const std::string id : {std::string("forged\n[info] router: all is well"), std::string(300, 'x')}) {
+  for (const std::string& id : {std::string("forged\n[info] router: all is well"), std::string(300, 'x')}) {
     v1::GenerateRequest r = greedy_request(kPrompt, 2);
     r.set_request_id(id);
     const Streamed s = stream_request(*stub, r);

@@ -1,7 +1,9 @@
 // Every bound on a public request (router/request_limits.h), on a real local cluster of processes
 // with API keys and the OpenAI API: over a limit, gRPC says INVALID_ARGUMENT or RESOURCE_EXHAUSTED
 // naming the field and HTTP answers 413, 400 or 429 with an OpenAI error object naming it — all
-// while a long, well-formed request streams on beside them and ends as it should.
+// while a long, well-formed request streams on beside them and ends as it should. HTTP connections:
+// slow-header clients are cut at their deadline and delay nobody; past --max-http-connections a
+// connection gets 503.
 #include <chrono>
 #include <thread>
 
@@ -32,7 +34,7 @@ class Limits : public ::testing::Test {
     std::ofstream(o.api_keys_file) << kKey << "\nsecond-key\n";
     o.router_args = {"--max-request-bytes", "65536", "--max-prompt-bytes", "20000",
                      "--max-running-requests-per-key", "2", "--max-stop-strings", "8", "--max-stop-string-bytes",
-                     "64"};
+                     "64", "--max-http-connections", "40", "--http-header-timeout-ms", "3000"};
     auto c = cli::LocalCluster::start(o);
     ASSERT_TRUE(c.ok()) << c.status();
     cluster_ = c->release();
@@ -177,6 +179,39 @@ TEST_F(Limits, OneKeyRunsABoundedNumberOfRequests) {
   EXPECT_TRUE(generate(*s, request("def f():"), "second-key").status.ok()) << "another key is not held back";
   for (auto& o : open) o->ctx.TryCancel();
   for (auto& o : open) (void)o->reader->Finish();
+}
+
+TEST_F(Limits, SlowHttpClientsDelayNobodyAndConnectionsAreBounded) {
+  const std::string base = url("");
+  const int port = std::stoi(base.substr(base.rfind(':') + 1, base.find('/', base.rfind(':')) - base.rfind(':') - 1));
+  // 20 clients that begin a request and never finish its header: none holds a thread, so a probe and
+  // a completion are served meanwhile; each is disconnected at --http-header-timeout-ms.
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<RawConnection>("127.0.0.1", port));
+    slow.back()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n");
+  }
+  EXPECT_EQ(curl(url("/models"), "", kKey, false).status, 200);
+  const json body = {{"model", model()}, {"prompt", "def f():"}, {"max_tokens", 2}};
+  EXPECT_EQ(curl(url("/completions"), body.dump(), kKey).status, 200);
+  for (auto& c : slow) {
+    EXPECT_TRUE(c->read_until_closed()) << "a header past its deadline must end the connection";
+    EXPECT_EQ(c->received(), "");
+  }
+  slow.clear();
+  // 40 idle connections fill --max-http-connections 40: the next one is answered 503 at once.
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 40; ++i) idle.push_back(std::make_unique<RawConnection>("127.0.0.1", port));
+  const HttpResult over = curl(url("/models"), "", kKey, false);
+  expect_openai_error(over, 503, "");
+  EXPECT_THAT(over.body, HasSubstr("--max-http-connections"));
+  // They close, and the router serves again.
+  idle.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  while ((status = curl(url("/models"), "", kKey, false).status) != 200 && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(status, 200);
 }
 
 }  // namespace
