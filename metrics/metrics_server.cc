@@ -2,11 +2,8 @@
 
 #include <cstdio>
 
-#include "common/http_listener.h"
 #include "common/status.h"
-#include "httplib.h"
 #include "prometheus/text_serializer.h"
-#include "security/tls_server_context.h"
 
 namespace baton::metrics {
 
@@ -15,43 +12,44 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   if (port < 0 || port > 65535) return absl::InvalidArgumentError(str_cat("--metrics-port must be in [0, 65535], got ", port));
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->registry_ = std::make_shared<prometheus::Registry>();
-  const bool tls = options.tls.public_tls();
-  if (tls) {
-    absl::Status configured = absl::OkStatus();
-    auto ssl = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-      configured = security::configure_server_context(ctx, options.tls, options.require_client_cert);
-      return configured.ok();
-    });
-    if (!configured.ok()) return configured;
-    if (!ssl->is_valid()) return absl::InternalError("metrics endpoint: the TLS context could not be made");
-    s->http_ = std::move(ssl);
-  } else {
-    s->http_ = std::make_unique<httplib::Server>();
-  }
-  s->http_->set_socket_options(reuse_address_only);  // a port in use fails instead of being shared
+  http::ListenerOptions o;
+  o.host = host;
+  o.port = port;
+  o.tls = options.tls;
+  o.require_client_cert = options.require_client_cert;
+  o.max_connections = 256;  // scrapers, not clients
+  o.max_body_bytes = 4096;  // a scrape has no body
+  o.io_threads = 1;
   MetricsServer* self = s.get();
-  s->http_->Get("/metrics", [self, authorize = std::move(options.authorize)](const httplib::Request& req,
-                                                                              httplib::Response& res) {
-    if (authorize && !authorize(req.get_header_value("Authorization"))) {
-      res.status = 401;
-      res.set_content("401 Unauthorized: send 'Authorization: Bearer KEY'\n", "text/plain; charset=utf-8");
-      return;
+  s->http_ = std::make_unique<http::HttpListener>(o, [self, authorize = std::move(options.authorize)](
+                                                         std::shared_ptr<http::Exchange> ex) {
+    const http::Request& req = ex->request();
+    const std::string_view target(req.target().data(), req.target().size());
+    http::Reply reply;
+    reply.content_type = "text/plain; charset=utf-8";
+    if (req.method() != boost::beast::http::verb::get || target.substr(0, target.find('?')) != "/metrics") {
+      reply.status = 404;
+      reply.body = "404 Not Found: this endpoint serves GET /metrics\n";
+    } else if (authorize && !authorize(std::string(req[boost::beast::http::field::authorization]))) {
+      reply.status = 401;
+      reply.body = "401 Unauthorized: send 'Authorization: Bearer KEY'\n";
+    } else {
+      reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      reply.body = self->scrape();
     }
-    res.set_content(self->scrape(), "text/plain; version=0.0.4; charset=utf-8");
+    ex->reply(std::move(reply));
   });
-  const int bound = port == 0 ? s->http_->bind_to_any_port(host) : (s->http_->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
+  auto bound = s->http_->start();
+  if (!bound.ok()) {
     return absl::UnavailableError(str_cat("metrics endpoint on ", host, ":", port, ": cannot bind (in use, or not an address of this host?)"));
   }
-  s->serve_thread_ = start_accept_loop(*s->http_);
-  s->address_ = str_cat(host, ":", bound);
-  s->url_ = str_cat(tls ? "https://" : "http://", s->address_, "/metrics");
+  s->address_ = str_cat(host, ":", *bound);
+  s->url_ = str_cat(o.tls.public_tls() ? "https://" : "http://", s->address_, "/metrics");
   return s;
 }
 
 MetricsServer::~MetricsServer() {
   http_->stop();  // no scrape runs past this point
-  if (serve_thread_.joinable()) serve_thread_.join();
 }
 
 std::string MetricsServer::scrape() {

@@ -1,9 +1,11 @@
 // MetricsServer: a process's one Prometheus registry and the HTTP endpoint that serves it at
 // /metrics. Instruments updated as events happen go in registry(); values read from a snapshot at
 // scrape time come from collectables added with add(). prometheus-cpp's core collects and writes
-// the text format; cpp-httplib serves it. (Not prometheus-cpp's civetweb Exposer: Debian's civetweb
-// runs its workers on fixed 100 KB stacks, from which glibc also carves every thread's static TLS,
-// and with OpenBLAS and the CUDA runtime loaded a scrape overflowed them.)
+// the text format; the event-driven http/ listener serves it on one I/O thread (a scrape runs
+// there: other scrapes wait, nothing else does), with its deadlines and connection limit. (Not
+// prometheus-cpp's civetweb Exposer: Debian's civetweb runs its workers on fixed 100 KB stacks,
+// from which glibc also carves every thread's static TLS, and with OpenBLAS and the CUDA runtime
+// loaded a scrape overflowed them.)
 //
 //   auto m = MetricsServer::start("127.0.0.1", 0);   // port 0: any free port
 //   (*m)->url();                                      // http://127.0.0.1:PORT/metrics (https with TLS)
@@ -15,17 +17,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "http/http_listener.h"
 #include "prometheus/collectable.h"
 #include "prometheus/registry.h"
 #include "security/tls_config.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace baton::metrics {
 
@@ -56,8 +54,7 @@ class MetricsServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;  // guards collectables_ (add() runs while scrapes do)
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread serve_thread_;
+  std::unique_ptr<http::HttpListener> http_;
   std::string url_, address_;
 };
 

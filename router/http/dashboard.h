@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "nlohmann/json.hpp"
-#include "router/http/http_listener.h"
+#include "http/http_listener.h"
 #include "router/recent_requests.h"
 
 namespace baton::router {
@@ -27,6 +27,8 @@ class RouterService;
 }
 
 namespace baton::router::http {
+
+using baton::http::Reply;
 
 // How far back /dashboard/data looks.
 struct DashboardWindow {

@@ -102,7 +102,7 @@ HttpServer::~HttpServer() { stop(); }
 
 absl::StatusOr<int> HttpServer::start() {
   if (listener_) return absl::FailedPreconditionError("the HTTP server is started already");
-  ListenerOptions o;
+  baton::http::ListenerOptions o;
   o.host = options_.host;
   o.port = options_.port;
   o.tls = options_.tls;
@@ -170,7 +170,7 @@ bool HttpServer::spawn(std::function<void()> fn) {
 
 // On an I/O thread: cheap routes answer here; completions move to a thread of their own.
 void HttpServer::handle(std::shared_ptr<Exchange> ex) {
-  const Request& req = ex->request();
+  const baton::http::Request& req = ex->request();
   const std::string_view path = path_of(req.target());
   const bool get = req.method() == boost::beast::http::verb::get;
   const bool post = req.method() == boost::beast::http::verb::post;

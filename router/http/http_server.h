@@ -26,7 +26,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "router/http/http_listener.h"
+#include "http/http_listener.h"
 #include "security/api_keys.h"
 #include "security/tls_config.h"
 
@@ -36,6 +36,10 @@ class RouterService;
 }
 
 namespace baton::router::http {
+
+using baton::http::Exchange;
+using baton::http::HttpListener;
+using baton::http::Reply;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";

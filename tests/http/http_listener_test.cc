@@ -1,11 +1,11 @@
-// The router's event-driven HTTP listener (router/http/http_listener.h) on real loopback sockets,
+// The event-driven HTTP listener (http/http_listener.h) of the router's API and /metrics, on real loopback sockets,
 // with handlers of the test's own: idle and slow-header connections hold no thread (a new request
 // is served while hundreds are open), a header that does not arrive within its deadline and an idle
 // keep-alive connection are closed, connections over the limit get 503 at once, oversized and
 // malformed requests get 413/400 before their body is read, a hang-up reaches the exchange's
 // owner, streamed chunks arrive in order on a connection that then serves its next request, and
 // HTTPS serves its certificate and refuses plain text.
-#include "router/http/http_listener.h"
+#include "http/http_listener.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,7 +25,7 @@
 #include "httplib.h"
 #include "tests/security/security_test_support.h"
 
-namespace baton::router::http {
+namespace baton::http {
 namespace {
 
 using ::testing::HasSubstr;
@@ -306,4 +306,4 @@ TEST(HttpListener, HttpsServesItsCertificateAndRefusesPlainText) {
 }
 
 }  // namespace
-}  // namespace baton::router::http
+}  // namespace baton::http

@@ -4,7 +4,7 @@
 // (POLLRDHUP, which Asio's waits do not offer: a TLS client's close_notify would look like data).
 //
 // Thread-safety: every method may be called from any thread. on_close runs on the watch's thread
-// and must not block. Must not: read from or write to the sockets it watches (httplib owns them).
+// and must not block. Must not: read from or write to the sockets it watches (the listener owns them).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-namespace baton::router::http {
+namespace baton::http {
 
 class ConnectionWatch {
  public:
@@ -53,4 +53,4 @@ class ConnectionWatch {
   std::thread thread_;
 };
 
-}  // namespace baton::router::http
+}  // namespace baton::http

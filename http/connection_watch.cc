@@ -1,4 +1,4 @@
-#include "router/http/connection_watch.h"
+#include "http/connection_watch.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace baton::router::http {
+namespace baton::http {
 
 ConnectionWatch::ConnectionWatch() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   thread_ = std::thread([this] { loop(); });
@@ -81,4 +81,4 @@ void ConnectionWatch::loop() {
   }
 }
 
-}  // namespace baton::router::http
+}  // namespace baton::http

@@ -1,7 +1,8 @@
 // Boost.Beast (Debian's libboost-dev, header-only) rather than a hand-written HTTP parser or
 // cpp-httplib: httplib serves a connection per thread, so 64 idle or slow-header clients froze the
-// whole API; Beast's parser is incremental and Asio multiplexes every connection on a few threads.
-#include "router/http/http_listener.h"
+// router's whole API; Beast's parser is incremental and Asio multiplexes every connection on a few
+// threads.
+#include "http/http_listener.h"
 
 #include <sys/resource.h>
 
@@ -37,11 +38,11 @@
 #include "boost/beast/ssl/ssl_stream.hpp"
 #include "common/logging.h"
 #include "common/status.h"
-#include "router/http/connection_watch.h"
+#include "http/connection_watch.h"
 #include "security/tls_server_context.h"
 #include "spdlog/spdlog.h"
 
-namespace baton::router::http {
+namespace baton::http {
 namespace {
 
 namespace net = boost::asio;
@@ -153,7 +154,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
       lowest().expires_after(state_->options.header_timeout);
       stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
         if (ec) {
-          spdlog::debug("router: HTTPS handshake with {} failed: {}", self->peer_, ec.message());
+          spdlog::debug("HTTPS handshake with {} failed: {}", self->peer_, ec.message());
           return self->shut();
         }
         self->read_request();
@@ -315,7 +316,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     }
     if (ec) {
       if (ec == beast::error::timeout && got_bytes_) {
-        spdlog::debug("router: HTTP client {} did not send its request in time; closed", peer_);
+        spdlog::debug("HTTP client {} did not send its request in time; closed", peer_);
       }
       return shut();
     }
@@ -559,7 +560,9 @@ void on_accept(const std::shared_ptr<State>& state, beast::error_code ec, tcp::s
   if (ec == net::error::operation_aborted || !state->acceptor || !state->acceptor->is_open()) return;
   if (ec) {
     // Out of descriptors, mostly: wait a little instead of spinning.
-    spdlog::warn("router: HTTP accept failed: {}; retrying in 100 ms", ec.message());
+    beast::error_code ignored;
+    spdlog::warn("HTTP on port {}: accept failed: {}; retrying in 100 ms", state->acceptor->local_endpoint(ignored).port(),
+                 ec.message());
     state->accept_retry->expires_after(std::chrono::milliseconds(100));
     state->accept_retry->async_wait([state](beast::error_code e) {
       if (!e) accept_next(state);
@@ -607,7 +610,7 @@ absl::StatusOr<int> HttpListener::start() {
   if (options_.tls.public_tls()) {
     s.ssl.emplace(net::ssl::context::tls_server);
     BATON_RETURN_IF_ERROR(security::configure_server_context(*s.ssl->native_handle(), options_.tls,
-                                                               /*require_client_cert=*/false));
+                                                               options_.require_client_cert));
   }
   const auto cannot_listen = [&](const std::string& why) {
     return absl::UnavailableError(str_cat("cannot listen for HTTP on ", options_.host, ":", options_.port, " (", why, ")"));
@@ -675,4 +678,4 @@ void HttpListener::stop() {
 
 std::size_t HttpListener::open_connections() const { return state_->connections.load(); }
 
-}  // namespace baton::router::http
+}  // namespace baton::http

@@ -1,5 +1,6 @@
-// The router's event-driven HTTP/1.1 listener (Boost.Beast on Asio), under the OpenAI API
-// (http_server.h). A few I/O threads serve every connection; no thread waits on a client:
+// Baton's event-driven HTTP/1.1 listener (Boost.Beast on Asio), under the router's OpenAI API
+// (router/http/http_server.h) and every process's /metrics (metrics/metrics_server.h). A few I/O
+// threads serve every connection; no thread waits on a client:
 //  - connections: at most `max_connections` open at once; one more is answered 503 (plain text) or
 //    closed (TLS) at once, without reading it, so the rest keep being served;
 //  - deadlines: an idle keep-alive connection is closed after `idle_timeout`; once a request's first
@@ -13,7 +14,7 @@
 //    nothing is written to its client.
 // Handlers run on an I/O thread and must not block: they reply at once, or hand the Exchange to a
 // thread of their own (it is thread-safe and outlives the connection). Must not: know routes,
-// OpenAI or API keys (http_server.h does), or spawn threads for requests.
+// OpenAI or API keys (its users do), or spawn threads for requests.
 #pragma once
 
 #include <chrono>
@@ -30,7 +31,7 @@
 #include "boost/beast/http/string_body.hpp"
 #include "security/tls_config.h"
 
-namespace baton::router::http {
+namespace baton::http {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
@@ -69,6 +70,7 @@ struct ListenerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: a free port
   security::TlsConfig tls;  // HTTPS with a certificate and key (public_tls()), plain text otherwise
+  bool require_client_cert = false;  // with TLS: only clients showing a certificate of tls.ca_file
   std::size_t max_connections = 16384;
   std::size_t max_body_bytes = 16u << 20;
   std::chrono::milliseconds idle_timeout{60'000};
@@ -107,4 +109,4 @@ class HttpListener {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace baton::router::http
+}  // namespace baton::http
