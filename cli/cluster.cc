@@ -129,8 +129,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   c->options_ = options;
   std::filesystem::create_directories(options.log_dir);
-  BATON_ASSIGN_OR_RETURN(const std::string prefill_bin, find_binary("baton-prefill", options.bin_dir));
-  BATON_ASSIGN_OR_RETURN(const std::string decode_bin, find_binary("baton-decode", options.bin_dir));
+  BATON_ASSIGN_OR_RETURN(const std::string prefill_bin, find_binary(options.prefill_binary, options.bin_dir));
+  BATON_ASSIGN_OR_RETURN(const std::string decode_bin, find_binary(options.decode_binary, options.bin_dir));
   BATON_ASSIGN_OR_RETURN(const std::string router_bin, find_binary("baton-router", options.bin_dir));
   const int nodes = options.num_prefill + options.num_decode;
   // Every process's name (its log file, and its certificate with --tls).

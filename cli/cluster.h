@@ -27,6 +27,10 @@ struct ClusterOptions {
   std::optional<int> http_port;         // the router's OpenAI HTTP API (0: any free port); none: off
   std::string transport = "ucx";        // "ucx" or "grpc": what decode nodes offer first
   std::string bin_dir;                  // "" : next to this executable; else a folder (or build tree) holding them
+  // The node binaries' names; tests name the builds with test hooks (baton-prefill-testing,
+  // baton-decode-testing) to use their --testing-* flags.
+  std::string prefill_binary = "baton-prefill";
+  std::string decode_binary = "baton-decode";
   std::string log_dir;                  // where each process writes <name>.log
   int threads_per_node = 0;             // 0: cores / nodes (at least 1)
   std::vector<std::string> node_args;   // extra flags for every node (e.g. --kv-cache-memory 0.25)

@@ -1,6 +1,7 @@
 // baton-decode: a decode node. Loads the model, validates the P/D rule for the decode role
 // (num_speculative_tokens >= 1, or no speculation), receives KV over the transports it offers and
-// serves baton.node.v1.DecodeNode until SIGINT/SIGTERM.
+// serves baton.node.v1.DecodeNode until SIGINT/SIGTERM. Built a second time, with the tests only,
+// as baton-decode-testing (BATON_TESTING_HOOKS): that one alone takes --testing-broken-rejection-sampler.
 #include <unistd.h>
 
 #include "decode_node/decode_service.h"
@@ -27,9 +28,11 @@ static int run_decode_node(int argc, char** argv) {
       {
           {"role", "ROLE", "decode (default), or both: a single node that is also expected to prefill"},
           {"transport", "LIST", "KV transports to receive over, preferred first: ucx, grpc or ucx,grpc (default ucx,grpc), or nccl (GPU to GPU)"},
+#ifdef BATON_TESTING_HOOKS
           {"testing-broken-rejection-sampler", "",
-           "TESTING ONLY, never in a real cluster: verify drafts with a deliberately lossy sampler (the negative "
-           "control of `baton verify-lossless`); output is NOT the model's"},
+           "verify drafts with a deliberately lossy sampler (the negative control of `baton verify-lossless`); "
+           "output is NOT the model's"},
+#endif
       });
   if (std::optional<int> code = command.parse(argc, argv)) return *code;
   const ParsedFlags& f = command.flags();
@@ -47,7 +50,9 @@ static int run_decode_node(int argc, char** argv) {
   auto lease = command.positive_ms("handoff-lease-ms");
   if (!lease.ok()) return command.fail(lease.status());
   if (*lease) config->handoff_lease = **lease;
+#ifdef BATON_TESTING_HOOKS
   config->testing_broken_rejection_sampler = f.has("testing-broken-rejection-sampler");
+#endif
   auto kinds = parse_transport_list(f.get("transport").value_or("ucx,grpc"));
   if (!kinds.ok()) return command.fail(kinds.status());
 

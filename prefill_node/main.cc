@@ -1,5 +1,7 @@
 // baton-prefill: a prefill node. Loads the model, validates the P/D rule for the prefill role
-// (num_speculative_tokens = 1), serves baton.node.v1.PrefillNode until SIGINT/SIGTERM.
+// (num_speculative_tokens = 1), serves baton.node.v1.PrefillNode until SIGINT/SIGTERM. Built a
+// second time, with the tests only, as baton-prefill-testing (BATON_TESTING_HOOKS): that one alone
+// takes --testing-hold-kv-transfer.
 #include "metrics/kv_transfer_metrics.h"
 #include "metrics/node_collector.h"
 #include "node_common/engine_flags.h"
@@ -24,7 +26,9 @@ static int run_prefill_node(int argc, char** argv) {
           {"transport", "LIST", "KV transports this node can send over: ucx, grpc or ucx,grpc (default ucx,grpc), or nccl (GPU to GPU)"},
           {"kv-transfer-timeout-ms", "MS", "deadline for a request's KV to reach the decode node (default 30000)"},
           {"commit-timeout-ms", "MS", "deadline of the hand-off commit on the decode node (default 10000)"},
+#ifdef BATON_TESTING_HOOKS
           {"testing-hold-kv-transfer", "", "fault injection for tests: never finish a KV transfer"},
+#endif
       });
   if (std::optional<int> code = command.parse(argc, argv)) return *code;
   const ParsedFlags& f = command.flags();
@@ -36,7 +40,9 @@ static int run_prefill_node(int argc, char** argv) {
   auto config = engine_config_from_flags(f, NodeRole::kPrefill);
   if (!config.ok()) return command.fail(config.status());
   PrefillNodeOptions options;
+#ifdef BATON_TESTING_HOOKS
   options.hold_transfers = f.has("testing-hold-kv-transfer");
+#endif
   for (auto [flag, field] : {std::pair{"kv-transfer-timeout-ms", &options.kv_transfer_timeout},
                              std::pair{"commit-timeout-ms", &options.commit_timeout},
                              std::pair{"handoff-lease-ms", &config->handoff_lease}}) {

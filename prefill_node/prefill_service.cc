@@ -336,7 +336,7 @@ void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& ou
   }
   job->record = std::move(h);
   if (options_.hold_transfers) {
-    spdlog::warn("holding the KV transfer of '{}' (--testing-hold-kv-transfer)", job->id);
+    spdlog::warn("holding the KV transfer of '{}' (the fault-injection hook of baton-prefill-testing)", job->id);
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.kv_transfer_timeout;

@@ -201,6 +201,7 @@ TEST(ServingDrain, ADrainTimeoutThatRunsOutEndsTheRequestWithAClearError) {
 TEST(ServingDrain, APrefillNodeThatCancelsOnItsDrainTimeoutLeavesTheRequestToTheRetry) {
   cli::ClusterOptions o = cluster_options(std::nullopt, "ucx", "drain-prefill");
   o.threads_per_node = 1;
+  o.prefill_binary = "baton-prefill-testing";
   o.prefill_args = {"--testing-hold-kv-transfer", "--drain-timeout-ms", "300"};
   auto cluster = cli::LocalCluster::start(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();

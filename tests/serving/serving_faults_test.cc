@@ -30,6 +30,7 @@ std::string eagle3() { return family_methods()[4].config.value(); }
 // other prefill node, by prefilling on the decode node. The client sees the right tokens.
 TEST(ServingFaults, PrefillKilledMidTransferIsRetriedAndFreesTheReservation) {
   cli::ClusterOptions o = cluster_options(eagle3(), "ucx", "kill-prefill");
+  o.prefill_binary = "baton-prefill-testing";
   o.prefill_args = {"--testing-hold-kv-transfer"};
   auto cluster = cli::LocalCluster::start(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();

@@ -69,6 +69,7 @@ TEST(VerifyLossless, PassesAgainstACorrectCluster) {
 
 TEST(VerifyLossless, FailsAgainstABrokenRejectionSampler) {
   auto options = cluster_options(eagle3_k4(), "ucx", "verify-broken");
+  options.decode_binary = "baton-decode-testing";
   options.decode_args = {"--testing-broken-rejection-sampler"};
   auto cluster = cli::LocalCluster::start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
