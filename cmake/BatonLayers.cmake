@@ -1,4 +1,4 @@
-# The layer rules of ARCHITECTURE.md ("Code layers") as a configure-time check, so a link that
+# The layer rules of docs/architecture.md ("Code layers") as a configure-time check, so a link that
 # breaks them fails at once instead of being found when the router is built without the model.
 
 # Fails the configure step when `target` depends, directly or transitively, on any target listed
@@ -23,7 +23,7 @@ function(baton_forbid_dependencies target)
       # Static libraries list their private dependencies as $<LINK_ONLY:dep>.
       string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" dep "${dep}")
       if(dep IN_LIST ARGN)
-        message(FATAL_ERROR "${target} must not depend on ${dep} (${current} links it): see ARCHITECTURE.md, "
+        message(FATAL_ERROR "${target} must not depend on ${dep} (${current} links it): see docs/architecture.md, "
                             "\"Code layers\"")
       endif()
       list(APPEND queue ${dep})

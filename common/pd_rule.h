@@ -1,4 +1,4 @@
-// The P/D rule (ARCHITECTURE.md, "The speculative configuration and the P/D rule"; REFERENCE.md §1)
+// The P/D rule (docs/architecture.md, "Speculative configuration and the P/D rule")
 // over plain values, so that the engine (a node checking its own configuration at start-up) and
 // the router (pairing a prefill node with a decode node from their NodeInfo) apply one rule with
 // one wording.

@@ -2,7 +2,7 @@
 // and (optionally) a speculative proposer. One step = schedule, one batched forward, verify or
 // sample, check stops, propose the next drafts, report what each request gained.
 //
-// Roles (ARCHITECTURE.md "Roles"):
+// Roles (docs/engine.md, "Roles and the hand-off"):
 //   colocated  add_request / step / abort: prefill and decode in this engine.
 //   prefill    add_request with prefill_only: the request stops after its first token; its KV
 //              (and its proposer's state) stay under a lease and its RequestOutput carries a

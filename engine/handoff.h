@@ -1,5 +1,5 @@
-// The records of a prefill/decode hand-off between two engines (ARCHITECTURE.md, "Life of a
-// request"):
+// The records of a prefill/decode hand-off between two engines (docs/architecture.md, "Life of a
+// disaggregated request"):
 //   decode engine  reserve(id, prompt_len)  -> KvReservation: where the KV must land
 //   prefill engine add_request(prefill_only) and step() -> HandoffRecord: what was computed
 //   (a transport copies the blocks named in the record into the blocks named in the reservation)

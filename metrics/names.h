@@ -1,4 +1,4 @@
-// Baton's metric names: vLLM's (REFERENCE.md §5) with the `baton_` prefix, and the labels every
+// Baton's metric names: vLLM's (its `vllm:` metric names) with the `baton_` prefix, and the labels every
 // series carries: method (speculative method, "none" without speculation), role (router, prefill,
 // decode, both, proposer) and node (the process's gRPC address).
 //

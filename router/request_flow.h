@@ -1,4 +1,4 @@
-// One request across the nodes (ARCHITECTURE.md, "Life of a request"): place it (node_pool.h),
+// One request across the nodes (docs/architecture.md, "Life of a disaggregated request"): place it (node_pool.h),
 // check its prompt against the decode node's limits, then either
 //   disaggregated: D.Reserve -> KvDestination; D.Decode opened (D waits for the commit);
 //                  P.Prefill(prompt, destination) -> the first token, written to the client at once;

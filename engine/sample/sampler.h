@@ -1,7 +1,7 @@
 // Turning one row of logits into a token: logits processing (penalties, temperature, top-k,
 // top-p, min-p), seeded draws, and logprobs. Host code on f32 rows; one call per request row.
 //
-// The processing order is the one REFERENCE.md §2 fixes for speculative decoding, so the
+// The processing order is the one vLLM fixes for speculative decoding (docs/engine.md), so the
 // rejection sampler can reuse target_probs() as p: penalties (seeing prompt + output so far),
 // temperature, top-k, top-p, min-p, softmax in fp32. From temperature on, a row is handled by
 // cpu::RowSampler (kernels/cpu/row_sampler.h), the code CpuBackend::sample_rows runs too, so a
@@ -43,7 +43,7 @@ struct SampleResult {
   std::vector<TokenLogprob> top;     // top `logprobs` tokens of the raw log_softmax, best first
 };
 
-// Semantics (vLLM's, in REFERENCE.md §2's order):
+// Semantics (vLLM's, in that order):
 //   repetition_penalty  for each distinct token in prompt or output: logit > 0 ? logit / r : logit * r;
 //   frequency, presence for each distinct output token with count c: logit -= f * c, then -= p;
 //   min_tokens          stop ids and EOS ids (unless ignore_eos) get -inf while output < min_tokens

@@ -1,5 +1,5 @@
 // SpeculativeConfig: the `speculative_config` JSON, with vLLM's keys and defaults
-// (REFERENCE.md §1), validated for a node role under the P/D rule.
+// (docs/engine.md, "Speculative configuration"), validated for a node role under the P/D rule.
 //
 // Unknown keys and bad values are errors naming the key. The P/D rule: a prefill node runs with
 // num_speculative_tokens = 1, a decode node with >= 1, and for models with recurrent layers both

@@ -1,6 +1,6 @@
 // DraftHead: the small networks that draft from the target's hidden states — EAGLE-1, EAGLE-3 and
 // MTP (DeepSeek-V3 and Qwen3-Next layouts) — loaded from their public checkpoint layouts
-// (REFERENCE.md §4) and run on the target's Backend with their own paged KV.
+// (docs/engine.md, "Speculative configuration") and run on the target's Backend with their own paged KV.
 //
 // A head "position p" consumes (feature f_p, token t_{p+1}) and predicts the token at p + 2. The
 // feature is the target's state at p (final-norm output; EAGLE-3: three layer inputs) during

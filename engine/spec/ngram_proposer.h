@@ -1,4 +1,4 @@
-// NgramProposer: prompt-lookup decoding (REFERENCE.md §4). Drafts are the tokens that followed the
+// NgramProposer: prompt-lookup decoding (vLLM's `ngram` method). Drafts are the tokens that followed the
 // earliest earlier occurrence of the longest suffix of the context (prompt + output) whose length
 // n lies in [min_n, max_n]. One-hot drafts, no model, no draft probabilities.
 //

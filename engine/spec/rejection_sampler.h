@@ -1,6 +1,6 @@
 // Verification of one request's drafts against the target model's distributions: the lossless
-// rejection sampler of Leviathan et al. / Chen et al. (REFERENCE.md §2) and block verification
-// (Sun et al., ICLR 2025; REFERENCE.md §3). The output distribution of every emitted token is
+// rejection sampler of Leviathan et al. / Chen et al. (2023) and block verification
+// (Sun et al., ICLR 2025). The output distribution of every emitted token is
 // exactly the target's; greedy requests get exactly the target's argmax sequence.
 //
 // Pure functions over probability rows and the request's keyed random numbers (random.h): no
@@ -77,7 +77,7 @@ struct VerifyResult {
 // all k are accepted, otherwise num_accepted + 2.
 VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& random);
 
-// Block verification (REFERENCE.md §3): accepts the longest prefix a jointly computed test allows;
+// Block verification (Sun et al.): accepts the longest prefix a jointly computed test allows;
 // never fewer tokens in expectation than verify_standard, still exactly lossless. With one-hot
 // drafts it is equivalent in law to verify_standard given the drafts (no draft prefix can be
 // emitted more often than the target produces it, so P(tau >= i) is the same product of p(x_j),

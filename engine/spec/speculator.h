@@ -25,7 +25,7 @@
 
 namespace baton {
 
-// vLLM's speculative-decoding counters (REFERENCE.md §5).
+// vLLM's speculative-decoding counters (docs/metrics.md).
 struct SpecDecodeStats {
   std::int64_t num_drafts = 0;           // one per request per step that verified >= 1 draft
   std::int64_t num_draft_tokens = 0;

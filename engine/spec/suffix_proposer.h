@@ -1,4 +1,4 @@
-// SuffixProposer: suffix decoding (SuffixDecoding, arXiv 2411.04975; REFERENCE.md §4). Each
+// SuffixProposer: suffix decoding (SuffixDecoding, arXiv 2411.04975). Each
 // running request has a local SuffixTree over its prompt + output, extended as accepted tokens
 // arrive; one global SuffixTree holds the responses (output tokens, never prompts) of the last
 // `max_cached_requests` requests, running ones included, each growing as propose() sees it. A

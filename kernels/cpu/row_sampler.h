@@ -1,5 +1,5 @@
 // The sampling of one row of logits after any history-dependent processing: temperature, top-k,
-// top-p, min-p, the fp32 distribution and the inverse-CDF draw, in REFERENCE.md §2's order and
+// top-p, min-p, the fp32 distribution and the inverse-CDF draw, in vLLM's order (docs/engine.md) and
 // with engine/sample/sampler.h's semantics (which documents them). Shared by the engine's Sampler
 // (which applies penalties and the min_tokens mask first) and CpuBackend::sample_rows(), so both
 // give the same distribution and the same token for the same uniform.
