@@ -3,8 +3,9 @@
 // verification: several, causal among themselves). Semantics are the CPU twins'
 // (Backend::write_kv / paged_attention in kernels/backend.h). F32 keys, values, queries and outputs;
 // the cache F32 or BF16 (KvCacheArg::type); head_dim even and <= 256.
-// The launchers must not allocate (no workspace), synchronize with the host or let a token's result
-// depend on which other tokens share the call (batch-invariant; see attention.cu).
+// The launchers must not allocate (the caller lends the split mode's workspace), synchronize with
+// the host or let a token's result depend on which other tokens share the call (batch-invariant;
+// see attention.cu: split and whole mode give the same bits).
 #pragma once
 
 #include "kernels/cuda/launch_args.cuh"
@@ -28,6 +29,11 @@ struct AttentionArgs {
   float scale = 1.0f;
   int sliding_window = 0;                    // 0 = none; else attend to the last `sliding_window` positions
   HeadsArg out;                              // [tokens, heads, head_dim]
+  // Scratch for split mode (a small decode batch spread over the SMs): used when it holds
+  // tokens x heads x ceil(max_context_len / 256) x (head_dim + 2) floats; null for never. It must
+  // not be in use by other work on the stream.
+  float* workspace = nullptr;
+  std::int64_t workspace_floats = 0;
 };
 
 // Token t attends to positions [max(0, positions[t] + 1 - window), positions[t]] of its sequence.

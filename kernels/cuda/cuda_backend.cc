@@ -11,6 +11,8 @@
 #include "common/status.h"
 #include "kernels/cuda/argmax.cuh"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/device_binding.h"
+#include "kernels/cuda/fence_ring.h"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/pointwise.cuh"
@@ -81,6 +83,12 @@ cuda::KvCacheArg kv_cache_arg(const TensorView& kv) {
   return a;
 }
 
+// The CUDA runtime's current-device calls, for DeviceBinding.
+cuda::DeviceRuntime cuda_runtime() {
+  return cuda::DeviceRuntime{[](int* device) { return static_cast<int>(cudaGetDevice(device)); },
+                             [](int device) { return static_cast<int>(cudaSetDevice(device)); }};
+}
+
 // sample_rows() hands SampleRowParams to the kernel as cuda::SampleRowArgs.
 static_assert(sizeof(SampleRowParams) == sizeof(cuda::SampleRowArgs) &&
               offsetof(SampleRowParams, temperature) == offsetof(cuda::SampleRowArgs, temperature) &&
@@ -93,15 +101,23 @@ static_assert(sizeof(SampleRowParams) == sizeof(cuda::SampleRowArgs) &&
 // A captured CUDA graph, replayed on the backend's stream.
 class CudaOpGraph final : public OpGraph {
  public:
-  CudaOpGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
-  ~CudaOpGraph() override { cudaGraphExecDestroy(exec_); }
+  CudaOpGraph(cudaGraphExec_t exec, cudaStream_t stream, const cuda::DeviceBinding& binding)
+      : exec_(exec), stream_(stream), binding_(binding) {}
+  ~CudaOpGraph() override {
+    binding_.bind();
+    cudaGraphExecDestroy(exec_);
+  }
   CudaOpGraph(const CudaOpGraph&) = delete;
   CudaOpGraph& operator=(const CudaOpGraph&) = delete;
-  void replay() override { check_cuda(cudaGraphLaunch(exec_, stream_), "graph replay"); }
+  void replay() override {
+    check_cuda(static_cast<cudaError_t>(binding_.bind()), "set device");
+    check_cuda(cudaGraphLaunch(exec_, stream_), "graph replay");
+  }
 
  private:
   cudaGraphExec_t exec_;
   cudaStream_t stream_;
+  const cuda::DeviceBinding& binding_;  // the backend's, which outlives its graphs
 };
 
 class CudaBackend final : public Backend {
@@ -113,7 +129,7 @@ class CudaBackend final : public Backend {
                                                    " CUDA device(s)"));
     }
     std::unique_ptr<CudaBackend> b(new CudaBackend(options));
-    cudaError_t err = cudaSetDevice(options.device.index);
+    cudaError_t err = static_cast<cudaError_t>(b->binding_.bind());
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking);
     if (err != cudaSuccess) {
       return absl::InternalError(str_cat("device ", device_name(options.device), ": ", cudaGetErrorString(err)));
@@ -122,6 +138,10 @@ class CudaBackend final : public Backend {
     if (cudaGetDeviceProperties(&prop, options.device.index) == cudaSuccess) {
       b->name_ = str_cat(prop.name, ", sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB");
     }
+    // The attention's split-mode scratch (attention.cuh), made once so that graphs keep its address.
+    auto workspace = b->allocate(kAttentionWorkspaceBytes);
+    if (!workspace.ok()) return workspace.status();
+    b->attention_workspace_ = std::move(*workspace);
     std::string error;
     b->gemm_ = cuda::gemm_create(b->stream_, !options.batch_invariant, &error);
     if (b->gemm_ == nullptr) return absl::InternalError(str_cat("device ", device_name(options.device), ": ", error));
@@ -129,6 +149,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    binding_.bind();
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
     if (copy_stream_ != nullptr) {
       cudaStreamSynchronize(copy_stream_);
@@ -136,8 +157,11 @@ class CudaBackend final : public Backend {
       cudaEventDestroy(copy_after_);
     }
     sample_params_ = DeviceBuffer();
-    for (cudaEvent_t e : events_) {
-      if (e != nullptr) cudaEventDestroy(e);
+    attention_workspace_ = DeviceBuffer();
+    for (const auto& ring : events_) {
+      for (cudaEvent_t e : ring) {
+        if (e != nullptr) cudaEventDestroy(e);
+      }
     }
     if (gemm_ != nullptr) cuda::gemm_destroy(gemm_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -151,6 +175,7 @@ class CudaBackend final : public Backend {
   bool supports_kv_cache_dtype(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kBF16; }
 
   absl::StatusOr<DeviceBuffer> allocate(std::size_t bytes) override {
+    on_device();
     if (breaks_capture("allocate")) return absl::FailedPreconditionError("allocate() inside a graph capture");
     if (bytes == 0) bytes = 1;
     void* p = nullptr;
@@ -163,6 +188,7 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(this, p, bytes);
   }
   absl::StatusOr<DeviceBuffer> allocate_staging(std::size_t bytes) override {
+    on_device();
     if (breaks_capture("allocate_staging")) {
       return absl::FailedPreconditionError("allocate_staging() inside a graph capture");
     }
@@ -175,27 +201,37 @@ class CudaBackend final : public Backend {
     }
     return DeviceBuffer(this, p, bytes, /*staging=*/true);
   }
-  // Fences are events recorded on the stream, from a ring: waiting on a fence whose event has been
-  // recorded again since waits for that later point, which is later still, so never too little.
-  std::uint64_t fence() override { return breaks_capture("fence") ? 0 : record_fence(stream_); }
-  std::uint64_t record_fence(cudaStream_t stream) {
-    const std::uint64_t f = ++fences_;
-    cudaEvent_t& e = events_[f % events_.size()];
+  // Fences are events recorded on a stream, from that stream's own ring of slots (fence_ring.h):
+  // waiting on a fence whose event has been recorded again since waits for a later point of the
+  // same stream, so never too little.
+  std::uint64_t fence() override {
+    on_device();
+    return breaks_capture("fence") ? 0 : record_fence(stream_, kComputeStream);
+  }
+  std::uint64_t record_fence(cudaStream_t stream, int which) {
+    Fences::Slot slot;
+    const std::uint64_t f = fence_ring_.next(which, &slot);
+    cudaEvent_t& e = events_[static_cast<std::size_t>(slot.stream)][static_cast<std::size_t>(slot.index)];
     if (e == nullptr) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "fence");
     check_cuda(cudaEventRecord(e, stream), "fence");
     return f;
   }
   void wait_for(std::uint64_t f) override {
+    on_device();
     if (f == 0 || breaks_capture("wait_for")) return;
-    check_cuda(cudaEventSynchronize(events_[f % events_.size()]), "wait for a fence");
+    const Fences::Slot slot = Fences::slot_of(f);
+    check_cuda(cudaEventSynchronize(events_[static_cast<std::size_t>(slot.stream)][static_cast<std::size_t>(slot.index)]),
+               "wait for a fence");
   }
   // A pageable source is staged by the driver before cudaMemcpyAsync returns, so the caller may
   // reuse `host_src` at once; a staging (page-locked) one is read by the DMA later (fence()).
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override {
+    on_device();
     if (bytes == 0 || breaks_capture("copy_to_device")) return;
     check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   }
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override {
+    on_device();
     if (bytes == 0 || breaks_capture("copy_to_host")) return;
     check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     check_cuda(cudaStreamSynchronize(stream_), "copy to host");
@@ -203,6 +239,7 @@ class CudaBackend final : public Backend {
   // On a second stream, behind an event of the compute stream, so the copy engine moves them while
   // the compute stream goes on; the fence is an event of that second stream.
   std::uint64_t copy_to_host_async(std::span<const HostCopy> copies) override {
+    on_device();
     if (breaks_capture("copy_to_host_async")) return 0;
     if (copy_stream_ == nullptr) {
       check_cuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "copy stream");
@@ -214,18 +251,21 @@ class CudaBackend final : public Backend {
       if (c.bytes == 0) continue;
       check_cuda(cudaMemcpyAsync(c.host_dst, c.src, c.bytes, cudaMemcpyDeviceToHost, copy_stream_), "copy to host");
     }
-    return record_fence(copy_stream_);
+    return record_fence(copy_stream_, kCopyStream);
   }
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
+    on_device();
     if (bytes == 0) return;
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
   }
   bool reads_host_memory() const override { return false; }
   void synchronize() override {
+    on_device();
     if (!breaks_capture("synchronize")) check_cuda(cudaStreamSynchronize(stream_), "synchronize");
   }
 
   void embedding(const TensorView& table, const TensorView& token_ids, const TensorView& out) override {
+    on_device();
     check_f32(out, "embedding output");
     BATON_CHECK(table.ndim == 2 && table.stride(1) == 1 && token_ids.dtype == DType::kI32 &&
                     token_ids.numel() == out.dim(0) && out.ndim == 2 && out.dim(1) == table.dim(1),
@@ -236,6 +276,7 @@ class CudaBackend final : public Backend {
   }
 
   void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& out) override {
+    on_device();
     check_f32(x, "rms_norm input");
     check_f32(out, "rms_norm output");
     check_f32(weight, "rms_norm weight");
@@ -246,6 +287,7 @@ class CudaBackend final : public Backend {
   }
 
   void linear(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& out) override {
+    on_device();
     check_f32(x, "linear input");
     check_f32(out, "linear output");
     BATON_CHECK(x.ndim == 2 && weight.ndim == 2 && out.ndim == 2, "linear expects 2-D views: x ", x.describe(),
@@ -274,6 +316,7 @@ class CudaBackend final : public Backend {
   }
 
   void rope_cos_sin(const TensorView& positions, const TensorView& inv_freq, const TensorView& cos_sin) override {
+    on_device();
     check_f32(inv_freq, "rope inv_freq");
     check_f32(cos_sin, "rope cos_sin");
     const std::int64_t half = inv_freq.numel();
@@ -287,6 +330,7 @@ class CudaBackend final : public Backend {
   }
 
   void apply_rope(const TensorView& x, const TensorView& cos_sin) override {
+    on_device();
     const cuda::HeadsArg xa = heads(x, "rope input");
     check_f32(cos_sin, "rope cos_sin");
     BATON_CHECK(cos_sin.ndim == 2 && cos_sin.is_contiguous() && cos_sin.dim(0) == xa.tokens &&
@@ -296,6 +340,7 @@ class CudaBackend final : public Backend {
   }
 
   void silu_mul(const TensorView& gate_up, const TensorView& out) override {
+    on_device();
     check_f32(gate_up, "silu_mul input");
     check_f32(out, "silu_mul output");
     const cuda::RowsArg in = rows(gate_up), o = rows(out);
@@ -305,6 +350,7 @@ class CudaBackend final : public Backend {
   }
 
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override {
+    on_device();
     check_f32(a, "add input");
     check_f32(b, "add input");
     check_f32(out, "add output");
@@ -315,6 +361,7 @@ class CudaBackend final : public Backend {
   }
 
   void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) override {
+    on_device();
     check_f32(src, "gather_rows input");
     check_f32(out, "gather_rows output");
     const cuda::RowsArg s = rows(src), o = rows(out);
@@ -324,6 +371,7 @@ class CudaBackend final : public Backend {
   }
 
   void copy(const TensorView& src, const TensorView& out) override {
+    on_device();
     BATON_CHECK(src.dtype == out.dtype && dtype_size(src.dtype) == 4, "copy needs two 4-byte views of one dtype: ",
                 src.describe(), " -> ", out.describe());
     const cuda::RowsArg s = rows(src), o = rows(out);
@@ -333,6 +381,7 @@ class CudaBackend final : public Backend {
 
   void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,
                 const TensorView& kv_cache) override {
+    on_device();
     const cuda::HeadsArg ka = heads(k, "write_kv keys"), va = heads(v, "write_kv values");
     const cuda::KvCacheArg cache = kv_cache_arg(kv_cache);
     BATON_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == ka.tokens && va.tokens == ka.tokens &&
@@ -345,6 +394,7 @@ class CudaBackend final : public Backend {
 
   void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch, float scale,
                        int sliding_window, const TensorView& out) override {
+    on_device();
     cuda::AttentionArgs a;
     a.q = heads(q, "attention q");
     a.out = heads(out, "attention output");
@@ -366,11 +416,14 @@ class CudaBackend final : public Backend {
     a.max_context_len = batch.max_context_len;
     a.scale = scale;
     a.sliding_window = sliding_window;
+    a.workspace = static_cast<float*>(attention_workspace_.data());
+    a.workspace_floats = static_cast<std::int64_t>(attention_workspace_.bytes() / sizeof(float));
     if (a.q.tokens == 0) return;
     check_cuda(cuda::paged_attention(a, stream_), "paged_attention");
   }
 
   void argmax_rows(const TensorView& logits, const TensorView& out) override {
+    on_device();
     check_f32(logits, "argmax_rows logits");
     const cuda::RowsArg l = rows(logits);
     BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == l.count && l.cols > 0,
@@ -380,6 +433,7 @@ class CudaBackend final : public Backend {
 
   bool samples_rows() const override { return true; }
   void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override {
+    on_device();
     check_f32(logits, "sample_rows logits");
     const cuda::RowsArg l = rows(logits);
     BATON_CHECK(out.dtype == DType::kI32 && out.ndim == 1 && out.numel() == l.count && l.cols > 0 &&
@@ -403,6 +457,7 @@ class CudaBackend final : public Backend {
   // transport allocating memory, do not break it), instantiated once, replayed with cudaGraphLaunch.
   bool captures_graphs() const override { return true; }
   absl::Status begin_capture() override {
+    on_device();
     if (capture_thread_.load() != std::thread::id()) {
       return absl::FailedPreconditionError("begin_capture(): a graph capture is already running");
     }
@@ -416,6 +471,7 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<OpGraph>> end_capture() override {
+    on_device();
     if (capture_thread_.load() != std::this_thread::get_id()) {
       return absl::FailedPreconditionError("end_capture() without begin_capture() on this thread");
     }
@@ -436,18 +492,27 @@ class CudaBackend final : public Backend {
       cudaGetLastError();
       return absl::InternalError(str_cat("graph instantiation: ", cudaGetErrorString(err)));
     }
-    return std::unique_ptr<OpGraph>(new CudaOpGraph(exec, stream_));
+    return std::unique_ptr<OpGraph>(new CudaOpGraph(exec, stream_, binding_));
   }
 
  protected:
   void free(void* data, std::size_t /*bytes*/) override {
+    binding_.bind();  // a failure here shows at the next call
     // cudaFree waits for the device; a failure here means the context is already broken.
     cudaFree(data);
   }
-  void free_staging(void* data, std::size_t /*bytes*/) override { cudaFreeHost(data); }
+  void free_staging(void* data, std::size_t /*bytes*/) override {
+    binding_.bind();
+    cudaFreeHost(data);
+  }
 
  private:
-  explicit CudaBackend(const BackendOptions& options) : options_(options) {}
+  explicit CudaBackend(const BackendOptions& options)
+      : options_(options), binding_(options.device.index, cuda_runtime()) {}
+
+  // Every entry point that reaches the CUDA runtime first binds the calling thread to this GPU
+  // (device_binding.h): the engine, transports and tests call from threads of their own.
+  void on_device() const { check_cuda(static_cast<cudaError_t>(binding_.bind()), "set device"); }
 
   // A call no graph can hold (memory, host synchronisation, host-side parameters) while this thread
   // captures: remembered so that end_capture() fails naming it, and skipped (the CUDA call would
@@ -459,14 +524,21 @@ class CudaBackend final : public Backend {
   }
 
   BackendOptions options_;
+  cuda::DeviceBinding binding_;
   std::string name_ = "unknown GPU";
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // copy_to_host_async()'s, made at its first call
   cudaEvent_t copy_after_ = nullptr;     // where on stream_ its copies start
   cuda::GemmContext* gemm_ = nullptr;
   DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
-  std::array<cudaEvent_t, 32> events_{};  // fence()'s ring
-  std::uint64_t fences_ = 0;
+  // Split-mode attention states: 64 MiB holds 7 sequences x 32 heads x 128 dims at a 128k-token
+  // context bound (about 120 at 8k); larger calls run whole-mode, with the same bits.
+  static constexpr std::size_t kAttentionWorkspaceBytes = std::size_t{64} << 20;
+  DeviceBuffer attention_workspace_;
+  static constexpr int kComputeStream = 0, kCopyStream = 1;
+  using Fences = cuda::FenceRing<2, 32>;
+  Fences fence_ring_;                                    // fence ids -> (stream, slot)
+  std::array<std::array<cudaEvent_t, 32>, 2> events_{};  // [stream][slot], made on first use
   std::atomic<std::thread::id> capture_thread_{};  // the thread capturing a graph, if any
   std::string capture_broken_by_;                  // written by that thread only
 };

@@ -6,7 +6,10 @@
 // wait for it. begin_capture()/end_capture() record the ops into a CUDA graph (thread-local stream
 // capture) that OpGraph::replay() launches in one call; cuBLAS gets its own workspace at creation
 // (cublasSetWorkspace) so a captured GEMM allocates nothing. Kernels live in kernels/cuda/*.cu by op (pointwise, rope, attention, gemm); this
-// file only checks views and translates them to the launchers' plain arguments.
+// file only checks views and translates them to the launchers' plain arguments. Any thread may
+// call it: each entry point first binds the calling thread to the backend's device
+// (device_binding.h), and fences from the compute and the copy stream use separate event rings
+// (fence_ring.h).
 //
 // Must not: fall back to the CPU for any op; allocate device memory inside an op other than the
 // GEMM's cuBLAS scratch (which grows once); read host memory in place (reads_host_memory() is

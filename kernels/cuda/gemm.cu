@@ -112,8 +112,9 @@ GemmContext* gemm_create(cudaStream_t stream, bool with_cublas, std::string* err
 void gemm_destroy(GemmContext* context) {
   if (context == nullptr) return;
   if (context->scratch != nullptr) {
-    // Stream-ordered free after the work that used it; wait so the memory is really returned.
-    cudaFreeAsync(context->scratch, context->stream);
+    // Stream-ordered frees after the work that used them; wait so the memory is really returned.
+    context->retired_scratch.push_back(context->scratch);
+    for (void* block : context->retired_scratch) cudaFreeAsync(block, context->stream);
     cudaStreamSynchronize(context->stream);
   }
   if (context->handle != nullptr) context->cublas->destroy(context->handle);

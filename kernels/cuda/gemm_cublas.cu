@@ -16,8 +16,9 @@
 //     other failures return cuda_error_from_cublas(status).
 // Scratch: m * k * 2 bytes, cudaMallocAsync'd on the call's stream when a call needs more than the
 // context holds (rounded up to a power of two, at least 1 MiB, so a growing prefill re-allocates a
-// few times, not on every call); the old block is cudaFreeAsync'd on the same stream first, so
-// work already queued keeps its memory. No host synchronisation.
+// few times, not on every call). The old block is kept until gemm_destroy, not freed: a CUDA graph
+// captured while it was current replays its address. Never grown inside a capture (the call fails
+// with cudaErrorStreamCaptureUnsupported instead). No host synchronisation.
 //
 // Must not: synchronise the host; be used when batch invariance is required; change cuBLAS's math
 // mode or stream behind the context's back (the handle belongs to GemmContext).
@@ -57,19 +58,21 @@ __global__ void add_bias_kernel(float* y, std::int64_t ldy, std::int64_t m, std:
 
 cudaError_t ensure_scratch(GemmContext& ctx, std::size_t bytes, cudaStream_t stream) {
   if (ctx.scratch_bytes >= bytes) return cudaSuccess;
+  // Growing inside a capture would make the scratch a graph-owned allocation that eager calls then
+  // use after the graph frees it. The engine runs a shape eagerly before capturing it, so this is
+  // a caller's bug: fail the capture (the engine then runs without graphs).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    return cudaErrorStreamCaptureUnsupported;
+  }
   std::size_t grown = std::size_t{1} << 20;
   while (grown < bytes) grown *= 2;
-  if (ctx.scratch != nullptr) {
-    const cudaError_t err = cudaFreeAsync(ctx.scratch, stream);
-    ctx.scratch = nullptr;
-    ctx.scratch_bytes = 0;
-    if (err != cudaSuccess) return err;
-  }
-  const cudaError_t err = cudaMallocAsync(&ctx.scratch, grown, stream);
-  if (err != cudaSuccess) {
-    ctx.scratch = nullptr;
-    return err;
-  }
+  void* block = nullptr;
+  const cudaError_t err = cudaMallocAsync(&block, grown, stream);
+  if (err != cudaSuccess) return err;
+  // Graphs captured with the old block replay it: keep it (gemm_destroy frees it).
+  if (ctx.scratch != nullptr) ctx.retired_scratch.push_back(ctx.scratch);
+  ctx.scratch = block;
   ctx.scratch_bytes = grown;
   return cudaSuccess;
 }

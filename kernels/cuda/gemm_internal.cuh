@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <cublas_v2.h>
 
@@ -44,10 +45,13 @@ struct GemmContext {
   cublasHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;  // the stream `handle` is bound to
   // x converted to the weight's 16-bit type for cublasGemmEx (gemm_cublas.cu). Stream-ordered
-  // (cudaMallocAsync on `stream`); grows, never shrinks, only when a call needs more than it has;
-  // freed by gemm_destroy.
+  // (cudaMallocAsync on `stream`); grows (by powers of two), never shrinks, only when a call needs
+  // more than it has, and never inside a graph capture.
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
+  // Blocks the scratch outgrew. A CUDA graph captured earlier holds their addresses and replays
+  // them, so they stay allocated until gemm_destroy (powers of two: together less than `scratch`).
+  std::vector<void*> retired_scratch;
   // cuBLAS's own workspace, ours (cublasSetWorkspace) so that a GEMM captured in a CUDA graph
   // never has cuBLAS allocate inside the capture; kCublasWorkspaceBytes, cudaMalloc'd at create.
   void* workspace = nullptr;

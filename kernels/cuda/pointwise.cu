@@ -37,23 +37,49 @@ __global__ void embedding_kernel(const void* table, WeightType type, std::int64_
   }
 }
 
-// One block per row: sum of squares in a fixed order (each thread a fixed stride of columns, then
-// a fixed tree over the threads), so the row's result is the same in any batch.
-__global__ void rms_norm_kernel(RowsArg x, const float* __restrict__ weight, float eps, RowsArg out) {
-  __shared__ float partial[kThreads];
+// Threads per row for rms_norm: about four columns each, a whole number of warps, at most 1024. It
+// depends on the number of columns alone, so a row's reduction order does too.
+inline int rms_norm_threads(std::int64_t cols) {
+  int t = 32;
+  while (t < 1024 && 4 * static_cast<std::int64_t>(t) < cols) t *= 2;
+  return t;
+}
+
+// A fixed butterfly over the warp; every lane ends with the same bits.
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// One block per row (blockDim.x = rms_norm_threads(cols)): sum of squares in a fixed order (each
+// thread an fmaf chain over columns t, t + blockDim.x, ..., a butterfly over each warp, then the
+// same butterfly over the warps' sums, zeros for the missing warps), so the row's result is the
+// same in any batch. Two barriers in all: a decode step's single row is latency, not bandwidth.
+__global__ void __launch_bounds__(1024) rms_norm_kernel(RowsArg x, const float* __restrict__ weight, float eps,
+                                                        RowsArg out) {
+  __shared__ float warp_sums[32];
+  __shared__ float inv_s;
   const std::int64_t r = blockIdx.x;
   const float* xr = row_ptr<float>(x, r);
   float* yr = row_ptr<float>(out, r);
+  const int threads = static_cast<int>(blockDim.x);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   float ss = 0.0f;
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) ss = fmaf(xr[c], xr[c], ss);
-  partial[threadIdx.x] = ss;
+#pragma unroll 4
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += threads) ss = __fmaf_rn(xr[c], xr[c], ss);
+  ss = warp_sum(ss);
+  if (lane == 0) warp_sums[warp] = ss;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
+  if (warp == 0) {
+    float total = lane < threads / 32 ? warp_sums[lane] : 0.0f;
+    total = warp_sum(total);
+    if (lane == 0) inv_s = rsqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(x.cols)), eps));
   }
-  const float inv = rsqrtf(partial[0] / static_cast<float>(x.cols) + eps);
-  for (std::int64_t c = threadIdx.x; c < x.cols; c += kThreads) yr[c] = xr[c] * inv * weight[c];
+  __syncthreads();
+  const float inv = inv_s;
+#pragma unroll 4
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += threads) yr[c] = __fmul_rn(__fmul_rn(xr[c], inv), weight[c]);
 }
 
 __global__ void silu_mul_kernel(RowsArg gate_up, RowsArg out) {
@@ -110,7 +136,7 @@ cudaError_t embedding(const void* table, WeightType table_type, std::int64_t tab
 cudaError_t rms_norm(RowsArg x, const float* weight, float eps, RowsArg out, cudaStream_t stream) {
   if (x.count == 0) return cudaSuccess;
   if (x.count > 0x7fffffff) return cudaErrorInvalidValue;
-  rms_norm_kernel<<<static_cast<unsigned>(x.count), kThreads, 0, stream>>>(x, weight, eps, out);
+  rms_norm_kernel<<<static_cast<unsigned>(x.count), rms_norm_threads(x.cols), 0, stream>>>(x, weight, eps, out);
   return cudaGetLastError();
 }
 

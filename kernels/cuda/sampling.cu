@@ -160,7 +160,7 @@ __device__ std::uint32_t radix_select_mass(std::int64_t n, MassOf mass_of, unsig
   return prefix;
 }
 
-__global__ void sample_rows_kernel(RowsArg logits, const SampleRowArgs* __restrict__ args, std::int32_t* out,
+__global__ void __launch_bounds__(kThreads) sample_rows_kernel(RowsArg logits, const SampleRowArgs* __restrict__ args, std::int32_t* out,
                                    std::int32_t has_nan, std::int32_t no_finite) {
   const std::int64_t r = blockIdx.x;
   const SampleRowArgs a = args[r];

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "kernels/dtype.h"
 #include "tests/kernels/cuda/twin_test_util.h"
 
@@ -311,6 +313,57 @@ TEST(CudaLinear, CublasPathMatchesCpu) {
         }
       }
     }
+  }
+}
+
+
+// A graph captured while the cuBLAS path's conversion scratch was small replays that scratch's
+// address. When a later, larger call grows the scratch, the old block must stay the graph's: freed,
+// the stream-ordered pool hands it to the next allocation, and every replay writes into someone
+// else's memory. The "someone else" here is a block taken from the pool right after the growth.
+TEST(CudaLinear, GraphsCapturedBeforeTheScratchGrowsReplayIntoMemoryTheyStillOwn) {
+  SKIP_WITHOUT_GPU();
+  Twin twin(/*batch_invariant=*/false);
+  if (twin.cpu_stand_in()) GTEST_SKIP() << "graphs and the cuBLAS scratch are the GPU's";
+  Backend& g = twin.gpu();
+  const std::int64_t n = 256, k = 1024, small = 128, big = 8192;  // scratch: 256 KiB -> 16 MiB
+  std::vector<std::uint16_t> w_host(static_cast<std::size_t>(n * k));
+  const std::vector<float> w_values = random_floats(w_host.size(), 11, kWScale);
+  for (std::size_t i = 0; i < w_host.size(); ++i) w_host[i] = f32_to_bf16(w_values[i]);
+  const TensorView w = twin.upload(w_host, DType::kBF16, {n, k});
+  const TensorView x_small = twin.upload(random_floats(static_cast<std::size_t>(small * k), 12, kXScale), DType::kF32, {small, k});
+  const TensorView x_big = twin.upload(random_floats(static_cast<std::size_t>(big * k), 13, kXScale), DType::kF32, {big, k});
+  const TensorView y_small = twin.empty(static_cast<std::size_t>(small * n) * 4, DType::kF32, {small, n});
+  const TensorView y_big = twin.empty(static_cast<std::size_t>(big * n) * 4, DType::kF32, {big, n});
+
+  g.linear(x_small, w, TensorView{}, y_small);  // eager first, as the engine does before capturing
+  const std::vector<float> expected = twin.download<float>(y_small, static_cast<std::size_t>(small * n));
+  ASSERT_TRUE(g.begin_capture().ok());
+  g.linear(x_small, w, TensorView{}, y_small);
+  auto graph = g.end_capture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+
+  g.linear(x_big, w, TensorView{}, y_big);  // grows the scratch
+  g.synchronize();
+  constexpr std::size_t kOther = std::size_t{1} << 20;  // the size of the small scratch block
+  void* other = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&other, kOther, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(other, 0x5a, kOther, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+
+  const std::vector<float> nans(static_cast<std::size_t>(small * n), std::nanf(""));
+  g.copy_to_device(y_small.data, nans.data(), nans.size() * sizeof(float));
+  (*graph)->replay();
+  const std::vector<float> replayed = twin.download<float>(y_small, nans.size());
+  std::vector<unsigned char> other_bytes(kOther);
+  ASSERT_EQ(cudaMemcpy(other_bytes.data(), other, kOther, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
+
+  std::size_t clobbered = 0;
+  for (const unsigned char b : other_bytes) clobbered += b != 0x5a;
+  EXPECT_EQ(clobbered, 0u) << "the graph's replay wrote into memory the GEMM had given back";
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(replayed[i], expected[i], 1e-4f * (1.0f + std::fabs(expected[i]))) << "element " << i;
   }
 }
 
