@@ -5,7 +5,7 @@
 //
 //   llama_decode_bench [--device cuda:0] [--batches 1,16] [--context 512] [--warmup 5] [--steps 30]
 //                      [--copy-gib 2] [--layers 32] [--prefill 1] [--graphs both]
-//                      [--kv-cache-dtype float32] [--small]
+//                      [--kv-cache-dtype float32] [--no-batch-invariant] [--small]
 //
 // --small swaps in a tiny model of the same family (hidden 256, 2 layers, vocab 1024) and
 // --device cpu runs on the CPU backend, its weights filled on the host by the same hash: together a
@@ -21,7 +21,11 @@
 // Context: the paged KV cache (F32, the backend's activation dtype, or BF16 with --kv-cache-dtype
 // bfloat16) is pre-filled with random values, and every sequence starts decoding at position --context over a block table covering
 // it: the attention reads `context` cached positions, exactly as after a prefill. With --prefill 1
-// one 'context'-token prefill of a single sequence is timed too (its own warm-up first).
+// one 'context'-token prefill of a single sequence is timed too (its own warm-up first), with its
+// arithmetic rate: prefill_flops counts 2 x (matrix parameters, less lm_head) x tokens, the one
+// lm_head row, and causal attention's QK^T and PV (2 x 2 x heads x head_dim x T(T+1)/2 per layer).
+// --no-batch-invariant builds the backend with BackendOptions::batch_invariant = false (cuBLAS for
+// linear(), as `--no-batch-invariant` on the nodes).
 //
 // A step: one forward of `batch` sequences with one new token each (logits for each), then
 // Backend::synchronize(); timed on the host clock, so launch gaps count as they do in the engine.
@@ -89,6 +93,7 @@ struct Args {
   std::string graphs = "both";  // on, off, both
   DType kv_cache_dtype = DType::kF32;
   bool small = false;
+  bool batch_invariant = true;
 };
 
 Args parse(int argc, char** argv) {
@@ -97,6 +102,10 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--small") {
       a.small = true;
+      continue;
+    }
+    if (k == "--no-batch-invariant") {
+      a.batch_invariant = false;
       continue;
     }
     if (i + 1 >= argc) die(str_cat("flag ", k, " needs a value"));
@@ -199,6 +208,18 @@ bool all_finite(Backend& backend, const TensorView& logits, std::int64_t vocab) 
   return std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); });
 }
 
+// Floating-point operations of one prefill of `tokens` tokens with logits for the last one (see the
+// header comment): multiply-adds count 2.
+double prefill_flops(const ModelConfig& c, std::int64_t tokens) {
+  const double h = static_cast<double>(c.hidden_size);
+  const double q = static_cast<double>(c.q_size()), kv = static_cast<double>(c.kv_size());
+  const double per_layer_params = h * q + 2 * h * kv + q * h + 3 * h * static_cast<double>(c.intermediate_size);
+  const double t = static_cast<double>(tokens);
+  const double linear = 2.0 * per_layer_params * c.num_layers * t + 2.0 * h * static_cast<double>(c.vocab_size);
+  const double attention = 2.0 * 2.0 * q * t * (t + 1) / 2.0 * c.num_layers;
+  return linear + attention;
+}
+
 int run(int argc, char** argv) {
   const Args args = parse(argc, argv);
   check(init_logging("warn"), "init_logging");
@@ -208,6 +229,7 @@ int run(int argc, char** argv) {
   const Filler fill{device->type == DeviceType::kCuda};
   if (!fill.gpu && !args.small) die("--device cpu is a plumbing test: give --small too");
   bo.device = *device;
+  bo.batch_invariant = args.batch_invariant;
   auto backend_or = make_backend(bo);
   check(backend_or.status(), "make_backend");
   std::unique_ptr<Backend> backend = std::move(*backend_or);
@@ -280,6 +302,7 @@ int run(int argc, char** argv) {
   out["plumbing_test"] = !fill.gpu || args.small;
   out["config"] = config_json;
   out["backend"] = backend->describe();
+  out["batch_invariant"] = args.batch_invariant;
   out["weight_bytes_per_step"] = weight_bytes;
   out["weight_dtype"] = model->weights().matrix_dtype();
   out["kv_cache"] = {{"dtype", std::string(dtype_name(layout.dtype))}, {"blocks", num_blocks}, {"bytes", region.bytes}};
@@ -322,11 +345,15 @@ int run(int argc, char** argv) {
     }
     times.erase(times.begin());
     const Stats s = stats(times);
+    const double flops = prefill_flops(*config, args.context);
     out["prefill"] = {{"tokens", args.context},
                       {"median_s", s.median},
                       {"tokens_per_s", args.context / s.median},
+                      {"flops", flops},
+                      {"flops_per_s", flops / s.median},
                       {"finite_logits", finite}};
-    std::fprintf(stderr, "llama_decode_bench: prefill %d tokens: %.2f ms\n", args.context, s.median * 1e3);
+    std::fprintf(stderr, "llama_decode_bench: prefill %d tokens: %.2f ms, %.1f TFLOP/s\n", args.context,
+                 s.median * 1e3, flops / s.median / 1e12);
     // Re-randomize the KV the prefill overwrote (not needed for timing; keeps the data uniform).
     fill_kv();
   }

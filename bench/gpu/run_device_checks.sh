@@ -14,8 +14,10 @@
 #   greedy  greedy token ids, CUDA vs CPU, plain and with speculation (bench/gpu/greedy_equivalence.py)
 #   logits  our CUDA logits vs the fixtures' float64 reference and vs transformers (float32, eager)
 #           (bench/gpu/dump_logits + bench/gpu/compare_hf_logits.py)
-#   speed   Llama-3.1-8B-shaped decode at batch 1 and 16: ours (bench/gpu/llama_decode_bench) vs the
-#           copy bandwidth and vs transformers (bench/gpu/hf_decode_speed.py: eager; torch.compile
+#   speed   Llama-3.1-8B-shaped decode at batch 1, 8 and 64 and a 512-token prefill: ours
+#           (bench/gpu/llama_decode_bench, batch invariant and --no-batch-invariant) vs the copy
+#           bandwidth, prefill TFLOP/s vs torch's BF16 matmul (bench/gpu/tensor_core_peak.py), and
+#           decode vs transformers (bench/gpu/hf_decode_speed.py: eager; torch.compile
 #           too when the budget allows — its failure is reported, not a failed check); and batch 16
 #           at context 4096 with an F32 and a BF16 KV cache (figures only)
 # Results: ${OUT:-/tmp/baton-gpu-check}/ holds summary.json (pass/fail per step, key figures),
@@ -282,7 +284,12 @@ speed_baton_step() {
         --graphs on --warmup 1 --steps 3 --kv-cache-dtype $dt >"$work/speed/kv_$dt.json" || echo "kv $dt failed" >&2
     done
   else
-    "$B/bin/llama_decode_bench" --batches 1,16 --context 512 --warmup 5 --steps 30 >"$work/speed/baton.json"
+    "$B/bin/llama_decode_bench" --batches 1,8,64 --context 512 --warmup 5 --steps 30 >"$work/speed/baton.json"
+    # The tensor-core ceiling (torch's BF16 matmul), then prefill and decode with cuBLAS linear()
+    # (--no-batch-invariant); figures for the summary, judged there against the ceilings.
+    timeout 40 "$py" bench/gpu/tensor_core_peak.py >"$work/speed/tensor_core_peak.json" || echo "tensor_core_peak failed (exit $?)" >&2
+    timeout 60 "$B/bin/llama_decode_bench" --no-batch-invariant --batches 1,8,64 --context 512 --graphs on \
+      --warmup 3 --steps 20 >"$work/speed/baton_nbi.json" || echo "--no-batch-invariant bench failed (exit $?)" >&2
     # Batch 16 at context 4096, where the KV cache's bytes outweigh the weights': F32 against BF16
     # (figures for the summary; best effort, the check does not judge them).
     local dt
@@ -304,13 +311,13 @@ run_step speed_baton 150 60 -- speed_baton_step
 if $cpu_only; then
   say "speed_hf: skipped (CPU-only run)"; record speed_hf skipped 0 "CPU-only run"
 else
-  run_step speed_hf 120 0 -- "$py" bench/gpu/hf_decode_speed.py --mode eager --out "$work/speed/hf_eager.json"
+  run_step speed_hf 120 0 -- "$py" bench/gpu/hf_decode_speed.py --mode eager --batches 1,8,64 --out "$work/speed/hf_eager.json"
   # torch.compile only with time to spare; best effort (a failure is reported, the check still passes).
   t=$(step_timeout 200 0)
   if [[ $skip != *",speed_hf_compile,"* ]] && [ "$t" -ge 90 ]; then
     say "speed_hf_compile: start (timeout ${t}s, optional)"
     s0=$(date +%s)
-    timeout --kill-after=5 "$t" "$py" bench/gpu/hf_decode_speed.py --mode compile --out "$work/speed/hf_compile.json" \
+    timeout --kill-after=5 "$t" "$py" bench/gpu/hf_decode_speed.py --mode compile --batches 1,8,64 --out "$work/speed/hf_compile.json" \
       >"$work/speed_hf_compile.log" 2>&1
     rc=$?
     tail -n 5 "$work/speed_hf_compile.log" | sed 's/^/    /'

@@ -162,8 +162,19 @@ def speed_figures(work):
            "plumbing_test": (ours or {}).get("plumbing_test")}
     if ours and "error" in ours:
         out["baton_error"] = ours["error"]
-    if ours and "prefill" in ours:
-        out["baton_prefill_tokens_per_s"] = round(ours["prefill"]["tokens_per_s"], 1)
+    peak = (load_last_json_line(os.path.join(work, "speed", "tensor_core_peak.json")) or {}).get("bf16_matmul_flops_per_s")
+    out["bf16_matmul_flops_per_s"] = peak
+    # Prefill's arithmetic rate, batch invariant (baton.json) and not (baton_nbi.json), against the
+    # measured tensor-core rate.
+    nbi = load_last_json_line(os.path.join(work, "speed", "baton_nbi.json"))
+    for key, r in (("baton_prefill", ours), ("baton_prefill_no_batch_invariant", nbi)):
+        if r and "prefill" in r:
+            p = r["prefill"]
+            out[key] = {"tokens": p["tokens"], "tokens_per_s": round(p["tokens_per_s"], 1),
+                        "tflops": round(p.get("flops_per_s", 0) / 1e12, 2),
+                        "fraction_of_tensor_core_peak": round(p["flops_per_s"] / peak, 3) if peak and "flops_per_s" in p else None,
+                        "finite_logits": p.get("finite_logits")}
+    out["baton_no_batch_invariant"] = per_batch(nbi)
     for mode, r in hf.items():
         if r is None:
             continue
@@ -258,6 +269,15 @@ def print_summary(s):
                 for b, v in sp["baton_without_graphs"].items())
     elif sp.get("baton_error"):
         notes["speed_baton"] = sp["baton_error"][:200]
+    for key, label in (("baton_prefill", "prefill"), ("baton_prefill_no_batch_invariant", "prefill --no-batch-invariant")):
+        if sp.get(key):
+            p = sp[key]
+            notes["speed_baton"] = notes.get("speed_baton", "") + (
+                f"; {label} {p['tokens']} tok: {p['tflops']} TFLOP/s = {p['fraction_of_tensor_core_peak']} of tensor-core peak")
+    if sp.get("baton_no_batch_invariant"):
+        notes["speed_baton"] = notes.get("speed_baton", "") + "; --no-batch-invariant: " + ", ".join(
+            f"b{b}: {v['tokens_per_s']} tok/s, {v['fraction_of_copy_bandwidth']} of copy bw"
+            for b, v in sp["baton_no_batch_invariant"].items())
     if sp.get("kv_cache_dtype"):
         k = sp["kv_cache_dtype"]
         notes["speed_baton"] = notes.get("speed_baton", "") + (
