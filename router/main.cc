@@ -44,7 +44,12 @@ const std::vector<FlagSpec> kFlags = {
     {"no-local-fallback", "", "never prefill on a decode node because no prefill node is usable: fail with "
                               "UNAVAILABLE instead"},
     {"poll-interval-ms", "MS", "how often each node's health and Info are polled (default 500)"},
-    {"node-timeout-ms", "MS", "deadline of each node control call: Check, Info, Reserve (default 5000)"},
+    {"node-timeout-ms", "MS", "deadline of each node control call: Info, Reserve (default 5000)"},
+    {"health-timeout-ms", "MS", "deadline of each node health check; a node that misses one takes no new "
+                                "requests until it answers again, and one that misses two in a row has its "
+                                "running calls ended and retried elsewhere where they can be (default 1000)"},
+    {"stream-progress-timeout-ms", "MS", "a decode node's stream that sends nothing for this long ends with "
+                                         "UNAVAILABLE and is aborted on the node (default 30000; 0: never)"},
     {"prefill-timeout-ms", "MS", "deadline of one Prefill call (default 60000)"},
     {"commit-timeout-ms", "MS", "how long a decode node waits for the prefill node's commit (default 60000)"},
     {"request-timeout-ms", "MS", "deadline of a whole request (default 600000)"},
@@ -188,6 +193,8 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   }
   BATON_RETURN_IF_ERROR(read_ms(f, "poll-interval-ms", &o.poll_interval));
   BATON_RETURN_IF_ERROR(read_ms(f, "node-timeout-ms", &o.flow.node_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "health-timeout-ms", &o.health_timeout));
+  BATON_RETURN_IF_ERROR(read_ms(f, "stream-progress-timeout-ms", &o.flow.progress_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "prefill-timeout-ms", &o.flow.prefill_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "commit-timeout-ms", &o.flow.commit_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "request-timeout-ms", &o.flow.request_timeout));

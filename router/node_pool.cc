@@ -258,7 +258,7 @@ void NodePool::poll_once() {
 void NodePool::poll_async(PollCall& poll) {
   PollCall* call = &poll;
   call->started = Clock::now();
-  call->health_context.set_deadline(deadline_in(options_.node_timeout));
+  call->health_context.set_deadline(deadline_in(options_.health_timeout));
   call->node->health().async()->Check(
       &call->health_context, &call->health_request, &call->health_response, [this, call](grpc::Status s) {
         Node& n = *call->node;
@@ -302,6 +302,8 @@ void NodePool::record_poll(Node& node, Clock::time_point started, const std::str
   std::lock_guard lock(mu_);
   if (reachable) node.unreachable_since_.reset();
   else if (!node.unreachable_since_) node.unreachable_since_ = started;
+  node.unreachable_polls_.store(reachable ? 0 : node.unreachable_polls_.load(std::memory_order_relaxed) + 1,
+                                std::memory_order_relaxed);
   if (info != nullptr) {
     if (node.info_ && node.info_->instance_id() != info->instance_id()) {
       spdlog::info("router: {} restarted (instance_id {} -> {})", node.label(), node.info_->instance_id(),

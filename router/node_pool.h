@@ -20,6 +20,7 @@
 // decide anything about a request beyond where it runs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -63,6 +64,8 @@ class Node {
   baton::node::v1::PrefillNode::Stub& prefill() const;  // kind() == kPrefill
   baton::node::v1::DecodeNode::Stub& decode() const;    // kind() == kDecode
   grpc::health::v1::Health::Stub& health() const { return *health_; }
+  // Health polls in a row the node left unanswered (0 once one is answered); any thread.
+  std::uint64_t unreachable_polls() const { return unreachable_polls_.load(std::memory_order_relaxed); }
 
  private:
   friend class NodePool;
@@ -88,6 +91,7 @@ class Node {
   std::map<std::uint64_t, Claim> claims_;
   std::set<NodeSource> sources_;
   std::optional<Clock::time_point> unreachable_since_;  // the first failed Check of the current run
+  std::atomic<std::uint64_t> unreachable_polls_{0};     // written under NodePool::mu_
 };
 
 // A request's share of a node's load, counted by choose() until the node's next Info; released on
@@ -121,7 +125,10 @@ struct NodePoolOptions {
   std::vector<std::string> prefill_addresses;
   std::vector<std::string> decode_addresses;
   std::chrono::milliseconds poll_interval{500};
-  std::chrono::milliseconds node_timeout{5000};  // deadline of each Check / Info
+  std::chrono::milliseconds node_timeout{5000};    // deadline of each Info
+  // Deadline of each health Check: a node that leaves one unanswered is unusable for new requests
+  // until one is answered again (a stopped node is noticed within poll_interval + this).
+  std::chrono::milliseconds health_timeout{1000};
   // A registered or discovered node whose Check fails for this long leaves the pool; 0: never.
   std::chrono::milliseconds forget_unreachable_after{60000};
   // Called with every Info a node answers (on a gRPC thread, without the pool's lock held); may be

@@ -73,12 +73,14 @@ struct DecodeStream {
 // One request's run: its state, timings and the messages it writes.
 class RequestRun {
  public:
-  RequestRun(NodePool& pool, RouterStats& stats, const FlowOptions& options, const baton::v1::GenerateRequest& request,
+  RequestRun(NodePool& pool, RouterStats& stats, CallWatchdog& watchdog, const FlowOptions& options,
+             const baton::v1::GenerateRequest& request,
              const std::string& client_id, const std::string& node_id, std::uint64_t cache_salt,
              const std::vector<std::int32_t>& prompt, RequestControl& control, const grpc::ServerContextBase* server,
              ResponseSink& sink, Clock::time_point received)
       : pool_(pool),
         stats_(stats),
+        watchdog_(watchdog),
         options_(options),
         request_(request),
         client_id_(client_id),
@@ -102,12 +104,17 @@ class RequestRun {
   Outcome stop(Node* decode, Node* prefill, const std::string& id);
   bool write(GenerateResponse& response);
   void fill_usage(baton::v1::Usage* usage, const DecodeResponse* last);
+  void count_watchdog(const CallWatchdog::Watch& watch) {
+    (watch.reason() == CallWatchdog::Watch::Reason::kNoProgress ? stats_.calls_stalled : stats_.calls_node_unreachable)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
   void mark_first_call() {
     if (!first_call_at_) first_call_at_ = Clock::now();
   }
 
   NodePool& pool_;
   RouterStats& stats_;
+  CallWatchdog& watchdog_;
   const FlowOptions& options_;
   const baton::v1::GenerateRequest& request_;
   const std::string& client_id_;  // what responses carry
@@ -254,7 +261,14 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
     *r.mutable_sampling() = request_.sampling();
     *r.mutable_destination() = destination;
     r.set_cache_salt(cache_salt_);
+    // No progress limit (the prefill's own deadline bounds it), but a P that stops answering its
+    // health checks ends the call, and the request is retried elsewhere.
+    CallWatchdog::Watch watch(watchdog_, p, *context, std::chrono::milliseconds(0), std::chrono::milliseconds(0));
     s = p.prefill().Prefill(context.get(), r, &first);
+    if (!s.ok() && watch.fired()) {
+      count_watchdog(watch);
+      s = grpc::Status(grpc::StatusCode::UNAVAILABLE, watch.why());
+    }
   }
   chosen.prefill_claim.reset();
   if (!s.ok()) {
@@ -306,8 +320,13 @@ Outcome RequestRun::run_local(ChosenNodes& chosen, const std::string& id) {
 }
 
 Outcome RequestRun::forward(Node& d, const std::string& id, DecodeStream& stream) {
+  // D must keep the stream moving: a message within the progress timeout (the first one, after a
+  // local prefill, within the prefill timeout), and answer its health checks.
+  CallWatchdog::Watch watch(watchdog_, d, *stream.context, local_ ? options_.prefill_timeout : options_.progress_timeout,
+                            options_.progress_timeout);
   DecodeResponse m;
   while (stream.reader->Read(&m)) {
+    watch.progress();
     GenerateResponse out;
     out.mutable_token_ids()->CopyFrom(m.token_ids());
     out.set_text(m.text());
@@ -344,6 +363,13 @@ Outcome RequestRun::forward(Node& d, const std::string& id, DecodeStream& stream
   grpc::Status s = stream.reader->Finish();
   stream.reader.reset();
   if (calls_.stopped()) return stop(&d, nullptr, id);
+  if (watch.fired()) {
+    count_watchdog(watch);
+    // Stalled or frozen: the node's blocks are freed by the abort (or, for a frozen node, by the
+    // cancelled stream once it runs again).
+    s = grpc::Status(grpc::StatusCode::UNAVAILABLE, watch.why());
+    calls_.abort(d, id, capability_);
+  }
   if (s.ok()) s = grpc::Status(grpc::StatusCode::INTERNAL, "its Decode stream ended without a finish reason");
   // Before any token reached the client (local prefill), another decode node may still serve it.
   return {calls_.failed(d, s), !first_token_at_ && node_fault(s.error_code()), d.address()};
@@ -404,8 +430,8 @@ grpc::Status RequestFlow::run(const baton::v1::GenerateRequest& request, const s
                               const std::vector<std::int32_t>& prompt, RequestControl& control,
                               const grpc::ServerContextBase* server, ResponseSink& sink,
                               Clock::time_point received) const {
-  RequestRun run(pool_, stats_, options_, request, client_id, node_id, cache_salt, prompt, control, server, sink,
-                 received);
+  RequestRun run(pool_, stats_, watchdog_, options_, request, client_id, node_id, cache_salt, prompt, control, server,
+                 sink, received);
   return run.run();
 }
 

@@ -9,7 +9,10 @@
 // (another P, or locally on D when none; another D when D failed); a draining node's refusal
 // (UNAVAILABLE, common/draining.h) is retried elsewhere up to four times besides; INVALID_ARGUMENT and
 // FAILED_PRECONDITION from P go to the client as they are. After the first token, errors reach the
-// client with the node named. The Abort RPC ends the stream with FINISH_REASON_ABORT; a client
+// client with the node named. A decode stream that sends nothing for progress_timeout, and a call
+// to a node that stops answering its health checks, end UNAVAILABLE (call_watchdog.h) and count as
+// node failures (retried when no token reached the client). The Abort RPC ends the stream with
+// FINISH_REASON_ABORT; a client
 // that goes away, or the request deadline, cancels the node calls in flight and aborts the request
 // on the nodes it reached (once per node).
 //
@@ -25,6 +28,7 @@
 
 #include "baton/v1/api.pb.h"
 #include "grpcpp/server_context.h"
+#include "router/call_watchdog.h"
 #include "router/node_pool.h"
 #include "router/router_stats.h"
 #include "router/running_requests.h"
@@ -37,6 +41,7 @@ struct FlowOptions {
   std::chrono::milliseconds request_timeout{600000};   // the whole request
   std::chrono::milliseconds commit_timeout{60000};     // how long D waits for P's commit
   std::chrono::milliseconds abort_timeout{1000};       // best-effort Release / Abort
+  std::chrono::milliseconds progress_timeout{30000};   // the longest gap in D's stream; 0: none
   std::int64_t local_prefill_max_tokens = 0;           // prompts this short prefill on D
   bool local_fallback = true;                          // prefill on D when no P can be used
   // Open D's Decode stream right after Reserve (node.proto's order: D then waits for the commit)
@@ -54,8 +59,8 @@ class ResponseSink {
 
 class RequestFlow {
  public:
-  RequestFlow(NodePool& pool, RouterStats& stats, FlowOptions options)
-      : pool_(pool), stats_(stats), options_(options) {}
+  RequestFlow(NodePool& pool, RouterStats& stats, CallWatchdog& watchdog, FlowOptions options)
+      : pool_(pool), stats_(stats), watchdog_(watchdog), options_(options) {}
 
   // Runs one request whose prompt is encoded and whose id is registered. server: the client's call
   // (cancellation and deadline propagate to node calls); null when driven without a server.
@@ -71,6 +76,7 @@ class RequestFlow {
  private:
   NodePool& pool_;
   RouterStats& stats_;
+  CallWatchdog& watchdog_;
   const FlowOptions options_;
 };
 

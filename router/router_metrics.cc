@@ -26,6 +26,13 @@ class StatsCollector final : public prometheus::Collectable {
             v(stats_.requests_aborted));
     counter("baton_router_disaggregated_total", "Attempts prefilled on a prefill node.", v(stats_.disaggregated));
     counter("baton_router_retries_total", "Second attempts after a failure before the first token.", v(stats_.retries));
+    out.push_back(metrics::FamilyBuilder("baton_router_node_calls_ended_total",
+                                         "Node calls the router ended itself, by reason: the stream sent nothing for "
+                                         "--stream-progress-timeout-ms, or the node stopped answering health checks.",
+                                         MetricType::Counter)
+                      .add(base_, v(stats_.calls_stalled), {{"reason", "no_progress"}})
+                      .add(base_, v(stats_.calls_node_unreachable), {{"reason", "node_unreachable"}})
+                      .build());
     out.push_back(metrics::FamilyBuilder("baton_router_local_prefills_total",
                                          "Requests the router sent to a decode node to prefill locally, by reason.",
                                          MetricType::Counter)

@@ -190,12 +190,14 @@ absl::StatusOr<int> RouterService::start() {
   pool_options.decode_addresses = options_.decode_addresses;
   pool_options.poll_interval = options_.poll_interval;
   pool_options.node_timeout = options_.flow.node_timeout;
+  pool_options.health_timeout = options_.health_timeout;
   pool_options.forget_unreachable_after = options_.forget_unreachable;
   pool_options.on_info = [this](const Node& node, const baton::node::v1::NodeInfo& info) {
     if (node.kind() == NodeKind::kDecode) spec_history_.record(node.address(), info, WallClock::now());
   };
   pool_ = std::make_unique<NodePool>(std::move(pool_options));
-  flow_ = std::make_unique<RequestFlow>(*pool_, stats_, options_.flow);
+  watchdog_ = std::make_unique<CallWatchdog>();
+  flow_ = std::make_unique<RequestFlow>(*pool_, stats_, *watchdog_, options_.flow);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
   baton_ = std::make_unique<BatonImpl>(*this, *encoder_);
   registry_ = std::make_unique<RegistryImpl>(*pool_, options_.max_registered_nodes);

@@ -64,7 +64,8 @@ struct RouterOptions {
   Resolver dns_resolver;                         // empty: getaddrinfo
   std::chrono::milliseconds forget_unreachable{60000};  // registered / DNS nodes; 0: never
   std::chrono::milliseconds poll_interval{500};  // health + Info polling of each node
-  FlowOptions flow;                              // node_timeout is also the polling calls' deadline
+  std::chrono::milliseconds health_timeout{1000};  // each health Check's deadline (node_pool.h)
+  FlowOptions flow;                              // node_timeout is also Info polls' deadline
   std::optional<int> metrics_port;               // serve /metrics on host:port (0: any free port)
   std::optional<int> internal_port;              // serve the Registry here (0: any free port); none: no registry
   std::string internal_host;                     // "" : host
@@ -187,6 +188,7 @@ class RouterService {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<NodePool> pool_;
   std::unique_ptr<DnsDiscovery> dns_;
+  std::unique_ptr<CallWatchdog> watchdog_;
   std::unique_ptr<RequestFlow> flow_;
   std::unique_ptr<BatonImpl> baton_;
   std::unique_ptr<RegistryImpl> registry_;

@@ -19,6 +19,8 @@ struct RouterStats {
   std::atomic<std::int64_t> local_prefill_short_prompt{0};   // prompt <= --local-prefill-max-tokens
   std::atomic<std::int64_t> local_prefill_no_prefill_node{0};  // no usable prefill node
   std::atomic<std::int64_t> retries{0};            // second attempts after a failure before the first token
+  std::atomic<std::int64_t> calls_stalled{0};      // node calls ended for want of progress (call_watchdog.h)
+  std::atomic<std::int64_t> calls_node_unreachable{0};  // node calls ended: their node stopped answering
   std::atomic<std::int64_t> node_aborts_sent{0};
   std::atomic<std::int64_t> node_releases_sent{0};
 };

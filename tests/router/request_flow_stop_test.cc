@@ -97,5 +97,25 @@ TEST(RequestFlow, RequestDeadlineStopsAHungStream) {
   EXPECT_TRUE(usable(router.service, cluster.decode.address()));
 }
 
+// A decode stream that goes quiet after its first messages is ended at the progress timeout,
+// well before the request deadline, with UNAVAILABLE saying which node and why, and the request
+// is aborted on the node (which frees its blocks).
+TEST(RequestFlow, ProgressTimeoutEndsAStalledStream) {
+  Cluster cluster(1);
+  cluster.decode.hold_after_messages = true;
+  auto options = cluster.options();
+  options.flow.progress_timeout = std::chrono::milliseconds(300);
+  Router router(options);
+  auto request = token_request({5, 6, 7});
+  request.set_request_id("stalled");
+  const auto start = std::chrono::steady_clock::now();
+  auto result = router.client->generate(request);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("sent nothing for 300 ms"));
+  EXPECT_THAT(result.status.error_message(), HasSubstr(cluster.decode.address()));
+  EXPECT_TRUE(cluster.decode.log.wait_for("Abort stalled.1"));
+}
+
 }  // namespace
 }  // namespace baton::router

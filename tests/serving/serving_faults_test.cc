@@ -1,12 +1,17 @@
 // Faults with real processes: a prefill node killed in the middle of a KV transfer, a decode node
-// killed mid-stream, a hand-off commit that never comes, and nodes restarted under the router.
+// killed mid-stream, a hand-off commit that never comes, nodes restarted under the router, and
+// nodes frozen with SIGSTOP (a stalled stream ends at the progress deadline; a frozen prefill node
+// is left within two seconds and its call in flight retried).
 // Each ends within its deadline with the request served or a clear error, and with no KV block
 // left reserved on the decode node. Synchronization is on what the processes print (a node's log
 // line) and on their answers, never on sleeps.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <future>
+#include <thread>
 
 #include "tests/serving/serving_support.h"
 
@@ -24,6 +29,38 @@ SamplingParams greedy(int max_tokens) {
 }
 
 std::string eagle3() { return family_methods()[4].config.value(); }
+
+// Freezes a process (SIGSTOP) until the scope ends (SIGCONT), so that teardown finds it running.
+class Frozen {
+ public:
+  explicit Frozen(Subprocess& p) : pid_(p.pid()) { ::kill(pid_, SIGSTOP); }
+  ~Frozen() { thaw(); }
+  void thaw() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// Polls `done` every 50 ms until it holds or `limit` passed; returns how long it took (or limit).
+template <class F>
+std::chrono::milliseconds wait_until(F done, std::chrono::milliseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - start > limit) return limit;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+}
+
+int usable_prefill_nodes(v1::Baton::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ModelInfo info;
+  return stub.GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok() ? info.num_prefill_nodes() : -1;
+}
 
 // P holds every transfer (--testing-hold-kv-transfer) and is killed while holding one: the router
 // gets UNAVAILABLE before the first token, releases D's reservation and retries — here, with no
@@ -139,6 +176,87 @@ TEST(ServingFaults, RestartedNodesServeAgain) {
   ASSERT_TRUE((*cluster)->restart(*d).ok());
   ASSERT_TRUE((*cluster)->router().process->wait_for_line("decode node " + d->address + " restarted", std::chrono::seconds(30)).ok());
   check("after the decode node restarted");
+}
+
+// A frozen decode node (SIGSTOP) stops sending mid-stream: the router ends the stream at
+// --stream-progress-timeout-ms with UNAVAILABLE naming the node and why (health checks left slow
+// here, so that the progress deadline is what ends it), and once the node runs again the
+// cancelled stream frees its blocks.
+TEST(ServingFaults, AFrozenDecodeNodesStreamEndsAtTheProgressDeadline) {
+  cli::ClusterOptions o = cluster_options(std::nullopt, "ucx", "freeze-decode");
+  o.router_args = {"--stream-progress-timeout-ms", "2000", "--health-timeout-ms", "60000"};
+  auto cluster = cli::LocalCluster::start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto stub = router_stub((*cluster)->router_address());
+  SamplingParams p = greedy(1500);
+  p.ignore_eos = true;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto reader = stub->Generate(&ctx, text_request(code_prompts()[0], p));
+  v1::GenerateResponse m;
+  int messages = 0;
+  while (messages < 3 && reader->Read(&m)) ++messages;
+  ASSERT_EQ(messages, 3);
+  ClusterProcess* d = (*cluster)->nodes("decode").front();
+  Frozen frozen(*d->process);
+  const auto frozen_at = std::chrono::steady_clock::now();
+  while (reader->Read(&m)) {
+  }
+  const grpc::Status s = reader->Finish();
+  const auto took = std::chrono::steady_clock::now() - frozen_at;
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("sent nothing for 2000 ms"));
+  EXPECT_GE(took, std::chrono::milliseconds(1900));
+  EXPECT_LT(took, std::chrono::seconds(15));  // the request deadline (120 s) is not what ended it
+  frozen.thaw();
+  auto dstub = decode_stub(d->address);
+  const auto freed = wait_until(
+      [&] {
+        const node::v1::NodeInfo info = node_info(*dstub);
+        for (const auto& pool : info.load().pools()) {
+          if (pool.used() != 0 || pool.reserved() != 0) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(30));
+  EXPECT_LT(freed, std::chrono::seconds(30)) << "the frozen node's blocks were not freed after it ran again";
+}
+
+// A frozen prefill node (SIGSTOP) while it holds a request's KV transfer: its health checks go
+// unanswered, the router stops placing on it within two seconds, ends the Prefill call in flight
+// (not waiting for --prefill-timeout-ms) and retries the request by prefilling on the decode node:
+// the client gets the right tokens.
+TEST(ServingFaults, AFrozenPrefillNodeIsLeftAndItsCallRetried) {
+  cli::ClusterOptions o = cluster_options(eagle3(), "ucx", "freeze-prefill");
+  o.prefill_binary = "baton-prefill-testing";
+  o.prefill_args = {"--testing-hold-kv-transfer"};
+  o.router_args = {"--health-timeout-ms", "1000", "--poll-interval-ms", "500"};
+  auto cluster = cli::LocalCluster::start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string prompt = code_prompts()[4];
+  const std::vector<LocalResult> expected = run_local(eagle3(), {prompt}, {greedy(24)});
+  auto stub = router_stub((*cluster)->router_address());
+  ASSERT_EQ(usable_prefill_nodes(*stub), 1);
+  auto pending = std::async(std::launch::async, [&] { return generate(*stub, text_request(prompt, greedy(24))); });
+  ClusterProcess* p = (*cluster)->nodes("prefill").front();
+  ASSERT_TRUE(p->process->wait_for_line("holding the KV transfer of", std::chrono::seconds(60)).ok());
+  Frozen frozen(*p->process);
+  const auto frozen_at = std::chrono::steady_clock::now();
+  const auto left = wait_until([&] { return usable_prefill_nodes(*stub) == 0; }, std::chrono::seconds(10));
+  EXPECT_LE(left, std::chrono::milliseconds(2000)) << "new requests would have gone to the frozen node that long";
+  ASSERT_EQ(pending.wait_for(std::chrono::seconds(50)), std::future_status::ready)
+      << "the Prefill call to the frozen node was not ended";
+  const Completion c = pending.get();
+  const auto served = std::chrono::steady_clock::now() - frozen_at;
+  ASSERT_TRUE(c.status.ok()) << c.status.error_message();
+  EXPECT_EQ(c.ids, expected[0].ids);
+  EXPECT_TRUE(c.usage.local_prefill());
+  EXPECT_LT(served, std::chrono::seconds(50));  // well before the 60 s prefill deadline
+  // A new request meanwhile goes straight to local prefill.
+  const Completion next = generate(*stub, text_request(prompt, greedy(24)));
+  ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_EQ(next.ids, expected[0].ids);
+  EXPECT_TRUE(next.usage.local_prefill());
 }
 
 }  // namespace
