@@ -23,10 +23,13 @@ using nlohmann::json;
 
 constexpr const char* kJson = "application/json";
 
+// 429 (over a limit) and 503 (draining, no node) say when to come back, as OpenAI's API does; the
+// clients' retry logic reads it.
 Reply error_reply(const ApiError& e) {
   Reply r;
   r.status = e.status;
   r.body = e.body().dump();
+  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;
 }
 
@@ -198,10 +201,8 @@ void HttpServer::handle(std::shared_ptr<Exchange> ex) {
     if (!caller) return;
     const int endpoint = static_cast<int>(chat ? Endpoint::kChat : Endpoint::kCompletions);
     if (!spawn([this, endpoint, caller = *caller, ex] { generate(endpoint, caller, ex); })) {
-      Reply busy = error_reply(from_status(absl::ResourceExhaustedError(str_cat(
-          "the router is serving ", options_.max_in_flight, " HTTP completions, its limit; try again later"))));
-      busy.headers.emplace_back("Retry-After", "1");
-      ex->reply(std::move(busy));
+      ex->reply(error_reply(from_status(absl::ResourceExhaustedError(str_cat(
+          "the router is serving ", options_.max_in_flight, " HTTP completions, its limit; try again later")))));
     }
     return;
   }

@@ -303,7 +303,9 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
     request_id = got.substr(id_at + 11, got.find('"', id_at + 11) - id_at - 11);
     // --max-running-requests 1: while it runs, another request is refused with 429.
     const json other = {{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}};
-    expect_error(curl(url("/completions"), other.dump(), kKey), 429, "", "rate_limit_exceeded");
+    const HttpResult refused = curl(url("/completions"), other.dump(), kKey);
+    expect_error(refused, 429, "", "rate_limit_exceeded");
+    EXPECT_NE(refused.headers.find("Retry-After: 1"), std::string::npos) << refused.headers;
     {
       // The gRPC API shares the limit (and the keys): RESOURCE_EXHAUSTED.
       auto stub = v1::Baton::NewStub(grpc::CreateChannel(cluster_->router_address(), grpc::InsecureChannelCredentials()));
