@@ -5,7 +5,8 @@
 //     remove_request, reset when the target recomputes the request (preemption).
 //   - The pick of a draft token from a row of logits over the target vocabulary: the argmax
 //     (greedy drafts, one-hot), or a draw from the request's processed distribution q with q
-//     recorded (draft_sample_method = probabilistic; REFERENCE §2: the same processing defines q).
+//     recorded (draft_sample_method = probabilistic; q is defined by the same processing as the
+//     target's sampler, engine/sample/sampler.h).
 //   - Catch-up: running chunks of final positions through the network in forwards of at most the
 //     token budget and max_num_seqs sequences, the last chunk of each request yielding its first
 //     draft.

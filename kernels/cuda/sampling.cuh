@@ -1,7 +1,7 @@
 // Sampling on the device (Backend::sample_rows): each row of logits becomes one token id, drawn
 // with the request's own counter-based uniform (kernels/philox.h), so a sampled step copies 4
 // bytes per row to the host instead of the row. The processing is the host Sampler's for requests
-// without penalties or a min_tokens mask (engine/sample/sampler.h, REFERENCE.md §2): temperature,
+// without penalties or a min_tokens mask (engine/sample/sampler.h; docs/engine.md): temperature,
 // top-k (ties at the k-th value kept), top-p over (logit descending, id ascending), min-p, then an
 // inverse-CDF draw in id order. Every reduction has a fixed order, so a row's token does not
 // depend on the batch or on the run.

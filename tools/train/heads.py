@@ -3,7 +3,7 @@
 What it is for
   train_heads.py trains both with the target frozen, unrolled k steps the way they draft
   ("training-time test"); save_eagle3 / save_mtp write the exact layouts of
-  models/baton-tiny-code/{eagle3,mtp} (REFERENCE §4; names below are the checkpoint's names).
+  models/baton-tiny-code/{eagle3,mtp} (docs/engine.md; names below are the checkpoint's names).
   tools/reference/draft_heads_ref.py is the independent float64 forward the engine is tested
   against; this file's math must equal it.
 
@@ -42,7 +42,7 @@ from safetensors_io import write_safetensors
 
 
 def chain_attention(q, k0, v0, ks, vs, chain_pos=None):
-    """Attention of step-j queries of chains (REFERENCE §4 drafting, unrolled for training).
+    """Attention of step-j queries of chains (the heads' drafting, unrolled for training).
 
     q [B, S, H, hd]: query of chain p (at position p + j). k0/v0 [B, P, KV, hd]: first-step
     entries at positions 0..P-1; chain p sees those at <= p. ks/vs: lists (steps 1..j) of
