@@ -55,6 +55,28 @@ std::chrono::milliseconds wait_until(F done, std::chrono::milliseconds limit) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
 }
 
+// A long greedy stream through the router (1,500 tokens, EOS ignored), three messages in: a fault
+// can then hit it mid-stream. finish() reads what is left and returns the call's status.
+struct MidStream {
+  MidStream(v1::Baton::Stub& stub, std::chrono::seconds deadline) {
+    SamplingParams p = greedy(1500);
+    p.ignore_eos = true;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    reader = stub.Generate(&ctx, text_request(code_prompts()[0], p));
+    while (messages < 3 && reader->Read(&m)) ++messages;
+  }
+  grpc::Status finish() {
+    while (reader->Read(&m)) {
+    }
+    return reader->Finish();
+  }
+
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  v1::GenerateResponse m;
+  int messages = 0;
+};
+
 int usable_prefill_nodes(v1::Baton::Stub& stub) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -129,20 +151,11 @@ TEST(ServingFaults, DecodeKilledMidStreamFailsTheRequestAndMarksTheNode) {
   auto cluster = cli::LocalCluster::start(cluster_options(std::nullopt, "ucx", "kill-decode"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = router_stub((*cluster)->router_address());
-  SamplingParams p = greedy(1500);
-  p.ignore_eos = true;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto reader = stub->Generate(&ctx, text_request(code_prompts()[0], p));
-  v1::GenerateResponse m;
-  int messages = 0;
-  while (messages < 3 && reader->Read(&m)) ++messages;
-  ASSERT_EQ(messages, 3);
+  MidStream stream(*stub, std::chrono::seconds(60));
+  ASSERT_EQ(stream.messages, 3);
   ClusterProcess* d = (*cluster)->nodes("decode").front();
   d->process->kill();
-  while (reader->Read(&m)) {
-  }
-  const grpc::Status s = reader->Finish();
+  const grpc::Status s = stream.finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr(d->address));
   grpc::ClientContext ictx;
@@ -188,21 +201,12 @@ TEST(ServingFaults, AFrozenDecodeNodesStreamEndsAtTheProgressDeadline) {
   auto cluster = cli::LocalCluster::start(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = router_stub((*cluster)->router_address());
-  SamplingParams p = greedy(1500);
-  p.ignore_eos = true;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  auto reader = stub->Generate(&ctx, text_request(code_prompts()[0], p));
-  v1::GenerateResponse m;
-  int messages = 0;
-  while (messages < 3 && reader->Read(&m)) ++messages;
-  ASSERT_EQ(messages, 3);
+  MidStream stream(*stub, std::chrono::seconds(120));
+  ASSERT_EQ(stream.messages, 3);
   ClusterProcess* d = (*cluster)->nodes("decode").front();
   Frozen frozen(*d->process);
   const auto frozen_at = std::chrono::steady_clock::now();
-  while (reader->Read(&m)) {
-  }
-  const grpc::Status s = reader->Finish();
+  const grpc::Status s = stream.finish();
   const auto took = std::chrono::steady_clock::now() - frozen_at;
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("sent nothing for 2000 ms"));
