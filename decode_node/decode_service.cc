@@ -59,6 +59,22 @@ DecodeService::DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identi
   loop_ = std::make_unique<EngineLoop>(
       std::move(engine), [this](std::vector<RequestOutput>&& outs) { on_outputs(std::move(outs)); },
       [](const absl::Status& s) { spdlog::error("decode engine step failed: {}", s.ToString()); });
+  write_grants_ = std::make_unique<WriteGrants>(
+      [this](const std::vector<std::uint64_t>& tickets) -> std::optional<std::vector<WriteGrantState>> {
+        auto states = loop_->call([tickets](Engine& e) {
+          std::vector<WriteGrantState> out;
+          for (std::uint64_t t : tickets) out.push_back(e.write_grant_state(t));
+          return out;
+        });
+        if (states.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
+        try {
+          return states.get();
+        } catch (const std::future_error&) {  // the loop stopped without running it
+          return std::nullopt;
+        }
+      },
+      [this](std::uint64_t ticket) { loop_->post([ticket](Engine& e) { e.end_writes(ticket); }); },
+      options_.write_grants);
 }
 
 DecodeService::~DecodeService() { stop(); }
@@ -214,6 +230,11 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* DecodeService::Commit(grpc::CallbackServerContext* ctx, const node::v1::CommitRequest* request,
                                                 node::v1::CommitResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // The sender commits once its writes are complete, whatever becomes of the commit: blocks it
+  // was allowed to write are not quarantined for it any more (only its token finds the grant).
+  if (std::optional<std::uint64_t> ticket = write_grants_->take(request->capability())) {
+    loop_->post([t = *ticket](Engine& e) { e.end_writes(t); });
+  }
   {
     // A commit without the reservation's token changes nothing (the reservation stays).
     std::lock_guard<std::mutex> lock(mu_);
@@ -436,28 +457,43 @@ grpc::ServerUnaryReactor* DecodeService::CheckReservation(grpc::CallbackServerCo
                                                           const node::v1::CheckReservationRequest* request,
                                                           node::v1::CheckReservationResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const std::string& id = request->request_id();
-  const kv::KvReceiver* recv = receiver(request->transport());
-  std::lock_guard<std::mutex> lock(mu_);
-  auto owned = owned_entry(id, request->capability(), "the destination");
-  absl::Status s = owned.status();
-  if (s.ok() && (*owned)->phase != Phase::kReserved) {
-    s = absl::FailedPreconditionError(str_cat("request '", id, "' is not waiting for its KV here any more"));
-  }
-  const auto same = [](const std::vector<std::int32_t>& mine, const google::protobuf::RepeatedField<std::int32_t>& given) {
-    return std::equal(mine.begin(), mine.end(), given.begin(), given.end());
-  };
-  if (s.ok() && (!same((*owned)->kv_blocks, request->kv_blocks()) ||
-                 !same((*owned)->proposer_blocks, request->proposer_blocks()))) {
-    s = absl::PermissionDeniedError(str_cat("the destination of request '", id,
-                                            "' names blocks this decode node did not reserve for it"));
-  }
-  if (s.ok() && (recv == nullptr || recv->descriptor() != request->transport_descriptor())) {
-    s = absl::PermissionDeniedError(str_cat("the destination of request '", id, "' has a ", request->transport(),
-                                            " descriptor this decode node did not give"));
-  }
-  if (!s.ok()) spdlog::warn("destination check refused: {}", s.ToString());
-  reactor->Finish(to_grpc_status(s));
+  // On the loop thread, so that the grant reaches the engine before any release of the
+  // reservation can (a release after it quarantines the blocks; one before it is a refusal here).
+  loop_->post([this, reactor, request](Engine& e) {
+    const std::string& id = request->request_id();
+    const kv::KvReceiver* recv = receiver(request->transport());
+    std::lock_guard<std::mutex> lock(mu_);
+    auto owned = owned_entry(id, request->capability(), "the destination");
+    absl::Status s = owned.status();
+    if (s.ok() && ((*owned)->phase != Phase::kReserved || (*owned)->finished)) {
+      s = absl::FailedPreconditionError(str_cat("request '", id, "' is not waiting for its KV here any more"));
+    }
+    const auto same = [](const std::vector<std::int32_t>& mine,
+                         const google::protobuf::RepeatedField<std::int32_t>& given) {
+      return std::equal(mine.begin(), mine.end(), given.begin(), given.end());
+    };
+    if (s.ok() && (!same((*owned)->kv_blocks, request->kv_blocks()) ||
+                   !same((*owned)->proposer_blocks, request->proposer_blocks()))) {
+      s = absl::PermissionDeniedError(str_cat("the destination of request '", id,
+                                              "' names blocks this decode node did not reserve for it"));
+    }
+    if (s.ok() && (recv == nullptr || recv->descriptor() != request->transport_descriptor())) {
+      s = absl::PermissionDeniedError(str_cat("the destination of request '", id, "' has a ", request->transport(),
+                                              " descriptor this decode node did not give"));
+    }
+    if (s.ok() && (*owned)->write_ticket == 0) {
+      const std::uint64_t ticket =
+          write_grants_->add(WriteGrants::Grant{id, (*owned)->capability, request->sender_address()});
+      s = e.grant_writes(id, ticket);
+      if (s.ok()) {
+        (*owned)->write_ticket = ticket;
+      } else {
+        (void)write_grants_->take((*owned)->capability);
+      }
+    }
+    if (!s.ok()) spdlog::warn("destination check refused: {}", s.ToString());
+    reactor->Finish(to_grpc_status(s));
+  });
   return reactor;
 }
 

@@ -18,8 +18,13 @@
 // with UNAVAILABLE; a Decode stream, Commit or KV push for a request reserved before goes on. A
 // request runs while its entry exists; cancel_running() fails every stream and aborts its request.
 //
-// Must not: let a request decode before its commit, or leave blocks held on any path (finish,
-// abort, release, failed commit, lease expiry, cancelled stream).
+// Write grants (decode_node/write_grants.h): a sender whose destination check passed may write
+// the reservation's blocks until its Commit; a reservation that ends before (release, abort,
+// expiry, cancelled stream) keeps its blocks quarantined until the sender is done or gone.
+//
+// Must not: let a request decode before its commit, hand a block a sender may still write to
+// another request, or leave blocks held on any path (finish, abort, release, failed commit,
+// lease expiry, cancelled stream, a sender done or gone).
 #pragma once
 
 #include <atomic>
@@ -36,6 +41,7 @@
 #include "baton/v1/node.grpc.pb.h"
 #include "decode_node/decode_writer.h"
 #include "decode_node/sidecar_stats.h"
+#include "decode_node/write_grants.h"
 #include "engine/engine_loop.h"
 #include "kv_transfer/transport.h"
 #include "node_common/node_info.h"
@@ -45,6 +51,7 @@ namespace baton {
 
 struct DecodeNodeOptions {
   std::chrono::milliseconds unclaimed_output_ttl{60000};
+  WriteGrantsOptions write_grants;
   std::shared_ptr<const SidecarStats> sidecar_stats;  // reported in Info's load when set
 };
 
@@ -122,6 +129,7 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
     std::vector<std::set<std::int32_t>> writable;  // reserved blocks by pool, until the commit
     std::string capability;                        // the request's token (node.proto)
     std::vector<std::int32_t> kv_blocks, proposer_blocks;  // reserved, in position order
+    std::uint64_t write_ticket = 0;  // its sender's write grant, once the destination was confirmed
   };
   // The request's entry when `capability` is its token; else the refusal (mu_ held).
   absl::StatusOr<Entry*> owned_entry(const std::string& id, const std::string& capability, std::string_view what);
@@ -146,7 +154,8 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
 
   std::mutex mu_;
   std::map<std::string, Entry> entries_;
-  std::unique_ptr<EngineLoop> loop_;  // last: stops first
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<WriteGrants> write_grants_;  // last: its probe thread stops first
 };
 
 }  // namespace baton

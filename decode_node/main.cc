@@ -28,6 +28,9 @@ static int run_decode_node(int argc, char** argv) {
       {
           {"role", "ROLE", "decode (default), or both: a single node that is also expected to prefill"},
           {"transport", "LIST", "KV transports to receive over, preferred first: ucx, grpc or ucx,grpc (default ucx,grpc), or nccl (GPU to GPU)"},
+          {"write-quarantine-ms", "MS",
+           "longest that blocks of an ended reservation stay out of use while its prefill node may still write them "
+           "and has not been heard from (default 600000)"},
 #ifdef BATON_TESTING_HOOKS
           {"testing-broken-rejection-sampler", "",
            "verify drafts with a deliberately lossy sampler (the negative control of `baton verify-lossless`); "
@@ -50,6 +53,9 @@ static int run_decode_node(int argc, char** argv) {
   auto lease = command.positive_ms("handoff-lease-ms");
   if (!lease.ok()) return command.fail(lease.status());
   if (*lease) config->handoff_lease = **lease;
+  auto quarantine = command.positive_ms("write-quarantine-ms");
+  if (!quarantine.ok()) return command.fail(quarantine.status());
+  if (*quarantine) config->write_quarantine_limit = **quarantine;
 #ifdef BATON_TESTING_HOOKS
   config->testing_broken_rejection_sampler = f.has("testing-broken-rejection-sampler");
 #endif

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -78,6 +79,10 @@ struct EngineConfig {
   // How long a prefilled request's KV (prefill role) or a reservation (decode role) is held
   // without release or commit before the engine reclaims it.
   std::chrono::milliseconds handoff_lease{60000};
+  // Decode role: the longest a reservation stays quarantined (see grant_writes()) when neither
+  // its writer's end_writes() nor proof that the writer is gone arrives; its blocks are then
+  // reclaimed with an error in the log, since a writer that wakes up later could still write them.
+  std::chrono::milliseconds write_quarantine_limit{600000};
   // TESTING ONLY: verify drafts with a deliberately lossy rejection sampler
   // (spec/broken_rejection_sampler.h), the negative control of `baton verify-lossless`.
   bool testing_broken_rejection_sampler = false;
@@ -151,6 +156,8 @@ struct EngineStats {
   std::int64_t handoffs_exported = 0;       // prefill role
   std::int64_t handoffs_committed = 0;      // decode role
   std::int64_t lease_expiries = 0;          // prefilled KV or reservations reclaimed by deadline
+  std::int64_t write_quarantines = 0;       // decode role: reservations that ended while a writer held a grant
+  std::int64_t write_quarantines_expired = 0;  // of those: reclaimed at write_quarantine_limit, not by end_writes()
   double forward_seconds = 0;
 };
 
@@ -171,6 +178,14 @@ struct KvPoolInfo {
   std::int32_t free = 0;      // allocatable (free + evictable prefix-cache blocks)
   std::int32_t cached = 0;    // of free: evictable prefix-cache blocks
   std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills); target pool only
+  std::int32_t quarantined = 0;  // of used: of ended reservations a writer may still write (grant_writes())
+};
+
+// Where a write grant (Engine::grant_writes) stands.
+enum class WriteGrantState {
+  kNone,         // unknown ticket, or ended: nothing is held for it
+  kReserved,     // its reservation is live (waiting for the commit)
+  kQuarantined,  // its reservation ended before the writer did: the blocks are held, unusable
 };
 
 // A step's KV writes of one layer, for transports (prefill role: push layer i while i+1 computes).
@@ -208,12 +223,23 @@ class Engine {
   absl::Status commit(const std::string& id, const HandoffRecord& record);
   // Frees a prefilled request's KV (prefill role) or a reservation (decode role).
   absl::Status release(const std::string& id);
+  // Write grants: a sender outside this process (a prefill node's UCX puts) was allowed to write
+  // reservation `id`'s blocks, and such writes cannot be revoked. Until end_writes(ticket), a
+  // release, abort or lease expiry of the reservation only quarantines its blocks (target and
+  // proposer): the request is gone (its id is free again, a commit finds nothing) but the blocks
+  // stay held, so that no other request reuses memory the writer may still write. A commit ends
+  // the grant (the sender commits once its writes are complete). `ticket` is the caller's, > 0.
+  absl::Status grant_writes(const std::string& id, std::uint64_t ticket);
+  // The writer of `ticket` has stopped (it said so, or it is gone): a quarantine frees its
+  // blocks, a live reservation just loses the grant. Unknown tickets are ignored.
+  void end_writes(std::uint64_t ticket);
+  WriteGrantState write_grant_state(std::uint64_t ticket) const;
 
   // True while requests are queued, running, parked or reserved.
   bool has_unfinished() const { return !requests_.empty() || !pending_outputs_.empty(); }
   // True when step() has something to do now (a loop can block otherwise, until next_deadline()).
   bool has_work() const { return scheduler_->has_work() || !pending_outputs_.empty(); }
-  // The earliest lease deadline, if any request is parked or reserved.
+  // The earliest lease deadline, if any request is parked or reserved (or blocks are quarantined).
   std::optional<EngineClock::time_point> next_deadline() const;
 
   void set_text_decoder_factory(TextDecoderFactory factory) { decoder_factory_ = std::move(factory); }
@@ -274,6 +300,9 @@ class Engine {
   void park_prefilled(std::vector<RequestOutput>& outs);
   absl::StatusOr<HandoffRecord> make_handoff(Request* r);
   void release_held(Request* r);
+  // release_held() of a reservation under a write grant: keeps its blocks until end_writes().
+  void quarantine(Request* r);
+  void free_quarantined(Request& r);
   // Captures the target's decode and verification graphs for every batch bucket (engine_graphs.cc).
   absl::Status capture_step_graphs();
   // Host mirrors of the KV pools (prefill and decode roles on a backend whose memory the host
@@ -313,6 +342,9 @@ class Engine {
   EngineStats stats_;
   std::uint64_t next_key_ = 1;
   std::int32_t num_held_ = 0;  // requests parked (prefill) or reserved (decode)
+  // Ended reservations whose writer may still write them, by grant ticket; lease_deadline is the
+  // quarantine's limit.
+  std::map<std::uint64_t, std::unique_ptr<Request>> quarantined_;
 };
 
 }  // namespace baton

@@ -1,6 +1,7 @@
 // The Engine's prefill/decode hand-off: parking prefilled requests under a lease (prefill role),
-// reservations and commits (decode role), releases and lease expiry, and what transports need to
-// see of the KV pools (regions, usage, the layout fingerprint).
+// reservations and commits (decode role), releases and lease expiry, write grants and the
+// quarantine of blocks a remote writer may still write, and what transports need to see of the KV
+// pools (regions, usage, the layout fingerprint).
 #include "common/status.h"
 #include "engine/engine.h"
 #include "spdlog/spdlog.h"
@@ -85,10 +86,67 @@ void Engine::park_prefilled(std::vector<RequestOutput>& outs) {
 
 void Engine::release_held(Request* r) {
   --num_held_;
+  if (r->state == RequestState::kReserved && r->write_grant != 0) {
+    quarantine(r);
+    return;
+  }
   r->blocks.release_all(*pool_);
   if (speculator_) speculator_->remove_request(*r, /*finished=*/false);
   r->state = RequestState::kFinished;
   drop(r);
+}
+
+void Engine::quarantine(Request* r) {
+  auto it = requests_.find(r->id);
+  std::unique_ptr<Request> owned = std::move(it->second);
+  requests_.erase(it);
+  // Finished as a request (nothing can commit or abort it); its blocks stay where they are.
+  r->state = RequestState::kFinished;
+  r->lease_deadline = now() + config_.write_quarantine_limit;
+  ++stats_.write_quarantines;
+  spdlog::info("request '{}': reservation ended while its sender may still write it; its KV blocks ({} target, {} "
+               "draft) are quarantined until the sender is done",
+               r->id, r->blocks.num_blocks(), r->proposer_blocks.size());
+  quarantined_.emplace(r->write_grant, std::move(owned));
+}
+
+void Engine::free_quarantined(Request& r) {
+  r.blocks.release_all(*pool_);
+  if (speculator_) speculator_->remove_request(r, /*finished=*/false);
+}
+
+absl::Status Engine::grant_writes(const std::string& id, std::uint64_t ticket) {
+  Request* r = find(id);
+  if (r == nullptr || r->state != RequestState::kReserved) {
+    return absl::NotFoundError(str_cat("write grant: no reservation for request '", id, "'"));
+  }
+  if (ticket == 0) return absl::InvalidArgumentError("write grant: ticket 0 is not a ticket");
+  if (r->write_grant != 0 && r->write_grant != ticket) {
+    return absl::AlreadyExistsError(str_cat("write grant: request '", id, "' has a writer already"));
+  }
+  r->write_grant = ticket;
+  return absl::OkStatus();
+}
+
+void Engine::end_writes(std::uint64_t ticket) {
+  if (ticket == 0) return;
+  if (auto q = quarantined_.find(ticket); q != quarantined_.end()) {
+    free_quarantined(*q->second);
+    quarantined_.erase(q);
+    return;
+  }
+  for (auto& [id, r] : requests_) {
+    if (r->write_grant == ticket) r->write_grant = 0;
+  }
+}
+
+WriteGrantState Engine::write_grant_state(std::uint64_t ticket) const {
+  if (ticket == 0) return WriteGrantState::kNone;
+  if (quarantined_.contains(ticket)) return WriteGrantState::kQuarantined;
+  for (const auto& [id, r] : requests_) {
+    if (r->write_grant == ticket) return WriteGrantState::kReserved;
+  }
+  return WriteGrantState::kNone;
 }
 
 absl::Status Engine::release(const std::string& id) {
@@ -103,8 +161,20 @@ absl::Status Engine::release(const std::string& id) {
 }
 
 void Engine::expire_leases(std::vector<RequestOutput>& outs) {
-  if (num_held_ == 0) return;
+  if (num_held_ == 0 && quarantined_.empty()) return;
   const EngineClock::time_point t = now();
+  for (auto q = quarantined_.begin(); q != quarantined_.end();) {
+    if (q->second->lease_deadline > t) {
+      ++q;
+      continue;
+    }
+    spdlog::error("request '{}': its KV blocks were quarantined for {} ms and its sender never said it was done nor "
+                  "was found gone; reclaiming them (a sender that still writes would corrupt their next user)",
+                  q->second->id, config_.write_quarantine_limit.count());
+    free_quarantined(*q->second);
+    ++stats_.write_quarantines_expired;
+    q = quarantined_.erase(q);
+  }
   std::vector<Request*> expired;
   for (const auto& [id, r] : requests_) {
     if ((r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) && r->lease_deadline <= t) {
@@ -118,7 +188,9 @@ void Engine::expire_leases(std::vector<RequestOutput>& outs) {
     o.finished = true;
     o.finish_reason = FinishReason::kError;
     o.error = str_cat(reserved ? "KV reservation" : "prefilled KV", " lease of ", config_.handoff_lease.count(),
-                      " ms expired without ", reserved ? "a commit" : "a release", "; its blocks were reclaimed");
+                      " ms expired without ", reserved ? "a commit" : "a release",
+                      reserved && r->write_grant != 0 ? "; its blocks are held until its sender is done with them"
+                                                      : "; its blocks were reclaimed");
     spdlog::warn("request '{}': {}", r->id, o.error);
     r->finish_time = t;
     fill_counts(r, o);
@@ -130,6 +202,9 @@ void Engine::expire_leases(std::vector<RequestOutput>& outs) {
 
 std::optional<EngineClock::time_point> Engine::next_deadline() const {
   std::optional<EngineClock::time_point> next;
+  for (const auto& [ticket, r] : quarantined_) {
+    if (!next || r->lease_deadline < *next) next = r->lease_deadline;
+  }
   if (num_held_ == 0) return next;
   for (const auto& [id, r] : requests_) {
     if (r->state != RequestState::kPrefilled && r->state != RequestState::kReserved) continue;
@@ -183,6 +258,8 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
     return absl::NotFoundError(str_cat("commit: no reservation for request '", id, "' (never reserved, released, or its "
                                        "lease expired)"));
   }
+  // The sender commits once its writes are complete: they no longer hold the blocks.
+  r->write_grant = 0;
   // Whatever is wrong with the record, the reservation does not outlive this call.
   const auto reject = [&](const std::string& what) {
     release_held(r);
@@ -268,6 +345,7 @@ std::vector<KvPoolInfo> Engine::kv_pools() const {
   for (const auto& [id, r] : requests_) {
     if (r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) target.reserved += r->blocks.num_blocks();
   }
+  for (const auto& [ticket, r] : quarantined_) target.quarantined += r->blocks.num_blocks();
   target.transfer = mirrors_.empty() ? cache_->region() : mirrors_[0].region();
   pools.push_back(target);
   if (speculator_) {

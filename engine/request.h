@@ -75,6 +75,7 @@ struct Request {
   EngineClock::time_point finish_time{};
   EngineClock::time_point lease_deadline{};  // kPrefilled / kReserved
   std::vector<std::int32_t> proposer_blocks;  // kReserved: the proposer's KV blocks held for the hand-off
+  std::uint64_t write_grant = 0;  // kReserved: the ticket of a sender allowed to write the blocks (0: none)
 
   std::int32_t num_tokens() const { return static_cast<std::int32_t>(tokens.size()); }
   std::int32_t num_output() const { return num_tokens() - prompt_len; }

@@ -29,7 +29,8 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
   gauge(kRequestsWaiting, "Requests waiting to be scheduled (the queue depth).", load.num_waiting());
   gauge(kQueuedPrefillTokens, "Prompt tokens accepted and not yet prefilled.", static_cast<double>(load.queued_prefill_tokens()));
 
-  FamilyBuilder blocks(kKvBlocks, "KV cache blocks by pool and state (used includes reserved; free includes cached).",
+  FamilyBuilder blocks(kKvBlocks,
+                       "KV cache blocks by pool and state (used includes reserved and quarantined; free includes cached).",
                        MetricType::Gauge);
   FamilyBuilder usage(kKvUsage, "Fraction of a KV pool's blocks in use (0-1).", MetricType::Gauge);
   for (const node::v1::KvPoolUsage& p : load.pools()) {
@@ -37,6 +38,7 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
         .add(base, p.used(), {{"pool", p.name()}, {"state", "used"}})
         .add(base, p.free(), {{"pool", p.name()}, {"state", "free"}})
         .add(base, p.reserved(), {{"pool", p.name()}, {"state", "reserved"}});
+    if (info.role() != "prefill") blocks.add(base, p.quarantined(), {{"pool", p.name()}, {"state", "quarantined"}});
     usage.add(base, p.num_blocks() > 0 ? static_cast<double>(p.used()) / p.num_blocks() : 0.0, {{"pool", p.name()}});
   }
   out.push_back(blocks.build());
@@ -53,6 +55,13 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
   if (info.role() != "prefill") {
     counter(kLocalPrefills, "Requests this decode node prefilled itself (short prompt, no usable prefill node, forced).",
             static_cast<double>(load.local_prefills()));
+    counter(kWriteQuarantines,
+            "Reservations that ended (released, aborted, expired) while their prefill node could still write them; "
+            "their blocks were kept out of use until it was done or gone.",
+            static_cast<double>(c.write_quarantines()));
+    counter(kWriteQuarantinesExpired,
+            "Quarantined reservations reclaimed at --write-quarantine-ms without word from their prefill node.",
+            static_cast<double>(c.write_quarantines_expired()));
     counter(kGraphReplays, "Target forwards (decode and verification steps) replayed from a captured graph.",
             static_cast<double>(c.graph_replays()));
   }

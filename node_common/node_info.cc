@@ -44,6 +44,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
     u->set_used(p.used);
     u->set_free(p.free);
     u->set_reserved(p.reserved);
+    u->set_quarantined(p.quarantined);
   }
   const EngineStats& stats = engine.stats();
   node::v1::NodeCounters* c = load->mutable_counters();
@@ -51,6 +52,8 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   c->set_generation_tokens(stats.output_tokens);
   c->set_preemptions(stats.preemptions);
   c->set_lease_expiries(stats.lease_expiries);
+  c->set_write_quarantines(stats.write_quarantines);
+  c->set_write_quarantines_expired(stats.write_quarantines_expired);
   c->set_request_faults(stats.request_faults);
   c->set_prefix_cache_queries(stats.prefix_cache_queries);
   c->set_prefix_cache_hits(stats.prefix_cache_hits);

@@ -36,6 +36,7 @@ struct PrefillService::Job {
   std::atomic<bool> responded{false};
   std::atomic<bool> aborted{false};
   std::atomic<bool> parked{false};   // the engine holds its KV for us (release when done)
+  std::atomic<bool> finishing{false};  // transfer->finish() was called (exactly once)
   bool counted_queued = true;        // loop thread: still in queued_prefill_tokens_
   std::optional<HandoffRecord> record;
   // The asynchronous CheckReservation call to D, before anything else.
@@ -200,6 +201,10 @@ void PrefillService::check_destination(const std::shared_ptr<Job>& job, std::vec
   r.set_transport_descriptor(dest.transport_descriptor());
   *r.mutable_kv_blocks() = dest.kv_blocks();
   *r.mutable_proposer_blocks() = dest.proposer_blocks();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.set_sender_address(identity_.address);  // where D asks whether we still write, if it must
+  }
   job->check_context.set_deadline(std::chrono::system_clock::now() + options_.commit_timeout);
   const std::string address = dest.decode_address();
   auto on_checked = [this, job, address, prompt = std::move(prompt), params = std::move(params)](grpc::Status s) mutable {
@@ -340,6 +345,7 @@ void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& ou
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.kv_transfer_timeout;
+  job->finishing = true;
   job->transfer->finish(deadline, [this, job](absl::Status s) { on_transfer_done(job, s); });
 }
 
@@ -406,9 +412,19 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
 void PrefillService::respond(const std::shared_ptr<Job>& job, const grpc::Status& status) {
   if (job->responded.exchange(true)) return;
   if (job->transfer) kv_bytes_sent_ += job->transfer->bytes_posted();
+  // Puts posted and never flushed (answered before the hand-off's flush) may still be landing in
+  // the decode node's memory: flush them, and answer D's Abort probe "found" until they have.
+  const bool flush = job->transfer && !job->finishing.exchange(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.erase(job->id);
+    if (flush) flushing_.emplace(job->id, job->destination.capability());
+  }
+  if (flush) {
+    job->transfer->finish(std::chrono::steady_clock::now() + options_.kv_transfer_timeout, [this, job](const absl::Status&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      flushing_.erase(job->id);
+    });
   }
   if (job->parked) {
     loop_->post([id = job->id](Engine& e) { (void)e.release(id); });
@@ -431,6 +447,12 @@ grpc::ServerUnaryReactor* PrefillService::Abort(grpc::CallbackServerContext* ctx
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::shared_ptr<Job> job = find(request->request_id());
   response->set_found(job != nullptr);
+  if (!job) {
+    // Answered already, its writes still flushing: nothing to abort, but not over either.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = flushing_.find(request->request_id());
+    response->set_found(it != flushing_.end() && security::capability_matches(it->second, request->capability()));
+  }
   if (job) {
     // Only the router that placed the request holds its token.
     absl::Status s = security::check_capability(job->destination.capability(), request->capability(), "Abort",

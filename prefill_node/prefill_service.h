@@ -14,7 +14,13 @@
 // Draining (SIGTERM, node_main.h): new Prefill calls are refused with UNAVAILABLE; the calls in
 // flight go on to their commit. cancel_running() answers them with an error and aborts them.
 //
-// Must not: decode past the first token, or accept a destination whose fingerprint differs.
+// Writes in flight: a call answered before its transfer was flushed (the first token finished the
+// request, an abort, a failure) flushes it still, and until the flush reports, Abort of the request
+// (with its token) answers found: the decode node keeps the blocks quarantined while posted
+// writes may still land in them (decode_node/write_grants.h).
+//
+// Must not: decode past the first token, accept a destination whose fingerprint differs, or let a
+// decode node believe a request's writes are over while puts for it are still in flight.
 #pragma once
 
 #include <atomic>
@@ -118,6 +124,7 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
+  std::map<std::string, std::string> flushing_;  // answered, transfer not yet flushed: id -> its token
   std::map<std::string, std::unique_ptr<node::v1::DecodeNode::Stub>> decode_stubs_;
   std::unique_ptr<EngineLoop> loop_;  // last: its thread stops before the members it uses go
 };

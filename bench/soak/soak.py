@@ -19,6 +19,8 @@ Then the load stops, every node runs again, and the soak reports:
   hung          requests still without an answer after --request-timeout-s (must be 0)
   mismatches    finished greedy outputs that differ from a local run of the same prompt (must be 0)
   leaked        KV blocks used or reserved on any node once the load stopped and the leases ran out
+  write_quarantines  per decode node: reservations that ended while their prefill node could still
+                write them, and of those the ones reclaimed at the limit (since the node's last start)
                 (baton_kv_cache_blocks on each node's /metrics; must be 0)
   rss_growth    per process that ran the whole soak, RSS at the end / RSS after warm-up
 and writes them to OUT/summary.json. Exit status 0 only when hung, mismatches and leaked are 0 and
@@ -131,6 +133,11 @@ class Proc:
             if re.search(r'state="(used|reserved)"', m.group(1)):
                 held += int(float(m.group(2)))
         return held
+
+    def counter(self, name):
+        """A counter's value from the node's /metrics (since its last start); 0 when absent."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        return sum(int(float(m.group(1))) for m in re.finditer(rf'^{name}(?:{{[^}}]*}})?\s+([0-9.e+-]+)$', text, re.M))
 
 
 def reference_outputs(bin_dir, max_tokens, out_dir):
@@ -324,12 +331,17 @@ def main():
             if not any(leaked.values()):
                 break
             time.sleep(1)
+        # Reservations ended while a prefill node could still write them (kept out of use until it was
+        # done); counted since each decode node's last restart.
+        quarantines = {n.name: (n.counter("baton_kv_write_quarantines_total"),
+                                n.counter("baton_kv_write_quarantines_expired_total"))
+                       for n in nodes if n.name.startswith("decode")}
         growth = {}
         for p in procs:
             if p.restarts == restarts_start[p.name] and rss_start.get(p.name) and rss_end.get(p.name):
                 growth[p.name] = round(rss_end[p.name] / rss_start[p.name] - 1, 3)
         summary = dict(tally.counts, hung=tally.counts["hung"] + hung_threads, leaked=sum(leaked.values()),
-                       leaked_by_node=leaked, rss_growth=growth, error_kinds=tally.error_kinds, faults=events,
+                       leaked_by_node=leaked, write_quarantines=quarantines, rss_growth=growth, error_kinds=tally.error_kinds, faults=events,
                        examples=tally.examples, minutes=args.minutes, concurrency=args.concurrency)
     finally:
         cleanup()

@@ -1,8 +1,10 @@
 // Prefill/decode hand-off between two engines, the bookkeeping around it: leases, reservations and
 // releases never leak a block; bad records are refused and release their reservation; aborts of
 // parked or reserved requests report a final output; the KV layout fingerprint round-trips and
-// names what differs; each pool is one region with computable spans. (The round trip of tokens
+// names what differs; each pool is one region with computable spans; reservations a remote writer
+// may still write are quarantined, never reused, until it is done. (The round trip of tokens
 // is handoff_test.cc.)
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -191,6 +193,112 @@ TEST(Reservations, AbortOfAParkedOrReservedRequestReportsAndFrees) {
   EXPECT_EQ(*finished_with(*outs, "b"), FinishReason::kAbort);
   EXPECT_EQ(d->block_pool().num_in_use(), 0);
   EXPECT_FALSE(d->has_unfinished());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Write grants: blocks a remote writer may still write are never reused
+
+// The engine of a decode node whose reservations reserve draft KV too (draft_model).
+std::unique_ptr<Engine> decode_engine_with_draft_kv(ManualClock& clock) {
+  EngineSetup s;
+  s.role = NodeRole::kDecode;
+  s.spec = method_cases()[2].config(kDecodeK, NodeRole::kDecode);
+  s.hooks = clock.hooks();
+  return make_engine(s);
+}
+
+bool disjoint(const std::vector<BlockId>& a, const std::vector<BlockId>& b) {
+  for (BlockId x : a) {
+    if (std::find(b.begin(), b.end(), x) != b.end()) return false;
+  }
+  return true;
+}
+
+TEST(WriteGrants, AReleasedReservationWithAWriterKeepsItsBlocksUntilTheWriterIsDone) {
+  ManualClock clock;
+  auto d = decode_engine_with_draft_kv(clock);
+  auto first = d->reserve("x", 40);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(d->grant_writes("x", 7).ok());
+  EXPECT_EQ(d->write_grant_state(7), WriteGrantState::kReserved);
+  ASSERT_TRUE(d->release("x").ok());
+
+  // The request is gone (a commit finds nothing, the id is free), its blocks are not.
+  EXPECT_EQ(d->write_grant_state(7), WriteGrantState::kQuarantined);
+  HandoffRecord h;
+  h.request_id = "x";
+  EXPECT_EQ(d->commit("x", h).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(pool_named(*d, "target").used, 3);
+  EXPECT_EQ(pool_named(*d, "target").quarantined, 3);
+  EXPECT_EQ(pool_named(*d, "draft").used, 3);
+  EXPECT_EQ(d->stats().write_quarantines, 1);
+  auto again = d->reserve("x", 40);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(disjoint(first->kv_blocks, again->kv_blocks));
+  EXPECT_TRUE(disjoint(first->proposer_blocks, again->proposer_blocks));
+
+  d->end_writes(7);
+  EXPECT_EQ(d->write_grant_state(7), WriteGrantState::kNone);
+  EXPECT_EQ(pool_named(*d, "target").used, 3);  // the new reservation only
+  EXPECT_EQ(pool_named(*d, "target").quarantined, 0);
+  EXPECT_EQ(pool_named(*d, "draft").used, 3);
+  ASSERT_TRUE(d->release("x").ok());  // no grant: freed at once
+  expect_no_blocks_held(*d, "after the writer was done");
+}
+
+TEST(WriteGrants, ExpiryAndAbortQuarantineTooAndTheQuarantineHasALimit) {
+  ManualClock clock;
+  auto d = decode_engine_with_draft_kv(clock);
+  ASSERT_TRUE(d->reserve("expires", 40).ok());
+  ASSERT_TRUE(d->grant_writes("expires", 1).ok());
+  ASSERT_TRUE(d->reserve("aborted", 20).ok());
+  ASSERT_TRUE(d->grant_writes("aborted", 2).ok());
+  EXPECT_EQ(d->grant_writes("aborted", 3).code(), absl::StatusCode::kAlreadyExists);  // one writer per reservation
+  EXPECT_EQ(d->grant_writes("nobody", 4).code(), absl::StatusCode::kNotFound);
+
+  d->abort("aborted");
+  clock.now += std::chrono::seconds(61);  // past the 60 s lease of "expires"
+  auto outs = d->step();
+  ASSERT_TRUE(outs.ok());
+  ASSERT_NE(finished_with(*outs, "aborted"), nullptr);
+  EXPECT_EQ(*finished_with(*outs, "aborted"), FinishReason::kAbort);
+  ASSERT_NE(finished_with(*outs, "expires"), nullptr);
+  EXPECT_EQ(*finished_with(*outs, "expires"), FinishReason::kError);
+  EXPECT_EQ(d->write_grant_state(1), WriteGrantState::kQuarantined);
+  EXPECT_EQ(d->write_grant_state(2), WriteGrantState::kQuarantined);
+  EXPECT_EQ(pool_named(*d, "target").used, 5);
+  EXPECT_FALSE(d->has_unfinished());
+
+  d->end_writes(2);  // the aborted one's writer is done
+  EXPECT_EQ(pool_named(*d, "target").used, 3);
+
+  // The other writer never says so: the blocks come back at the limit, not before.
+  ASSERT_TRUE(d->next_deadline().has_value());
+  clock.now = *d->next_deadline() - std::chrono::milliseconds(1);
+  ASSERT_TRUE(d->step().ok());
+  EXPECT_EQ(d->write_grant_state(1), WriteGrantState::kQuarantined);
+  clock.now += std::chrono::milliseconds(1);
+  ASSERT_TRUE(d->step().ok());
+  EXPECT_EQ(d->write_grant_state(1), WriteGrantState::kNone);
+  EXPECT_EQ(d->stats().write_quarantines_expired, 1);
+  expect_no_blocks_held(*d, "after the quarantine's limit");
+  EXPECT_FALSE(d->next_deadline().has_value());
+}
+
+TEST(WriteGrants, ACommitEndsTheGrantEvenWhenItIsRefused) {
+  ManualClock clock;
+  auto d = decode_engine_with_draft_kv(clock);
+  auto r = d->reserve("y", 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(d->grant_writes("y", 9).ok());
+  HandoffRecord h;
+  h.request_id = "y";
+  h.prompt.assign(19, 5);  // one token short: refused, and the reservation released
+  h.kv_blocks = r->kv_blocks;
+  EXPECT_EQ(d->commit("y", h).code(), absl::StatusCode::kInvalidArgument);
+  // The sender commits once its writes are complete: nothing needs quarantine.
+  EXPECT_EQ(d->write_grant_state(9), WriteGrantState::kNone);
+  expect_no_blocks_held(*d, "after a refused commit");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -251,4 +251,17 @@ inline void expect_no_kv_held(const node::v1::NodeInfo& info) {
   }
 }
 
+// Polls a decode node until it holds no KV (blocks a killed prefill node may have been writing
+// stay quarantined until the node finds it gone, about two seconds), then checks that.
+inline void expect_no_kv_held_within(node::v1::DecodeNode::Stub& d, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  node::v1::NodeInfo info = node_info(d);
+  while (std::chrono::steady_clock::now() < deadline && info.load().pools(0).used() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    info = node_info(d);
+  }
+  expect_no_kv_held(info);
+  EXPECT_EQ(info.load().counters().write_quarantines_expired(), 0);
+}
+
 }  // namespace baton::testing
