@@ -64,6 +64,10 @@ const std::vector<FlagSpec> kFlags = {
                                   "default 1024; 0: no limit)"},
     {"max-running-requests-per-key", "N", "requests one API key runs at once; more are refused like the above "
                                           "(default 256; 0: no limit)"},
+    {"max-queued-requests", "N", "requests that wait for room when the limits above are reached (default 256); a "
+                                 "freed slot goes to the key running the fewest. More, or one that waited "
+                                 "--queue-timeout-ms, are refused like the above; 0: refuse at once"},
+    {"queue-timeout-ms", "MS", "the longest a request waits for room (default 30000)"},
     {"expose-topology", "", "tell clients node addresses (errors, usage) and file paths (model info); default: "
                             "hidden"},
     {"max-request-bytes", "N", "largest HTTP body or gRPC message taken (default 16777216); larger: HTTP 413, gRPC "
@@ -132,6 +136,18 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   if (per_key) {
     if (*per_key < 0) return absl::InvalidArgumentError("--max-running-requests-per-key must be >= 0");
     o.max_running_requests_per_key = static_cast<std::size_t>(*per_key);
+  }
+  BATON_ASSIGN_OR_RETURN(auto max_queued, f.get_int("max-queued-requests"));
+  if (max_queued) {
+    if (*max_queued < 0 || *max_queued > (1 << 16)) {
+      return absl::InvalidArgumentError("--max-queued-requests must be in [0, 65536]");
+    }
+    o.max_queued_requests = static_cast<std::size_t>(*max_queued);
+  }
+  BATON_ASSIGN_OR_RETURN(auto queue_timeout, f.get_int("queue-timeout-ms"));
+  if (queue_timeout) {
+    if (*queue_timeout < 1) return absl::InvalidArgumentError("--queue-timeout-ms must be >= 1");
+    o.queue_timeout = std::chrono::milliseconds(*queue_timeout);
   }
   o.expose_topology = f.has("expose-topology");
   for (const auto& [flag, field, lo, hi] :
@@ -266,7 +282,9 @@ static int run_router(int argc, char** argv) {
     (*http_options)->public_dashboard = flags->has("public-dashboard");
     (*http_options)->max_request_bytes = options->limits.max_request_bytes;
     // Completions in flight over HTTP: the running ones, and a few being tokenized or refused.
-    if (options->max_running_requests > 0) (*http_options)->max_in_flight = options->max_running_requests + 64;
+    if (options->max_running_requests > 0) {
+      (*http_options)->max_in_flight = options->max_running_requests + options->max_queued_requests + 64;
+    }
     else (*http_options)->max_in_flight = 1u << 16;
     fit_open_files(**http_options);
   }

@@ -12,7 +12,8 @@ using prometheus::MetricType;
 // RouterStats at scrape time.
 class StatsCollector final : public prometheus::Collectable {
  public:
-  StatsCollector(const RouterStats& stats, std::string node) : stats_(stats), base_({{"method", "all"}, {"role", "router"}, {"node", std::move(node)}}) {}
+  StatsCollector(const RouterStats& stats, const RunningRequests& running, std::string node)
+      : stats_(stats), running_(running), base_({{"method", "all"}, {"role", "router"}, {"node", std::move(node)}}) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     auto v = [](const std::atomic<std::int64_t>& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
@@ -40,11 +41,33 @@ class StatsCollector final : public prometheus::Collectable {
                       .add(base_, v(stats_.local_prefill_short_prompt), {{"reason", "short_prompt"}})
                       .add(base_, v(stats_.local_prefill_no_prefill_node), {{"reason", "no_prefill_node"}})
                       .build());
+    const AdmissionCounts a = running_.counts();
+    const auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    out.push_back(metrics::FamilyBuilder("baton_router_requests_queued",
+                                         "Requests waiting for room (--max-running-requests, per key) right now.",
+                                         MetricType::Gauge)
+                      .add(base_, d(static_cast<std::int64_t>(running_.queued())))
+                      .build());
+    out.push_back(metrics::FamilyBuilder("baton_router_requests_admitted_total",
+                                         "Requests admitted to run: at once, or after waiting in the queue.",
+                                         MetricType::Counter)
+                      .add(base_, d(a.admitted - a.admitted_after_wait), {{"wait", "none"}})
+                      .add(base_, d(a.admitted_after_wait), {{"wait", "queued"}})
+                      .build());
+    out.push_back(metrics::FamilyBuilder("baton_router_requests_rejected_total",
+                                         "Requests refused for room: the queue was full, they waited "
+                                         "--queue-timeout-ms, or they left the queue (client gone, draining).",
+                                         MetricType::Counter)
+                      .add(base_, d(a.queue_full), {{"reason", "queue_full"}})
+                      .add(base_, d(a.queue_timeout), {{"reason", "queue_timeout"}})
+                      .add(base_, d(a.left_queue), {{"reason", "left_queue"}})
+                      .build());
     return out;
   }
 
  private:
   const RouterStats& stats_;
+  const RunningRequests& running_;
   const metrics::LabelPairs base_;
 };
 
@@ -63,9 +86,10 @@ const char* reason_name(baton::v1::FinishReason r) {
 
 }  // namespace
 
-RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node)
+RouterMetrics::RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, const RunningRequests& running,
+                             std::string node)
     : requests_(server.registry(), node) {
-  server.add(std::make_shared<StatsCollector>(stats, std::move(node)));
+  server.add(std::make_shared<StatsCollector>(stats, running, std::move(node)));
 }
 
 std::string method_of(const NodePool& pool, const std::string& decode_address) {

@@ -19,13 +19,16 @@
 #include "router/recent_requests.h"
 #include "router/request_flow.h"
 #include "router/router_stats.h"
+#include "router/running_requests.h"
 
 namespace baton::router {
 
 class RouterMetrics {
  public:
-  // Registers the instruments and a collector of `stats` (which must outlive the server).
-  RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, std::string node);
+  // Registers the instruments and a collector of `stats` and `running`'s admission counts (both
+  // must outlive the server).
+  RouterMetrics(metrics::MetricsServer& server, const RouterStats& stats, const RunningRequests& running,
+                std::string node);
   metrics::RequestMetrics& requests() { return requests_; }
 
  private:

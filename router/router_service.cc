@@ -77,7 +77,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
                         grpc::ServerWriter<GenerateResponse>* writer) override {
     auto caller = authenticate(*context);
     if (!caller.ok()) return to_grpc(caller.status());
-    auto admitted = router_.admit(*request, Clock::now(), *caller);
+    auto admitted = router_.admit(*request, Clock::now(), *caller, [context] { return context->IsCancelled(); });
     if (!admitted.ok()) return to_grpc(admitted.status());
     WriterSink sink(writer);
     return router_.run(**admitted, *request, context, sink);
@@ -171,7 +171,8 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
 
 RouterService::RouterService(RouterOptions options)
     : options_(std::move(options)),
-      running_(RunningLimits{options_.max_running_requests, options_.max_running_requests_per_key}) {}
+      running_(RunningLimits{options_.max_running_requests, options_.max_running_requests_per_key,
+                             options_.max_queued_requests, options_.queue_timeout}) {}
 
 RouterService::~RouterService() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -226,7 +227,9 @@ absl::StatusOr<int> RouterService::start() {
     // short calls (Abort, GetModelInfo, Tokenize, health) beside the running requests. Calls past
     // it are RESOURCE_EXHAUSTED before any handler runs.
     grpc::ResourceQuota quota("baton-router public");
-    quota.SetMaxThreads(static_cast<int>(std::min<std::size_t>(options_.max_running_requests + 64, 1 << 16)));
+    // Queued requests wait on their call's thread too.
+    quota.SetMaxThreads(static_cast<int>(
+        std::min<std::size_t>(options_.max_running_requests + options_.max_queued_requests + 64, 1 << 16)));
     builder.SetResourceQuota(quota);
   }
   server_ = builder.BuildAndStart();
@@ -277,7 +280,7 @@ absl::StatusOr<int> RouterService::start() {
       return m.status();
     }
     metrics_server_ = std::move(*m);
-    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, address());
+    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, running_, address());
     live_metrics_.store(metrics_.get(), std::memory_order_release);
   }
   // Ready: the tokenizer is loaded and the nodes were polled once.
@@ -334,7 +337,8 @@ void RouterService::wait() {
 
 absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const GenerateRequest& request,
                                                                       Clock::time_point received,
-                                                                      const security::KeyId& caller) {
+                                                                      const security::KeyId& caller,
+                                                                      const std::function<bool()>& gone) {
   BATON_RETURN_IF_ERROR(check_request_id(request.request_id()));
   if (request.cache_salt().size() > 256) {
     return absl::InvalidArgumentError(str_cat("cache_salt: ", request.cache_salt().size(), " bytes; at most 256"));
@@ -342,7 +346,7 @@ absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const Gene
   // Before anything is spent on it (tokenizing above all).
   BATON_RETURN_IF_ERROR(check_request_limits(request, options_.limits, decode_max_model_len()));
   BATON_ASSIGN_OR_RETURN(EncodedPrompt prompt, encoder_->encode(request));
-  BATON_ASSIGN_OR_RETURN(RunningRequest registered, running_.add(caller, request.request_id()));
+  BATON_ASSIGN_OR_RETURN(RunningRequest registered, running_.add(caller, request.request_id(), gone));
   // Each key's requests share prefix-cache blocks only among themselves: cached_tokens tells one
   // key nothing about another's prompts.
   std::uint64_t salt = 0;

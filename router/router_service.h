@@ -56,6 +56,8 @@ struct RouterOptions {
   std::string served_model_name;                 // "" : model_dir's base name (else the decode node's)
   std::size_t max_running_requests = 1024;       // more at once are RESOURCE_EXHAUSTED; 0: no limit
   std::size_t max_running_requests_per_key = 256;  // per API key (with keys); 0: no limit
+  std::size_t max_queued_requests = 256;         // waiting for room at once (running_requests.h); 0: none wait
+  std::chrono::milliseconds queue_timeout{30000};  // the longest one waits
   std::vector<std::string> prefill_addresses;    // HOST:PORT
   std::vector<std::string> decode_addresses;
   std::vector<DnsTarget> dns_targets;            // --prefill-dns / --decode-dns (dns_discovery.h)
@@ -136,9 +138,12 @@ class RouterService {
 
   // The public request path. admit: `caller` is authenticate()'s answer. INVALID_ARGUMENT for a
   // bad prompt or request_id, ALREADY_EXISTS for an id the caller runs already,
-  // RESOURCE_EXHAUSTED past max_running_requests (in all or for the caller's key).
+  // RESOURCE_EXHAUSTED past max_running_requests (in all or for the caller's key) once the queue
+  // is full or the request waited queue_timeout in it; CANCELLED when `gone` says the client left
+  // while it waited. It blocks while the request waits: call it on the request's own thread.
   absl::StatusOr<std::unique_ptr<AdmittedRequest>> admit(const baton::v1::GenerateRequest& request,
-                                                         Clock::time_point received, const security::KeyId& caller);
+                                                         Clock::time_point received, const security::KeyId& caller,
+                                                         const std::function<bool()>& gone = nullptr);
   // What the request flow checks before its first node call, checked now, for a front end that
   // picks its response status before it streams: a usable decode node (UNAVAILABLE, naming the
   // nodes) and the prompt within that node's limits (INVALID_ARGUMENT).

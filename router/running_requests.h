@@ -5,6 +5,11 @@
 // limits on how many run at once, in all and per key. While the router drains (SIGTERM) it
 // refuses new requests and lets main() wait, with a deadline, for the running ones to end.
 //
+// Admission: a request that finds no room (the total or its key's share is taken) waits in a
+// bounded queue for at most `queue_timeout`; a freed slot goes to the waiter whose key runs the
+// fewest requests (the earliest among equals), so one busy key cannot starve the others. With the
+// queue full, or after its wait, a request is RESOURCE_EXHAUSTED (429 on HTTP) saying which.
+//
 // A request has two ids: the client's (chosen by the client or drawn here; what responses carry
 // and Abort names, unique per owner) and the node id node calls and logs use: the drawn id itself,
 // or a client's own id with "~" and 16 random hex digits, so that two callers' ids never meet on
@@ -18,6 +23,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +68,17 @@ class RequestControl {
 struct RunningLimits {
   std::size_t max_running = 0;    // requests at once, all callers (0: no limit)
   std::size_t max_per_owner = 0;  // requests at once per API key (0: no limit; no effect without keys)
+  std::size_t max_queued = 0;     // requests waiting for room at once (0: none wait, refused at once)
+  std::chrono::milliseconds queue_timeout{30000};  // the longest one waits
+};
+
+// Admission since start, for metrics.
+struct AdmissionCounts {
+  std::int64_t admitted = 0;         // registered (at once or after a wait)
+  std::int64_t admitted_after_wait = 0;
+  std::int64_t queue_full = 0;       // refused: no room and the queue full (or no queue)
+  std::int64_t queue_timeout = 0;    // refused: waited queue_timeout
+  std::int64_t left_queue = 0;       // the client went away, or the router drained, while it waited
 };
 
 // A registered request (RunningRequests::add).
@@ -77,14 +95,19 @@ absl::Status check_request_id(const std::string& request_id);
 class RunningRequests {
  public:
   explicit RunningRequests(RunningLimits limits = {});
-  // Registers a request of `owner`. `client_id` "" : one is drawn ("req-" and 32 hex digits).
-  // INVALID_ARGUMENT for a malformed id, ALREADY_EXISTS when the owner runs that id already,
-  // RESOURCE_EXHAUSTED past a limit, UNAVAILABLE while draining.
-  absl::StatusOr<RunningRequest> add(const std::string& owner, std::string client_id);
+  // Registers a request of `owner`, waiting in the queue for room if there is none. `client_id`
+  // "" : one is drawn ("req-" and 32 hex digits). `gone`, if given, is asked while the request
+  // waits (every 50 ms): true ends the wait with CANCELLED (the client hung up). INVALID_ARGUMENT
+  // for a malformed id, ALREADY_EXISTS when the owner runs that id already, RESOURCE_EXHAUSTED
+  // with the queue full or after queue_timeout, UNAVAILABLE while draining.
+  absl::StatusOr<RunningRequest> add(const std::string& owner, std::string client_id,
+                                     const std::function<bool()>& gone = nullptr);
   void remove(const std::string& owner, const std::string& client_id);
   // The Abort RPC: false when `owner` runs no request with that id (another owner's is not found).
   bool cancel(const std::string& owner, const std::string& client_id, const std::string& reason);
   std::size_t size() const;
+  std::size_t queued() const;
+  AdmissionCounts counts() const;
 
   // From now on add() is UNAVAILABLE with `reason` (the router is draining).
   void refuse_new(const std::string& reason);
@@ -95,12 +118,26 @@ class RunningRequests {
 
  private:
   using Key = std::pair<std::string, std::string>;  // owner, client id
+  struct Waiter {
+    std::string owner;
+    bool granted = false;  // a slot is held for it (counted in granted_ and per_owner_)
+  };
+
+  // mu_ held throughout:
+  bool has_room(const std::string& owner) const;
+  void grant_waiters();  // gives free slots to waiters, fewest-running key first
+  void give_back_slot(const std::string& owner);  // a slot taken and not registered after all
+  absl::Status full_refusal(const std::string& owner) const;
 
   mutable std::mutex mu_;
   mutable std::condition_variable emptied_;
+  std::condition_variable granted_cv_;
   std::string refusal_;  // non-empty: refuse new requests with it
   std::map<Key, std::shared_ptr<RequestControl>> running_;
-  std::map<std::string, std::size_t> per_owner_;
+  std::map<std::string, std::size_t> per_owner_;  // running + granted, by owner
+  std::list<Waiter*> queue_;                      // waiting, in arrival order
+  std::size_t granted_ = 0;                       // slots granted to waiters not yet registered
+  AdmissionCounts counts_;
   const RunningLimits limits_;
 };
 

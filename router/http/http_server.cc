@@ -246,7 +246,7 @@ void HttpServer::generate(int endpoint_value, const security::KeyId& caller, con
   if (auto* e = std::get_if<ApiError>(&parsed)) return ex->reply(error_reply(*e));
   auto r = std::make_shared<HttpRequest>();
   r->api = std::move(std::get<OpenAiRequest>(parsed));
-  auto admitted = router_.admit(r->api.generate, received, caller);
+  auto admitted = router_.admit(r->api.generate, received, caller, [ex] { return ex->client_gone(); });
   if (!admitted.ok()) {
     const std::string field = limited_field(admitted.status());
     return ex->reply(error_reply(from_status(admitted.status(), field.empty() ? prompt_field : field)));

@@ -208,7 +208,7 @@ class HttpErrors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto c = cli::LocalCluster::start(
-        http_cluster(chat_model_dir(), std::nullopt, "errors", {"--max-running-requests", "1"}));
+        http_cluster(chat_model_dir(), std::nullopt, "errors", {"--max-running-requests", "1", "--max-queued-requests", "0"}));
     BATON_CHECK(c.ok(), c.status().ToString());
     cluster_ = c->release();
   }
@@ -301,7 +301,7 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
     const std::size_t id_at = got.find("\"id\":\"cmpl-");
     ASSERT_NE(id_at, std::string::npos) << got;
     request_id = got.substr(id_at + 11, got.find('"', id_at + 11) - id_at - 11);
-    // --max-running-requests 1: while it runs, another request is refused with 429.
+    // --max-running-requests 1 and no queue: while it runs, another request is refused with 429.
     const json other = {{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}};
     const HttpResult refused = curl(url("/completions"), other.dump(), kKey);
     expect_error(refused, 429, "", "rate_limit_exceeded");

@@ -1,13 +1,18 @@
 // router/running_requests: request ids (drawn unguessable when empty, client ids kept and unique
 // per owner, malformed ones refused), ownership (only a request's owner aborts it; another
 // owner's id is "not found", and the same id may run for two owners), limits in all and per key,
-// and cancellation reaching calls in flight and calls made later.
+// cancellation reaching calls in flight and calls made later, and the admission queue (fair
+// between keys, bounded, with a deadline, left by clients that go and by a drain).
 #include "router/running_requests.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
+#include <thread>
 
 namespace baton::router {
 namespace {
@@ -103,6 +108,99 @@ TEST(RunningRequests, CancelReachesCallsNowAndLater) {
   EXPECT_EQ(control->reason(), "aborted by the Abort RPC");
   grpc::ClientContext later;
   RequestControl::CallScope scope(*control, later);  // cancelled at once (TryCancel before the call is fine)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The admission queue
+
+using namespace std::chrono_literals;
+
+// Polls `running` until `n` requests wait (each wait is a real thread blocked in add()).
+bool queued_within(const RunningRequests& running, std::size_t n, std::chrono::milliseconds limit = 10000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (running.queued() != n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(AdmissionQueue, AFreedSlotGoesToTheKeyRunningTheFewest) {
+  RunningRequests running(RunningLimits{.max_running = 2, .max_queued = 4, .queue_timeout = 60000ms});
+  ASSERT_TRUE(running.add("key-a", "a1").ok());
+  ASSERT_TRUE(running.add("key-a", "a2").ok());
+  // key-a asks again first, then key-b: both wait.
+  auto a3 = std::async(std::launch::async, [&] { return running.add("key-a", "a3"); });
+  ASSERT_TRUE(queued_within(running, 1));
+  auto b1 = std::async(std::launch::async, [&] { return running.add("key-b", "b1"); });
+  ASSERT_TRUE(queued_within(running, 2));
+
+  // One slot frees: key-b runs nothing, key-a runs one, so key-b gets it although it came later.
+  running.remove("key-a", "a1");
+  ASSERT_EQ(b1.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(b1.get().ok());
+  EXPECT_EQ(a3.wait_for(0s), std::future_status::timeout);
+  EXPECT_EQ(running.queued(), 1u);
+  running.remove("key-a", "a2");
+  ASSERT_EQ(a3.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(a3.get().ok());
+  EXPECT_EQ(running.size(), 2u);
+  const AdmissionCounts c = running.counts();
+  EXPECT_EQ(c.admitted, 4);
+  EXPECT_EQ(c.admitted_after_wait, 2);
+}
+
+TEST(AdmissionQueue, AKeyAtItsOwnLimitDoesNotHoldOthersBack) {
+  RunningRequests running(RunningLimits{.max_running = 10, .max_per_owner = 1, .max_queued = 4, .queue_timeout = 60000ms});
+  ASSERT_TRUE(running.add("key-a", "a1").ok());
+  auto a2 = std::async(std::launch::async, [&] { return running.add("key-a", "a2"); });
+  ASSERT_TRUE(queued_within(running, 1));
+  // key-b has room: it runs at once, past key-a's waiting request.
+  EXPECT_TRUE(running.add("key-b", "b1").ok());
+  EXPECT_EQ(running.queued(), 1u);
+  running.remove("key-a", "a1");
+  ASSERT_EQ(a2.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(a2.get().ok());
+}
+
+TEST(AdmissionQueue, AFullQueueIsRefusedAtOnceAndAWaitEndsAtTheQueueTimeout) {
+  RunningRequests running(RunningLimits{.max_running = 1, .max_queued = 1, .queue_timeout = 300ms});
+  ASSERT_TRUE(running.add("", "r1").ok());
+  auto waiting = std::async(std::launch::async, [&] { return running.add("", "r2"); });
+  ASSERT_TRUE(queued_within(running, 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto refused = running.add("", "r3");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-requests"));
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  const auto timed_out = waiting.get();
+  EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(timed_out.status().message(), HasSubstr("--queue-timeout-ms"));
+  EXPECT_EQ(running.queued(), 0u);
+  const AdmissionCounts c = running.counts();
+  EXPECT_EQ(c.queue_full, 1);
+  EXPECT_EQ(c.queue_timeout, 1);
+  running.remove("", "r1");
+  EXPECT_TRUE(running.add("", "r4").ok());  // the slot and the queue are free again
+}
+
+TEST(AdmissionQueue, AClientThatLeavesOrADrainEndsTheWait) {
+  RunningRequests running(RunningLimits{.max_running = 1, .max_queued = 4, .queue_timeout = 60000ms});
+  ASSERT_TRUE(running.add("", "r1").ok());
+  std::atomic<bool> gone{false};
+  auto leaving = std::async(std::launch::async, [&] { return running.add("", "r2", [&] { return gone.load(); }); });
+  auto draining = std::async(std::launch::async, [&] { return running.add("", "r3"); });
+  ASSERT_TRUE(queued_within(running, 2));
+  gone = true;
+  ASSERT_EQ(leaving.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(leaving.get().status().code(), absl::StatusCode::kCancelled);
+  running.refuse_new("the router is draining");
+  ASSERT_EQ(draining.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(draining.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(running.queued(), 0u);
+  EXPECT_EQ(running.counts().left_queue, 2);
+  EXPECT_EQ(running.size(), 1u);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ class Limits : public ::testing::Test {
     o.api_keys_file = o.log_dir + "/api-keys";
     std::ofstream(o.api_keys_file) << kKey << "\nsecond-key\n";
     o.router_args = {"--max-request-bytes", "65536", "--max-prompt-bytes", "20000",
-                     "--max-running-requests-per-key", "2", "--max-stop-strings", "8", "--max-stop-string-bytes",
+                     "--max-running-requests-per-key", "2", "--max-queued-requests", "0", "--max-stop-strings", "8",
+                     "--max-stop-string-bytes",
                      "64", "--max-http-connections", "40", "--http-header-timeout-ms", "3000"};
     auto c = cli::LocalCluster::start(o);
     ASSERT_TRUE(c.ok()) << c.status();

@@ -783,3 +783,32 @@ func probePort(probe map[string]interface{}) string {
 	}
 	return "-1"
 }
+
+func TestAdmissionQueueFlagsFollowTheValues(t *testing.T) {
+	routerOf := func(set ...string) map[string]interface{} {
+		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
+		if err != nil {
+			t.Fatalf("rendering with %v: %v", set, err)
+		}
+		objs, err := res.Objects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rendered{t: t, objects: objs, values: map[string]interface{}{}}
+		return container(r.mustFind("Deployment", component("router")), "router")
+	}
+	// Unset: the router's own defaults (no flag).
+	for _, name := range []string{"max-queued-requests", "queue-timeout-ms"} {
+		if v, ok := flag(routerOf(), name); ok {
+			t.Errorf("defaults pass --%s %s; the router's default was meant", name, v)
+		}
+	}
+	// 0 is a value (no queue), not "unset".
+	c := routerOf("router.maxQueuedRequests=0", "router.queueTimeoutMs=500")
+	if got := mustFlag(t, c, "max-queued-requests"); got != "0" {
+		t.Errorf("--max-queued-requests %s, want 0", got)
+	}
+	if got := mustFlag(t, c, "queue-timeout-ms"); got != "500" {
+		t.Errorf("--queue-timeout-ms %s, want 500", got)
+	}
+}
