@@ -59,22 +59,7 @@ DecodeService::DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identi
   loop_ = std::make_unique<EngineLoop>(
       std::move(engine), [this](std::vector<RequestOutput>&& outs) { on_outputs(std::move(outs)); },
       [](const absl::Status& s) { spdlog::error("decode engine step failed: {}", s.ToString()); });
-  write_grants_ = std::make_unique<WriteGrants>(
-      [this](const std::vector<std::uint64_t>& tickets) -> std::optional<std::vector<WriteGrantState>> {
-        auto states = loop_->call([tickets](Engine& e) {
-          std::vector<WriteGrantState> out;
-          for (std::uint64_t t : tickets) out.push_back(e.write_grant_state(t));
-          return out;
-        });
-        if (states.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
-        try {
-          return states.get();
-        } catch (const std::future_error&) {  // the loop stopped without running it
-          return std::nullopt;
-        }
-      },
-      [this](std::uint64_t ticket) { loop_->post([ticket](Engine& e) { e.end_writes(ticket); }); },
-      options_.write_grants);
+  write_grants_ = make_write_grants();
 }
 
 DecodeService::~DecodeService() { stop(); }
@@ -134,35 +119,6 @@ absl::StatusOr<DecodeService::Entry*> DecodeService::owned_entry(const std::stri
   }
   BATON_RETURN_IF_ERROR(security::check_capability(it->second.capability, capability, what, id));
   return &it->second;
-}
-
-absl::Status DecodeService::check_write(const std::string& id, const std::string& capability, std::int32_t pool,
-                                        std::uint64_t offset, std::uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto owned = owned_entry(id, capability, "KV write");
-  if (!owned.ok()) return owned.status();
-  auto it = entries_.find(id);
-  if (it->second.phase != Phase::kReserved || it->second.finished) {
-    return absl::InvalidArgumentError(
-        str_cat("KV write for request '", id, "': it holds no reservation here (committed, released or expired)"));
-  }
-  if (pool < 0 || static_cast<std::size_t>(pool) >= layouts_.size()) {
-    return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': no pool ", pool));
-  }
-  const auto p = static_cast<std::size_t>(pool);
-  const auto per = static_cast<std::uint64_t>(layouts_[p].bytes_per_block_per_layer());
-  const std::uint64_t stride = per * static_cast<std::uint64_t>(pool_blocks_[p]);
-  const std::uint64_t layer = offset / stride, within = offset % stride;
-  const auto block = static_cast<std::int32_t>(within / per);
-  if (layer >= static_cast<std::uint64_t>(layouts_[p].num_layers) || (within % per) + bytes > per) {
-    return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': bytes [", offset, ", ", offset + bytes,
-                                              ") of pool ", pool, " do not lie inside one (layer, block)"));
-  }
-  if (!it->second.writable[p].contains(block)) {
-    return absl::InvalidArgumentError(
-        str_cat("KV write for request '", id, "': block ", block, " of pool ", pool, " is not reserved for it"));
-  }
-  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ctx, const node::v1::ReserveRequest* request,
@@ -453,50 +409,6 @@ grpc::ServerUnaryReactor* DecodeService::Abort(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
-grpc::ServerUnaryReactor* DecodeService::CheckReservation(grpc::CallbackServerContext* ctx,
-                                                          const node::v1::CheckReservationRequest* request,
-                                                          node::v1::CheckReservationResponse*) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  // On the loop thread, so that the grant reaches the engine before any release of the
-  // reservation can (a release after it quarantines the blocks; one before it is a refusal here).
-  loop_->post([this, reactor, request](Engine& e) {
-    const std::string& id = request->request_id();
-    const kv::KvReceiver* recv = receiver(request->transport());
-    std::lock_guard<std::mutex> lock(mu_);
-    auto owned = owned_entry(id, request->capability(), "the destination");
-    absl::Status s = owned.status();
-    if (s.ok() && ((*owned)->phase != Phase::kReserved || (*owned)->finished)) {
-      s = absl::FailedPreconditionError(str_cat("request '", id, "' is not waiting for its KV here any more"));
-    }
-    const auto same = [](const std::vector<std::int32_t>& mine,
-                         const google::protobuf::RepeatedField<std::int32_t>& given) {
-      return std::equal(mine.begin(), mine.end(), given.begin(), given.end());
-    };
-    if (s.ok() && (!same((*owned)->kv_blocks, request->kv_blocks()) ||
-                   !same((*owned)->proposer_blocks, request->proposer_blocks()))) {
-      s = absl::PermissionDeniedError(str_cat("the destination of request '", id,
-                                              "' names blocks this decode node did not reserve for it"));
-    }
-    if (s.ok() && (recv == nullptr || recv->descriptor() != request->transport_descriptor())) {
-      s = absl::PermissionDeniedError(str_cat("the destination of request '", id, "' has a ", request->transport(),
-                                              " descriptor this decode node did not give"));
-    }
-    if (s.ok() && (*owned)->write_ticket == 0) {
-      const std::uint64_t ticket =
-          write_grants_->add(WriteGrants::Grant{id, (*owned)->capability, request->sender_address()});
-      s = e.grant_writes(id, ticket);
-      if (s.ok()) {
-        (*owned)->write_ticket = ticket;
-      } else {
-        (void)write_grants_->take((*owned)->capability);
-      }
-    }
-    if (!s.ok()) spdlog::warn("destination check refused: {}", s.ToString());
-    reactor->Finish(to_grpc_status(s));
-  });
-  return reactor;
-}
-
 grpc::ServerUnaryReactor* DecodeService::Info(grpc::CallbackServerContext* ctx, const node::v1::InfoRequest*,
                                               node::v1::NodeInfo* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -523,18 +435,6 @@ std::optional<node::v1::NodeInfo> DecodeService::info_snapshot(std::chrono::mill
   auto info = loop_->call([this](Engine& e) { return current_info(e); });
   if (info.wait_for(timeout) != std::future_status::ready) return std::nullopt;
   return info.get();
-}
-
-grpc::Status DecodeService::KvLink(grpc::ServerContext* ctx,
-                                   grpc::ServerReaderWriter<node::v1::KvLinkReply, node::v1::KvLinkMessage>* stream) {
-  if (!link_handler_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this decode node does not receive KV over NCCL");
-  return link_handler_(ctx, stream);
-}
-
-grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<node::v1::KvChunk>* reader,
-                                   node::v1::PushKvResponse* response) {
-  if (!push_handler_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this decode node does not receive KV over gRPC");
-  return push_handler_(ctx, reader, response);
 }
 
 }  // namespace baton

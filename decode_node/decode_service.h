@@ -18,7 +18,7 @@
 // with UNAVAILABLE; a Decode stream, Commit or KV push for a request reserved before goes on. A
 // request runs while its entry exists; cancel_running() fails every stream and aborts its request.
 //
-// Write grants (decode_node/write_grants.h): a sender whose destination check passed may write
+// Write grants (decode_node/write_grants.h; the write side is decode_writes.cc): a sender whose destination check passed may write
 // the reservation's blocks until its Commit; a reservation that ends before (release, abort,
 // expiry, cancelled stream) keeps its blocks quarantined until the sender is done or gone.
 //
@@ -134,6 +134,8 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
   // The request's entry when `capability` is its token; else the refusal (mu_ held).
   absl::StatusOr<Entry*> owned_entry(const std::string& id, const std::string& capability, std::string_view what);
 
+  // The write grants' view of the engine: grant states and ends go through the loop thread.
+  std::unique_ptr<WriteGrants> make_write_grants();
   node::v1::NodeInfo current_info(Engine& e);  // loop thread
   void on_outputs(std::vector<RequestOutput>&& outputs);
   // Routes one message to the request's stream or buffer (mu_ held).

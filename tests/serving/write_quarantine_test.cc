@@ -213,5 +213,20 @@ TEST_F(WriteQuarantine, AForgedCommitEndsNothing) {
   EXPECT_TRUE(quarantine_ends_within(std::chrono::seconds(5)));
 }
 
+TEST_F(WriteQuarantine, AMalformedSenderAddressIsRefusedAndGrantsNothing) {
+  // D dials the address a confirmed sender gives: one too long or not printable is refused before
+  // it is granted anything, and the reservation is still the router's to release.
+  const node::v1::KvDestination a = reserve("malformed-sender");
+  for (const std::string& address : {std::string(257, 'a'), std::string("127.0.0.1:1\n"), std::string("bad host:1")}) {
+    const grpc::Status s = confirm(a, address);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("sender_address"), std::string::npos) << s.error_message();
+  }
+  release(a);
+  const node::v1::KvPoolUsage pool = target();
+  EXPECT_EQ(pool.quarantined(), 0);
+  EXPECT_EQ(pool.used(), 0);
+}
+
 }  // namespace
 }  // namespace baton::testing
