@@ -165,6 +165,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     }
     e->speculator_ = std::make_unique<Speculator>(resolved, std::move(proposer), model_config.vocab_size,
                                                   model_config.eos_token_ids, config.testing_broken_rejection_sampler);
+    if (e->hooks_.step_clock) e->speculator_->set_step_clock(e->hooks_.step_clock);
     const TargetStateSpec states = e->speculator_->target_states();
     BATON_RETURN_IF_ERROR(e->model_->reserve_captures(states.layer_inputs.size(), states.final_hidden));
     if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {

@@ -98,10 +98,13 @@ struct EngineConfig {
   bool kv_transfer_in_device_memory = false;
 };
 
-// Hooks for tests and embedding: a clock (leases), and a wrapper around the proposer (fault
-// injection). Defaults: the steady clock, the proposer as configured.
+// Hooks for tests and embedding: a clock (leases), the clock that times verify forwards and
+// proposals for adaptive_draft_length (a test's own costs make its choices reproducible), and a
+// wrapper around the proposer (fault injection). Defaults: the steady clock for both, the proposer
+// as configured.
 struct EngineHooks {
   std::function<EngineClock::time_point()> clock;
+  std::function<std::chrono::steady_clock::time_point()> step_clock;
   std::function<std::unique_ptr<Proposer>(std::unique_ptr<Proposer>)> wrap_proposer;
 };
 

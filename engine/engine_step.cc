@@ -245,13 +245,13 @@ absl::StatusOr<std::vector<RequestOutput>> Engine::step() {
   if (!plan.empty()) {
     ++stats_.steps;
     const bool timed = speculator_ && speculator_->wants_step_times();
-    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 = timed ? speculator_->step_now() : std::chrono::steady_clock::time_point{};
     BATON_ASSIGN_OR_RETURN(const bool ran, run_forward(plan, outs));
     if (ran) {
       for (std::size_t i = 0; i < plan.chunks.size(); ++i) process_chunk(plan.chunks[i], i, outs);
       if (timed && only_decode_chunks(plan)) {
         speculator_->record_verify_seconds(plan.chunks.size(),
-                                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                                           std::chrono::duration<double>(speculator_->step_now() - t0).count());
       }
       propose_pending(outs);
       park_prefilled(outs);

@@ -224,12 +224,12 @@ std::vector<ProposalFailure> Speculator::propose(std::span<Request* const> reque
   batch_.resize(requests.size());
   streams_.assign(requests.size(), RandomStream(0, RandomPurpose::kDraft, 0));
   for (std::size_t i = 0; i < requests.size(); ++i) prepare(requests[i], max_model_len, i, length);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = step_now();
   const absl::Status whole = proposer_->propose(batch_);
   if (whole.ok()) {
     if (draft_length_ && !drafts_off && (steady || length == 0)) {
       draft_length_->record_draft_seconds(requests.size(), length,
-                                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                                          std::chrono::duration<double>(step_now() - t0).count());
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
       absl::Status s = check(batch_[i]);

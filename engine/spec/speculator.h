@@ -9,7 +9,9 @@
 // appends tokens and rolls back blocks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
@@ -105,6 +107,11 @@ class Speculator {
 
   // Whether the engine should report step times (adaptive_draft_length is on).
   bool wants_step_times() const { return draft_length_ != nullptr; }
+  // The clock step times are read from (EngineHooks::step_clock; default the steady clock).
+  void set_step_clock(std::function<std::chrono::steady_clock::time_point()> clock) { step_clock_ = std::move(clock); }
+  std::chrono::steady_clock::time_point step_now() const {
+    return step_clock_ ? step_clock_() : std::chrono::steady_clock::now();
+  }
   // A step whose chunks were all `requests` decoding requests (their drafts, if any, from the last
   // propose()) took `seconds` from the forward to the last verification.
   void record_verify_seconds(std::size_t requests, double seconds);
@@ -133,6 +140,7 @@ class Speculator {
   std::vector<RandomStream> streams_;        // batch_[i].draft_rng points at streams_[i]
   std::unique_ptr<DraftLengthController> draft_length_;  // adaptive_draft_length only
   std::int32_t last_length_ = 0;             // the draft length of the last propose()
+  std::function<std::chrono::steady_clock::time_point()> step_clock_;  // empty: the steady clock
   std::vector<RequestKey> keys_;             // scratch
 };
 

@@ -1,10 +1,14 @@
 // adaptive_draft_length in the Engine: output does not depend on the draft lengths the controller
 // picks (every method), and drafts that are never accepted stop being asked for.
+#include <chrono>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "tests/engine/forwarding_proposer.h"
 #include "tests/engine/spec/spec_engine_support.h"
 #include "tests/engine/spec_methods.h"
 
@@ -45,9 +49,39 @@ TEST(SpecEngine, AdaptiveDraftLengthKeepsEveryMethodLossless) {
   }
 }
 
+// Step costs a test sets, so that the controller's choices do not depend on how busy the machine
+// is: every reading of the step clock is 1 ms after the last, and a proposal also costs 2 ms per
+// draft asked for (the draft model runs once per draft position).
+struct ScriptedStepCosts {
+  std::shared_ptr<std::chrono::steady_clock::time_point> now = std::make_shared<std::chrono::steady_clock::time_point>();
+
+  EngineHooks hooks() const {
+    EngineHooks h;
+    h.step_clock = [now = now] { return *now += std::chrono::milliseconds(1); };
+    h.wrap_proposer = [now = now](std::unique_ptr<Proposer> real) -> std::unique_ptr<Proposer> {
+      return std::make_unique<PricedProposer>(std::move(real), now);
+    };
+    return h;
+  }
+
+  class PricedProposer : public testing::ForwardingProposer {
+   public:
+    PricedProposer(std::unique_ptr<Proposer> real, std::shared_ptr<std::chrono::steady_clock::time_point> now)
+        : ForwardingProposer(std::move(real)), now_(std::move(now)) {}
+    absl::Status propose(std::span<ProposalRequest> batch) override {
+      for (const ProposalRequest& r : batch) *now_ += std::chrono::milliseconds(2) * r.max_drafts;
+      return real().propose(batch);
+    }
+
+   private:
+    std::shared_ptr<std::chrono::steady_clock::time_point> now_;
+  };
+};
+
 // Drafts that are never accepted (a random draft model's): with adaptive_draft_length most
 // proposals soon ask for none (the rest are the controller's probes), where a fixed k asks for k
-// every step; the tokens are the plain engine's either way.
+// every step; the tokens are the plain engine's either way. Step costs are scripted (drafting
+// costs time, as it does on any machine) so that the outcome does not depend on the machine's load.
 TEST(SpecEngine, AdaptiveDraftLengthStopsDraftingWhatIsNotAccepted) {
   const std::string json = R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
                            fixture_path("spec/draft-llama-f32") + "\"";
@@ -56,7 +90,8 @@ TEST(SpecEngine, AdaptiveDraftLengthStopsDraftingWhatIsNotAccepted) {
   ASSERT_TRUE(fixed.ok() && adaptive.ok());
   auto plain = make_engine("llama-f32", std::nullopt);
   auto fixed_engine = make_engine("llama-f32", *fixed);
-  auto adaptive_engine = make_engine("llama-f32", *adaptive);
+  auto adaptive_engine = make_engine("llama-f32", *adaptive, "auto", false, GraphMode::kAuto, std::nullopt,
+                                     ScriptedStepCosts{}.hooks());
   std::vector<Job> jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/false);
   jobs.resize(1);
   jobs[0].params.max_tokens = 200;

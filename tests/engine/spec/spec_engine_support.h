@@ -57,7 +57,7 @@ inline std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
 inline std::unique_ptr<Engine> make_engine(const std::string& target, const std::optional<SpeculativeConfig>& spec,
                                            const std::string& cpu_isa = "auto", bool discrete_memory = false,
                                            GraphMode graphs = GraphMode::kAuto,
-                                           std::optional<DType> kv_cache_dtype = std::nullopt) {
+                                           std::optional<DType> kv_cache_dtype = std::nullopt, EngineHooks hooks = {}) {
   EngineConfig c;
   c.kv_cache_dtype = kv_cache_dtype;
   c.model_dir = fixture_path(target);
@@ -69,7 +69,7 @@ inline std::unique_ptr<Engine> make_engine(const std::string& target, const std:
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 16;
   c.speculative = spec;
-  auto e = Engine::create(c);
+  auto e = Engine::create(c, std::move(hooks));
   BATON_CHECK(e.ok(), e.status().ToString());
   return std::move(*e);
 }
