@@ -255,6 +255,8 @@ class Engine {
   const Transformer& model() const { return *model_; }
   const Backend& backend() const { return *backend_; }
   std::int32_t max_model_len() const { return max_model_len_; }
+  // The most requests one step runs (the scheduler's max_num_seqs).
+  std::int32_t max_num_seqs() const { return config_.scheduler.max_num_seqs; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }
   // The speculative config in effect (num_speculative_tokens resolved); nullptr without one.

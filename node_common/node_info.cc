@@ -33,6 +33,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   info.set_device(device_name(engine.backend().device()));
   info.set_kv_host_mirrors(engine.kv_host_mirrored());
   info.set_graph_max_batch_size(engine.graph_max_batch_size());
+  info.set_max_num_seqs(engine.max_num_seqs());
   node::v1::NodeLoad* load = info.mutable_load();
   load->set_num_waiting(static_cast<std::int32_t>(engine.num_waiting()));
   load->set_num_running(static_cast<std::int32_t>(engine.num_running()));

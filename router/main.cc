@@ -60,11 +60,13 @@ const std::vector<FlagSpec> kFlags = {
     {"internal-host", "HOST", "address the registry listens on (default: --host), e.g. the cluster network's"},
     {"max-registered-nodes", "N", "registered nodes the router keeps at most; more are refused (default 256)"},
     {"served-model-name", "NAME", "the model id of the OpenAI API and GetModelInfo (default: --model's base name)"},
-    {"max-running-requests", "N", "requests running at once; more are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429; "
-                                  "default 1024; 0: no limit)"},
+    {"max-running-requests", "N", "requests running at once; more wait for room, else are refused (gRPC "
+                                  "RESOURCE_EXHAUSTED, HTTP 429). Default: twice the decode nodes' batch slots, "
+                                  "min(--max-num-seqs, KV blocks) each, followed as nodes come and go; 0: no limit"},
     {"max-running-requests-per-key", "N", "requests one API key runs at once; more are refused like the above "
                                           "(default 256; 0: no limit)"},
-    {"max-queued-requests", "N", "requests that wait for room when the limits above are reached (default 256); a "
+    {"max-queued-requests", "N", "requests that wait for room when the limits above are reached (default: the "
+                                 "decode nodes' batch slots, at least 16); a "
                                  "freed slot goes to the key running the fewest. More, or one that waited "
                                  "--queue-timeout-ms, are refused like the above; 0: refuse at once"},
     {"queue-timeout-ms", "MS", "the longest a request waits for room (default 30000)"},
@@ -281,11 +283,6 @@ static int run_router(int argc, char** argv) {
     (*http_options)->tls = options->tls;
     (*http_options)->public_dashboard = flags->has("public-dashboard");
     (*http_options)->max_request_bytes = options->limits.max_request_bytes;
-    // Completions in flight over HTTP: the running ones, and a few being tokenized or refused.
-    if (options->max_running_requests > 0) {
-      (*http_options)->max_in_flight = options->max_running_requests + options->max_queued_requests + 64;
-    }
-    else (*http_options)->max_in_flight = 1u << 16;
     fit_open_files(**http_options);
   }
   std::chrono::milliseconds drain_timeout{30000};
@@ -314,6 +311,10 @@ static int run_router(int argc, char** argv) {
   }
   std::unique_ptr<baton::router::http::HttpServer> http;
   if (*http_options) {
+    // Completions in flight over HTTP: the running and queued ones, and a few being tokenized or
+    // refused.
+    const std::size_t calls = router.max_calls_in_flight();
+    (*http_options)->max_in_flight = calls > 0 ? calls : std::size_t{1} << 16;
     http = std::make_unique<baton::router::http::HttpServer>(router, std::move(**http_options));
     if (auto h = http->start(); !h.ok()) return fail(h.status());
     // Before the "ready on" line, which `baton up` and scripts wait for as the last one.

@@ -299,7 +299,15 @@ void NodePool::record_poll(Node& node, Clock::time_point started, const std::str
     if (absl::Status s = check_node(node.kind(), node.address(), *info); !s.ok()) problem = std::string(s.message());
   }
   if (info != nullptr && options_.on_info) options_.on_info(node, *info);
-  std::lock_guard lock(mu_);
+  {
+    std::lock_guard lock(mu_);
+    apply_poll_locked(node, started, problem, info, reachable);
+  }
+  if (options_.on_polled) options_.on_polled();
+}
+
+void NodePool::apply_poll_locked(Node& node, Clock::time_point started, const std::string& problem,
+                                 const NodeInfo* info, bool reachable) {
   if (reachable) node.unreachable_since_.reset();
   else if (!node.unreachable_since_) node.unreachable_since_ = started;
   node.unreachable_polls_.store(reachable ? 0 : node.unreachable_polls_.load(std::memory_order_relaxed) + 1,
@@ -440,6 +448,17 @@ std::vector<std::string> NodePool::addresses() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
   for (const auto& n : nodes_) out.push_back(n->address());
+  return out;
+}
+
+std::vector<DecodeCapacity> NodePool::decode_capacities() const {
+  std::lock_guard lock(mu_);
+  std::vector<DecodeCapacity> out;
+  for (const auto& n : nodes_) {
+    if (n->kind() != NodeKind::kDecode || !n->usable_ || !n->info_) continue;
+    const auto& load = n->info_->load();
+    out.push_back({n->info_->max_num_seqs(), load.pools_size() > 0 ? load.pools(0).num_blocks() : 0});
+  }
   return out;
 }
 

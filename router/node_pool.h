@@ -134,6 +134,16 @@ struct NodePoolOptions {
   // Called with every Info a node answers (on a gRPC thread, without the pool's lock held); may be
   // empty. The router's dashboard history (spec_history.h) listens here.
   std::function<void(const Node& node, const baton::node::v1::NodeInfo& info)> on_info;
+  // Called after each poll's result is recorded (a node's Info or usability may have changed), on
+  // a gRPC thread, without the pool's lock held; may be empty. The router's derived admission
+  // limits follow the nodes here (admission_limits.h).
+  std::function<void()> on_polled;
+};
+
+// A usable decode node's capacity as its last Info reported it.
+struct DecodeCapacity {
+  std::int32_t max_num_seqs = 0;  // 0: not reported (an older node)
+  std::int32_t kv_blocks = 0;     // its target KV pool's blocks
 };
 
 struct NodeStatus {
@@ -178,6 +188,8 @@ class NodePool {
   void report_failure(const Node& node, const grpc::Status& status);
 
   std::vector<NodeStatus> status() const;
+  // What the usable decode nodes can hold (cheap: no Info is copied), for admission_limits.h.
+  std::vector<DecodeCapacity> decode_capacities() const;
   // Every node's address (for redacting them from what clients see).
   std::vector<std::string> addresses() const;
 
@@ -191,6 +203,8 @@ class NodePool {
   // reachable: the node answered Check (whatever it said).
   void record_poll(Node& node, Clock::time_point started, const std::string& problem,
                    const baton::node::v1::NodeInfo* info, bool reachable);
+  void apply_poll_locked(Node& node, Clock::time_point started, const std::string& problem,
+                         const baton::node::v1::NodeInfo* info, bool reachable);  // mu_ held
   void log_pair_changes();
   NodeClaim claim_locked(const std::shared_ptr<Node>& node, std::int64_t blocks, std::int64_t tokens);
   void release_claim(Node& node, std::uint64_t id);

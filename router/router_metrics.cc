@@ -48,6 +48,16 @@ class StatsCollector final : public prometheus::Collectable {
                                          MetricType::Gauge)
                       .add(base_, d(static_cast<std::int64_t>(running_.queued())))
                       .build());
+    const RunningLimits limits = running_.limits();
+    out.push_back(metrics::FamilyBuilder("baton_router_admission_limit",
+                                         "The admission limits in force (0: none): requests running at once, "
+                                         "waiting for room, and running per API key; set by flag or derived from "
+                                         "the decode nodes' batch slots.",
+                                         MetricType::Gauge)
+                      .add(base_, d(static_cast<std::int64_t>(limits.max_running)), {{"limit", "running"}})
+                      .add(base_, d(static_cast<std::int64_t>(limits.max_queued)), {{"limit", "queued"}})
+                      .add(base_, d(static_cast<std::int64_t>(limits.max_per_owner)), {{"limit", "per_key"}})
+                      .build());
     out.push_back(metrics::FamilyBuilder("baton_router_requests_admitted_total",
                                          "Requests admitted to run: at once, or after waiting in the queue.",
                                          MetricType::Counter)

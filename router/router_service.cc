@@ -171,8 +171,31 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
 
 RouterService::RouterService(RouterOptions options)
     : options_(std::move(options)),
-      running_(RunningLimits{options_.max_running_requests, options_.max_running_requests_per_key,
-                             options_.max_queued_requests, options_.queue_timeout}) {}
+      running_(effective_limits(options_.max_running_requests, options_.max_queued_requests,
+                                options_.max_running_requests_per_key, options_.queue_timeout, derive_limits({}))) {
+  derived_ = derive_limits({});
+}
+
+void RouterService::follow_nodes() {
+  if (options_.max_running_requests && options_.max_queued_requests) return;
+  const DerivedLimits derived = derive_limits(pool_->decode_capacities());
+  std::lock_guard lock(derived_mu_);
+  if (derived.max_running == derived_.max_running && derived.max_queued == derived_.max_queued) return;
+  derived_ = derived;
+  running_.set_limits(effective_limits(options_.max_running_requests, options_.max_queued_requests,
+                                       options_.max_running_requests_per_key, options_.queue_timeout, derived));
+  const RunningLimits now = running_.limits();
+  spdlog::info("router: admission limits now {} running, {} queued (from {} decode batch slots{})", now.max_running,
+               now.max_queued, derived.decode_slots,
+               options_.max_running_requests || options_.max_queued_requests ? "; one set by flag" : "");
+}
+
+std::size_t RouterService::max_calls_in_flight() const {
+  if (options_.max_running_requests == std::size_t{0}) return 0;
+  const std::size_t running = options_.max_running_requests.value_or(kMaxDerivedRunning);
+  const std::size_t queued = options_.max_queued_requests.value_or(kMaxDerivedQueued);
+  return std::min<std::size_t>(running + queued + 64, 1 << 16);
+}
 
 RouterService::~RouterService() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -196,6 +219,7 @@ absl::StatusOr<int> RouterService::start() {
   pool_options.on_info = [this](const Node& node, const baton::node::v1::NodeInfo& info) {
     if (node.kind() == NodeKind::kDecode) spec_history_.record(node.address(), info, WallClock::now());
   };
+  pool_options.on_polled = [this] { follow_nodes(); };
   pool_ = std::make_unique<NodePool>(std::move(pool_options));
   watchdog_ = std::make_unique<CallWatchdog>();
   flow_ = std::make_unique<RequestFlow>(*pool_, stats_, *watchdog_, options_.flow);
@@ -222,14 +246,13 @@ absl::StatusOr<int> RouterService::start() {
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_request_bytes));
   // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (options_.max_running_requests > 0) {
+  if (const std::size_t calls = max_calls_in_flight(); calls > 0) {
     // The synchronous server spends a thread per call in flight: bound them, with room for the
-    // short calls (Abort, GetModelInfo, Tokenize, health) beside the running requests. Calls past
-    // it are RESOURCE_EXHAUSTED before any handler runs.
+    // short calls (Abort, GetModelInfo, Tokenize, health) beside the running and queued requests
+    // (which wait on their call's thread too). Calls past it are RESOURCE_EXHAUSTED before any
+    // handler runs. With derived limits, their caps bound it.
     grpc::ResourceQuota quota("baton-router public");
-    // Queued requests wait on their call's thread too.
-    quota.SetMaxThreads(static_cast<int>(
-        std::min<std::size_t>(options_.max_running_requests + options_.max_queued_requests + 64, 1 << 16)));
+    quota.SetMaxThreads(static_cast<int>(calls));
     builder.SetResourceQuota(quota);
   }
   server_ = builder.BuildAndStart();

@@ -19,12 +19,14 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "baton/v1/api.pb.h"
+#include "router/admission_limits.h"
 #include "router/dns_discovery.h"
 #include "router/node_pool.h"
 #include "router/prompt.h"
@@ -54,9 +56,12 @@ struct RouterOptions {
   int port = 0;                                  // 0: pick a free port
   std::string model_dir;                         // tokenizer files only; "" or none there: token-id mode
   std::string served_model_name;                 // "" : model_dir's base name (else the decode node's)
-  std::size_t max_running_requests = 1024;       // more at once are RESOURCE_EXHAUSTED; 0: no limit
+  // Requests running at once; more wait in the queue or are RESOURCE_EXHAUSTED. 0: no limit;
+  // unset: derived from the decode nodes (admission_limits.h).
+  std::optional<std::size_t> max_running_requests;
   std::size_t max_running_requests_per_key = 256;  // per API key (with keys); 0: no limit
-  std::size_t max_queued_requests = 256;         // waiting for room at once (running_requests.h); 0: none wait
+  // Waiting for room at once (running_requests.h); 0: none wait; unset: derived like the above.
+  std::optional<std::size_t> max_queued_requests;
   std::chrono::milliseconds queue_timeout{30000};  // the longest one waits
   std::vector<std::string> prefill_addresses;    // HOST:PORT
   std::vector<std::string> decode_addresses;
@@ -165,6 +170,11 @@ class RouterService {
   // A usable decode node's max_model_len; 0 while none is known.
   std::int32_t decode_max_model_len() const;
   const RequestLimits& limits() const { return options_.limits; }
+  // The admission limits in force now (the operator's, or derived from the decode nodes).
+  RunningLimits admission_limits() const { return running_.limits(); }
+  // The most calls the front ends have in flight at once (running, queued, and some being
+  // tokenized or refused); 0: no bound (--max-running-requests 0).
+  std::size_t max_calls_in_flight() const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: token-id mode
 
   std::string address() const;  // host:port once started
@@ -183,6 +193,8 @@ class RouterService {
   class RegistryImpl;
 
   absl::Status servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;
+  // Limits the operator left unset follow the decode nodes: recomputed after every poll.
+  void follow_nodes();
 
   const RouterOptions options_;
   RouterStats stats_;
@@ -206,6 +218,8 @@ class RouterService {
   int port_ = 0;
   bool shut_down_ = false;
   std::atomic<bool> draining_{false};
+  std::mutex derived_mu_;
+  DerivedLimits derived_;  // the last derived limits (derived_mu_)
 };
 
 }  // namespace baton::router

@@ -223,6 +223,17 @@ std::size_t RunningRequests::queued() const {
   return queue_.size();
 }
 
+void RunningRequests::set_limits(const RunningLimits& limits) {
+  std::lock_guard lock(mu_);
+  limits_ = limits;
+  grant_waiters();
+}
+
+RunningLimits RunningRequests::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_;
+}
+
 AdmissionCounts RunningRequests::counts() const {
   std::lock_guard lock(mu_);
   return counts_;

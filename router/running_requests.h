@@ -108,6 +108,10 @@ class RunningRequests {
   std::size_t size() const;
   std::size_t queued() const;
   AdmissionCounts counts() const;
+  // The limits change (derived ones follow the nodes, admission_limits.h): more room admits
+  // waiters at once; less refuses nothing already running, and new requests wait or are refused.
+  void set_limits(const RunningLimits& limits);
+  RunningLimits limits() const;
 
   // From now on add() is UNAVAILABLE with `reason` (the router is draining).
   void refuse_new(const std::string& reason);
@@ -138,7 +142,7 @@ class RunningRequests {
   std::list<Waiter*> queue_;                      // waiting, in arrival order
   std::size_t granted_ = 0;                       // slots granted to waiters not yet registered
   AdmissionCounts counts_;
-  const RunningLimits limits_;
+  RunningLimits limits_;
 };
 
 }  // namespace baton::router

@@ -203,5 +203,24 @@ TEST(AdmissionQueue, AClientThatLeavesOrADrainEndsTheWait) {
   EXPECT_EQ(running.size(), 1u);
 }
 
+TEST(AdmissionQueue, RaisedLimitsAdmitWaitersAtOnceAndLoweredOnesStopNothingRunning) {
+  RunningRequests running(RunningLimits{.max_running = 1, .max_queued = 4, .queue_timeout = 60000ms});
+  ASSERT_TRUE(running.add("", "r1").ok());
+  auto waiting = std::async(std::launch::async, [&] { return running.add("", "r2"); });
+  ASSERT_TRUE(queued_within(running, 1));
+  running.set_limits(RunningLimits{.max_running = 2, .max_queued = 4, .queue_timeout = 60000ms});
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting.get().ok());
+  // Lowered below what runs: both keep running, and a new request finds no room.
+  running.set_limits(RunningLimits{.max_running = 1, .max_queued = 0, .queue_timeout = 60000ms});
+  EXPECT_EQ(running.size(), 2u);
+  EXPECT_EQ(running.add("", "r3").status().code(), absl::StatusCode::kResourceExhausted);
+  running.remove("", "r1");
+  EXPECT_EQ(running.add("", "r4").status().code(), absl::StatusCode::kResourceExhausted);
+  running.remove("", "r2");
+  EXPECT_TRUE(running.add("", "r5").ok());
+  EXPECT_EQ(running.limits().max_running, 1u);
+}
+
 }  // namespace
 }  // namespace baton::router
