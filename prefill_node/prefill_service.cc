@@ -21,6 +21,17 @@ double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
 
 }  // namespace
 
+const char* prefill_state_name(PrefillState s) {
+  switch (s) {
+    case PrefillState::kChecking: return "checking";
+    case PrefillState::kPrefilling: return "prefilling";
+    case PrefillState::kFlushing: return "flushing";
+    case PrefillState::kCommitting: return "committing";
+    case PrefillState::kAnswered: return "answered";
+  }
+  return "?";
+}
+
 struct PrefillService::Job {
   std::string id;
   grpc::ServerUnaryReactor* reactor = nullptr;
@@ -33,7 +44,7 @@ struct PrefillService::Job {
   bool wants_logprobs = false;
   EngineClock::time_point received{};
   EngineClock::time_point handed_off_at{};
-  std::atomic<bool> responded{false};
+  std::atomic<PrefillState> state{PrefillState::kChecking};  // prefill_service.h has the transitions
   std::atomic<bool> aborted{false};
   std::atomic<bool> parked{false};   // the engine holds its KV for us (release when done)
   std::atomic<bool> finishing{false};  // transfer->finish() was called (exactly once)
@@ -178,7 +189,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!jobs_.emplace(id, job).second) {
-      job->responded = true;  // never answered through respond(): this call is refused here
+      job->state = PrefillState::kAnswered;  // never answered through respond(): this call is refused here
       return reject(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' is already being prefilled here"));
     }
   }
@@ -209,6 +220,9 @@ void PrefillService::check_destination(const std::shared_ptr<Job>& job, std::vec
   const std::string address = dest.decode_address();
   auto on_checked = [this, job, address, prompt = std::move(prompt), params = std::move(params)](grpc::Status s) mutable {
     if (s.ok()) s = begin_transfer(job);
+    if (s.ok() && !advance(*job, PrefillState::kChecking, PrefillState::kPrefilling)) {
+      s = grpc::Status(grpc::StatusCode::CANCELLED, "answered while the destination was checked");
+    }
     if (!s.ok()) {
       queued_prefill_tokens_ -= job->prompt_len;
       job->counted_queued = false;
@@ -312,8 +326,24 @@ void PrefillService::on_outputs(std::vector<RequestOutput>&& outputs) {
   }
 }
 
+bool PrefillService::advance(Job& job, PrefillState from, PrefillState to) {
+  PrefillState expected = from;
+  if (!job.state.compare_exchange_strong(expected, to)) {
+    spdlog::debug("prefill '{}': not {} -> {}: it is {}", job.id, prefill_state_name(from), prefill_state_name(to),
+                  prefill_state_name(expected));
+    return false;
+  }
+  spdlog::debug("prefill '{}': {} -> {}", job.id, prefill_state_name(from), prefill_state_name(to));
+  return true;
+}
+
 void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& out) {
   job->parked = true;
+  if (!advance(*job, PrefillState::kPrefilling, PrefillState::kFlushing)) {
+    // Answered meanwhile (a drain, a cancelled call): the engine parked the KV for nobody.
+    loop_->post([id = job->id](Engine& e) { (void)e.release(id); });
+    return;
+  }
   job->handed_off_at = EngineClock::now();
   HandoffRecord& h = *out.handoff;
   // Blocks served by the prefix cache were not written by this forward, so the layer callback
@@ -364,6 +394,7 @@ void PrefillService::on_transfer_done(const std::shared_ptr<Job>& job, const abs
   job->response->set_kv_bytes(job->transfer->bytes_posted());
   spdlog::debug("prefill '{}': {} KV bytes to {} over the {} path", job->id, job->transfer->bytes_posted(),
                 job->destination.decode_address(), job->transfer->path());
+  if (!advance(*job, PrefillState::kFlushing, PrefillState::kCommitting)) return;  // answered meanwhile
   commit(job);
 }
 
@@ -410,7 +441,9 @@ void PrefillService::commit(const std::shared_ptr<Job>& job) {
 }
 
 void PrefillService::respond(const std::shared_ptr<Job>& job, const grpc::Status& status) {
-  if (job->responded.exchange(true)) return;
+  const PrefillState was = job->state.exchange(PrefillState::kAnswered);
+  if (was == PrefillState::kAnswered) return;
+  spdlog::debug("prefill '{}': {} -> answered", job->id, prefill_state_name(was));
   if (job->transfer) kv_bytes_sent_ += job->transfer->bytes_posted();
   // Puts posted and never flushed (answered before the hand-off's flush) may still be landing in
   // the decode node's memory: flush them, and answer D's Abort probe "found" until they have.

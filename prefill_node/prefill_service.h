@@ -7,6 +7,25 @@
 // flushed, the hand-off record is committed on the decode node, and the call returns the first
 // token. Then the engine frees the request's KV.
 //
+// One Prefill call is one Job, in one of these states (PrefillState; every change goes through
+// PrefillService::advance() or respond(), and is logged at debug level):
+//
+//   kChecking    D confirms the destination (CheckReservation, async)
+//                  -> kPrefilling (confirmed, transfer begun) | kAnswered (refused, unreachable)
+//   kPrefilling  the prompt waits for and runs through the engine; each computed layer's KV is
+//                posted to D as it is written (on_layer)
+//                  -> kFlushing (the first token; handed off) | kAnswered (the first token
+//                     finished the request, an engine error, an abort)
+//   kFlushing    the prefix-cache blocks and the proposer's KV posted; the transfer flushes
+//                  -> kCommitting (every byte on D) | kAnswered (the transfer failed, an abort)
+//   kCommitting  Commit on D in flight
+//                  -> kAnswered (D's answer, or the commit deadline)
+//   kAnswered    the call was answered (respond(), exactly once, from any state); the engine
+//                frees its KV if it held it for us, and posted writes still flush (below)
+//
+// An abort (the router's Abort, a cancelled call, a drain) only sets the job's `aborted` flag and
+// asks the engine to drop the request; whichever step runs next answers the call with CANCELLED.
+//
 // Threads: the engine runs on its EngineLoop thread; gRPC callbacks only post to it or answer;
 // transports report on their own threads; the commit is an asynchronous call. Nothing blocks the
 // loop, and every wait has a deadline (the transfer's, the commit's, the engine's lease).
@@ -41,6 +60,9 @@
 #include "tokenizer/tokenizer.h"
 
 namespace baton {
+
+enum class PrefillState { kChecking, kPrefilling, kFlushing, kCommitting, kAnswered };
+const char* prefill_state_name(PrefillState s);
 
 struct PrefillNodeOptions {
   std::chrono::milliseconds kv_transfer_timeout{30000};  // last layer computed -> every byte on D
@@ -96,6 +118,9 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   node::v1::NodeInfo current_info(Engine& e);  // loop thread
   void on_outputs(std::vector<RequestOutput>&& outputs);
   void on_layer(std::int32_t layer, std::span<const KvLayerWrite> writes);
+  // Moves the job from `from` to `to`; false (and nothing changes) when it is no longer in `from`
+  // (answered meanwhile, on another thread).
+  bool advance(Job& job, PrefillState from, PrefillState to);
   void hand_off(const std::shared_ptr<Job>& job, RequestOutput& out);
   void on_transfer_done(const std::shared_ptr<Job>& job, const absl::Status& status);
   // Asks D to confirm the destination (its token, blocks and descriptor) before any byte moves;
@@ -104,7 +129,8 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   grpc::Status begin_transfer(const std::shared_ptr<Job>& job);
   void start_prefill(const std::shared_ptr<Job>& job, std::vector<std::int32_t> prompt, SamplingParams params);
   void commit(const std::shared_ptr<Job>& job);
-  // Answers the call once; later calls do nothing. Forgets the job; releases its KV if parked.
+  // Any state -> kAnswered: answers the call once (later calls do nothing), forgets the job,
+  // releases its KV if parked, and flushes writes that were posted and not flushed.
   void respond(const std::shared_ptr<Job>& job, const grpc::Status& status);
   std::shared_ptr<Job> find(const std::string& id);
   void abort_job(const std::string& id);
