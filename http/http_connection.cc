@@ -87,19 +87,19 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
   }
 
   void close() override {
-    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->shut(); });
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->shut("the listener stops"); });
   }
 
  private:
   void begin() {
     id_ = state_->add(this->weak_from_this());
-    if (id_ == 0) return shut();  // the listener is stopping
+    if (id_ == 0) return shut("the listener stops");
     if constexpr (kTls) {
       lowest().expires_after(state_->options.header_timeout);
       stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
         if (ec) {
           spdlog::debug("HTTPS handshake with {} failed: {}", self->peer_, ec.message());
-          return self->shut();
+          return self->shut("the TLS handshake failed");
         }
         self->read_request();
       });
@@ -139,7 +139,8 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
         const auto deadline = std::chrono::steady_clock::now() + session_->state_->options.write_timeout;
         if (!cv_.wait_until(lock, deadline, [&] { return gone_ || done_ || queued_ < kMaxQueuedBytes; })) {
           lock.unlock();
-          net::post(session_->stream_.get_executor(), [self = this->shared_from_this()] { self->session_->shut(); });
+          net::post(session_->stream_.get_executor(),
+                    [self = this->shared_from_this()] { self->session_->shut("the client read nothing for the write timeout"); });
           return false;  // the client reads nothing
         }
         if (gone_ || done_) return false;
@@ -232,7 +233,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     lowest().expires_after(state_->options.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
       if (self->closed_) return;
-      if (ec) return self->shut();  // closed by the client, or idle too long
+      if (ec) return self->shut("closed by the client, or idle too long");
       self->buffer_.commit(n);
       self->got_bytes_ = true;
       self->lowest().expires_after(self->state_->options.header_timeout);
@@ -262,7 +263,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
       if (ec == beast::error::timeout && got_bytes_) {
         spdlog::debug("HTTP client {} did not send its request in time; closed", peer_);
       }
-      return shut();
+      return shut("reading the request failed");
     }
     if (parser_->is_header_done() && !header_done_) {
       header_done_ = true;
@@ -280,7 +281,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
   void write_raw(std::shared_ptr<std::string> bytes, Then then) {
     net::async_write(stream_, net::buffer(*bytes),
                      [self = this->shared_from_this(), bytes, then](beast::error_code ec, std::size_t) {
-                       if (ec || self->closed_) return self->shut();
+                       if (ec || self->closed_) return self->shut("a write failed");
                        then();
                      });
   }
@@ -309,7 +310,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     std::weak_ptr<Ex> weak = current_;
     watched_ = state_->watch.watch(lowest().socket().native_handle(), [weak, exec = stream_.get_executor()] {
       // On the watch's thread: hand over to the strand (shut() must run there).
-      if (auto ex = weak.lock()) net::post(exec, [ex] { ex->session().shut(); });
+      if (auto ex = weak.lock()) net::post(exec, [ex] { ex->session().shut("the client hung up"); });
     });
     state_->handler(current_);
   }
@@ -321,7 +322,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(to_response(std::move(reply), version_, keep_alive_));
     lowest().expires_after(state_->options.write_timeout);
     bhttp::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
-      if (ec) return self->shut();
+      if (ec) return self->shut("writing the reply failed");
       self->exchange_done();
     });
   }
@@ -339,7 +340,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     lowest().expires_after(state_->options.write_timeout);
     bhttp::async_write_header(stream_, *serializer_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       self->writing_ = false;
-      if (ec) return self->shut();
+      if (ec || self->closed_) return self->shut("writing the stream's header failed");
       self->head_sent_ = true;
       self->pump();
     });
@@ -366,7 +367,8 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
       net::async_write(stream_, bhttp::make_chunk(net::buffer(chunks_.front())),
                        [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                          self->writing_ = false;
-                         if (ec) return self->shut();
+                         // Closed meanwhile (shut() cleared the queue): this chunk is no more.
+                         if (ec || self->closed_) return self->shut("writing a chunk failed");
                          const std::size_t n = self->chunks_.front().size();
                          self->chunks_.pop_front();
                          if (self->current_) self->current_->sent(n);
@@ -378,7 +380,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
       writing_ = true;
       net::async_write(stream_, bhttp::make_chunk_last(), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
         self->writing_ = false;
-        if (ec) return self->shut();
+        if (ec || self->closed_) return self->shut("writing the last chunk failed");
         self->exchange_done();
       });
     }
@@ -401,7 +403,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     if (closed_) return;
     if constexpr (kTls) {
       lowest().expires_after(kCloseTimeout);
-      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->shut(); });
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->shut("closed"); });
     } else {
       beast::error_code ec;
       lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
@@ -416,16 +418,17 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
   void linger() {
     lowest().async_read_some(net::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
       self->lingered_ += n;
-      if (ec || self->lingered_ > kLingerBytes) return self->shut();
+      if (ec || self->lingered_ > kLingerBytes) return self->shut("closed");
       self->linger();
     });
   }
 
  public:
   // Closes the connection; the exchange in hand, if any, learns its client is gone.
-  void shut() {
+  void shut(const char* why) {
     if (closed_) return;
     closed_ = true;
+    if (current_) spdlog::debug("HTTP connection of {} closed with its request in hand: {}", peer_, why);
     watched_.reset();  // before close(): the descriptor may be reused at once
     beast::error_code ec;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ec);

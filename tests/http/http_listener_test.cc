@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -283,6 +284,68 @@ TEST(HttpListener, StreamsChunksInOrderThenServesTheNextRequestOnTheConnection) 
   EXPECT_EQ(listener->open_connections(), 1u) << "both requests must have used one keep-alive connection";
   std::lock_guard lock(mu);
   for (auto& t : writers) t.join();
+}
+
+// Clients that read part of a stream and hang up while chunks are being written: a chunk whose
+// write completed just before the hang-up closed the connection must not be taken off a queue the
+// close emptied (that corrupted the heap under a crowd of streaming clients). Every writer learns
+// its client is gone, and the listener goes on serving.
+TEST(HttpListener, ClientsThatHangUpMidStreamLeaveTheListenerWhole) {
+  constexpr int kClients = 300;
+  std::vector<std::thread> writers;
+  std::mutex mu;
+  std::atomic<int> told_gone{0};
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    std::mutex& mu;
+    ~JoinAll() {
+      std::lock_guard lock(mu);
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  };
+  int port = 0;
+  auto listener = start(ListenerOptions{}, [&](std::shared_ptr<Exchange> ex) {
+    if (ex->request().target() != "/stream") return ex->reply(text("plain"));
+    std::lock_guard lock(mu);
+    writers.emplace_back([ex, &told_gone] {
+      ex->start_stream("text/event-stream", {});
+      for (int i = 0; i < 100000; ++i) {
+        if (!ex->write("data: " + std::string(64, 'x') + "\n\n")) {
+          ++told_gone;
+          return;
+        }
+      }
+      ex->finish();
+    });
+  }, &port);
+  JoinAll join_all{writers, mu};  // declared after the listener: joined before it stops
+  for (int i = 0; i < kClients; ++i) {
+    RawClient c(port);
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // Read until the stream is flowing (its writer runs), a little more on some, then hang up.
+    std::string got;
+    bool closed = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.find("data: ") == std::string::npos && !closed && std::chrono::steady_clock::now() < deadline) {
+      got += c.read_until_closed(std::chrono::milliseconds(5), &closed);
+    }
+    if (i % 3 == 0) got += c.read_until_closed(std::chrono::milliseconds(2), &closed);
+    ASSERT_FALSE(closed) << "the server closed stream " << i << " by itself";
+    ASSERT_NE(got.find("data: "), std::string::npos) << "stream " << i << " never started";
+    c.close();  // mid-stream
+  }
+  {
+    std::lock_guard lock(mu);
+    for (auto& t : writers) t.join();
+  }
+  EXPECT_EQ(told_gone.load(), kClients) << "every writer must learn that its client hung up";
+  httplib::Client client("127.0.0.1", port);
+  auto after = client.Get("/after");
+  ASSERT_TRUE(after) << httplib::to_string(after.error());
+  EXPECT_EQ(after->body, "plain");
 }
 
 TEST(HttpListener, HttpsServesItsCertificateAndRefusesPlainText) {
