@@ -1,6 +1,7 @@
 #include "router/running_requests.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -57,59 +58,65 @@ absl::Status check_request_id(const std::string& request_id) {
   return absl::OkStatus();
 }
 
-RunningRequests::RunningRequests(RunningLimits limits) : limits_(limits) {}
+RunningRequests::RunningRequests(RunningLimits limits) : limits_(limits) {
+  deadline_thread_ = std::thread([this] { expire_waits(); });
+}
+
+RunningRequests::~RunningRequests() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  deadlines_.notify_all();
+  deadline_thread_.join();
+  Deliveries out;
+  {
+    std::lock_guard lock(mu_);
+    for (Waiter& w : queue_) out.emplace_back(std::move(w.done), absl::UnavailableError("the router is stopping"));
+    queue_.clear();
+  }
+  deliver(out);
+}
+
+void RunningRequests::deliver(Deliveries& out) {
+  for (auto& [done, result] : out) done(std::move(result));
+  out.clear();
+}
 
 absl::StatusOr<RunningRequest> RunningRequests::add(const std::string& owner, std::string client_id,
                                                     const std::function<bool()>& gone) {
-  BATON_RETURN_IF_ERROR(check_request_id(client_id));
-  std::unique_lock lock(mu_);
-  if (!refusal_.empty()) return absl::UnavailableError(refusal_);
-  const auto duplicate = [&]() -> absl::Status {
-    if (!client_id.empty() && running_.contains({owner, client_id})) {
-      return absl::AlreadyExistsError(
-          str_cat("request_id \"", client_id, "\" is already running; leave it empty to get a unique one"));
-    }
-    return absl::OkStatus();
+  struct Answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<absl::StatusOr<RunningRequest>> result;
   };
-  BATON_RETURN_IF_ERROR(duplicate());
-  if (has_room(owner)) {  // nobody waiting could take it: grant_waiters() runs whenever room appears
-    ++per_owner_[owner];
-  } else {
-    if (queue_.size() >= limits_.max_queued) {
-      ++counts_.queue_full;
-      return full_refusal(owner);
-    }
-    // Wait for a slot: grant_waiters() hands it over (counted for us already) and wakes us.
-    Waiter me{owner};
-    queue_.push_back(&me);
-    grant_waiters();
-    const auto deadline = std::chrono::steady_clock::now() + limits_.queue_timeout;
-    absl::Status left;
-    while (!me.granted) {
-      if (!refusal_.empty()) {
-        left = absl::UnavailableError(refusal_);
-      } else if (gone && gone()) {
-        left = absl::CancelledError("the client went away while the request waited for room");
-      } else if (std::chrono::steady_clock::now() >= deadline) {
-        ++counts_.queue_timeout;
-        left = absl::ResourceExhaustedError(str_cat("the request waited ", limits_.queue_timeout.count(),
-                                                    " ms (--queue-timeout-ms) and found no room: ", running_.size(),
-                                                    " requests are running; try again later"));
-      }
-      if (!left.ok()) {
-        queue_.remove(&me);
-        if (!absl::IsResourceExhausted(left)) ++counts_.left_queue;
-        return left;
-      }
-      granted_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
-    }
-    --granted_;  // ours now; per_owner_ counted it at the grant
-    ++counts_.admitted_after_wait;
-    if (absl::Status d = duplicate(); !d.ok()) {
-      give_back_slot(owner);
-      return d;
+  auto answer = std::make_shared<Answer>();
+  const std::uint64_t ticket = add_async(owner, std::move(client_id), [answer](absl::StatusOr<RunningRequest> r) {
+    std::lock_guard lock(answer->mu);
+    answer->result = std::move(r);
+    answer->cv.notify_all();
+  });
+  std::unique_lock lock(answer->mu);
+  // The queue's own deadline ends the wait; `gone` is asked every 50 ms meanwhile.
+  while (!answer->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return answer->result.has_value(); })) {
+    if (gone && gone()) {
+      lock.unlock();
+      leave_queue(ticket);  // the answer comes now: CANCELLED, or the admission that won the race
+      lock.lock();
     }
   }
+  return std::move(*answer->result);
+}
+
+absl::Status RunningRequests::duplicate(const std::string& owner, const std::string& client_id) const {
+  if (!client_id.empty() && running_.contains({owner, client_id})) {
+    return absl::AlreadyExistsError(
+        str_cat("request_id \"", client_id, "\" is already running; leave it empty to get a unique one"));
+  }
+  return absl::OkStatus();
+}
+
+RunningRequest RunningRequests::register_locked(const std::string& owner, std::string client_id) {
   RunningRequest r;
   if (client_id.empty()) {
     // 128 random bits: another caller cannot guess it (and collisions do not happen).
@@ -120,12 +127,92 @@ absl::StatusOr<RunningRequest> RunningRequests::add(const std::string& owner, st
   }
   r.control = std::make_shared<RequestControl>();
   running_[{owner, r.client_id}] = r.control;
+  ++per_owner_[owner];
   ++counts_.admitted;
   return r;
 }
 
+std::uint64_t RunningRequests::add_async(const std::string& owner, std::string client_id, AdmissionCallback done) {
+  if (absl::Status s = check_request_id(client_id); !s.ok()) {
+    done(s);
+    return 0;
+  }
+  Deliveries out;
+  std::uint64_t ticket = 0;
+  {
+    std::lock_guard lock(mu_);
+    absl::Status refused;
+    if (!refusal_.empty()) {
+      refused = absl::UnavailableError(refusal_);
+    } else if (absl::Status d = duplicate(owner, client_id); !d.ok()) {
+      refused = d;
+    } else if (has_room(owner)) {  // nobody waiting could take it: grant_waiters() runs whenever room appears
+      out.emplace_back(std::move(done), register_locked(owner, std::move(client_id)));
+    } else if (queue_.size() >= limits_.max_queued) {
+      ++counts_.queue_full;
+      refused = full_refusal(owner);
+    } else {
+      ticket = next_ticket_++;
+      queue_.push_back(Waiter{ticket, owner, std::move(client_id),
+                              std::chrono::steady_clock::now() + limits_.queue_timeout, std::move(done)});
+      grant_waiters(out);  // it may go at once when another key holds the room it lacks
+      deadlines_.notify_all();
+    }
+    if (!refused.ok()) out.emplace_back(std::move(done), refused);
+  }
+  deliver(out);
+  return ticket;
+}
+
+void RunningRequests::leave_queue(std::uint64_t ticket) {
+  Deliveries out;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Waiter& w) { return w.ticket == ticket; });
+    if (it == queue_.end()) return;  // admitted or refused already
+    ++counts_.left_queue;
+    out.emplace_back(std::move(it->done),
+                     absl::CancelledError("the client went away while the request waited for room"));
+    queue_.erase(it);
+  }
+  deliver(out);
+}
+
+void RunningRequests::expire_waits() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    auto next = std::chrono::steady_clock::time_point::max();
+    for (const Waiter& w : queue_) next = std::min(next, w.deadline);
+    if (next == std::chrono::steady_clock::time_point::max()) {
+      deadlines_.wait(lock);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() < next) {
+      deadlines_.wait_until(lock, next);
+      continue;
+    }
+    Deliveries out;
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      ++counts_.queue_timeout;
+      out.emplace_back(std::move(it->done),
+                       absl::ResourceExhaustedError(str_cat("the request waited ", limits_.queue_timeout.count(),
+                                                            " ms (--queue-timeout-ms) and found no room: ",
+                                                            running_.size(), " requests are running; try again later")));
+      it = queue_.erase(it);
+    }
+    lock.unlock();
+    deliver(out);
+    lock.lock();
+  }
+}
+
 bool RunningRequests::has_room(const std::string& owner) const {
-  if (limits_.max_running > 0 && running_.size() + granted_ >= limits_.max_running) return false;
+  if (limits_.max_running > 0 && running_.size() >= limits_.max_running) return false;
   if (owner.empty() || limits_.max_per_owner == 0) return true;
   auto it = per_owner_.find(owner);
   return it == per_owner_.end() || it->second < limits_.max_per_owner;
@@ -134,7 +221,7 @@ bool RunningRequests::has_room(const std::string& owner) const {
 absl::Status RunningRequests::full_refusal(const std::string& owner) const {
   const std::string queue =
       limits_.max_queued == 0 ? std::string() : str_cat(", and ", queue_.size(), " wait for room (--max-queued-requests)");
-  if (limits_.max_running > 0 && running_.size() + granted_ >= limits_.max_running) {
+  if (limits_.max_running > 0 && running_.size() >= limits_.max_running) {
     return absl::ResourceExhaustedError(
         str_cat("the router is running ", running_.size(), " requests, its --max-running-requests", queue, "; try again later"));
   }
@@ -143,47 +230,57 @@ absl::Status RunningRequests::full_refusal(const std::string& owner) const {
                                               " requests, its --max-running-requests-per-key", queue, "; try again later"));
 }
 
-void RunningRequests::grant_waiters() {
-  bool any = false;
+void RunningRequests::grant_waiters(Deliveries& out) {
   for (;;) {
-    if (limits_.max_running > 0 && running_.size() + granted_ >= limits_.max_running) break;
-    Waiter* best = nullptr;
+    if (limits_.max_running > 0 && running_.size() >= limits_.max_running) return;
+    auto best = queue_.end();
     std::size_t best_load = 0;
-    for (Waiter* w : queue_) {
-      if (!has_room(w->owner)) continue;
-      const auto it = per_owner_.find(w->owner);
-      const std::size_t load = it == per_owner_.end() ? 0 : it->second;
-      if (best == nullptr || load < best_load) {  // strict: the earliest among equals
-        best = w;
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (!has_room(it->owner)) continue;
+      const auto p = per_owner_.find(it->owner);
+      const std::size_t load = p == per_owner_.end() ? 0 : p->second;
+      if (best == queue_.end() || load < best_load) {  // strict: the earliest among equals
+        best = it;
         best_load = load;
       }
     }
-    if (best == nullptr) break;
-    best->granted = true;
-    ++granted_;
-    ++per_owner_[best->owner];
-    queue_.remove(best);
-    any = true;
+    if (best == queue_.end()) return;
+    if (absl::Status d = duplicate(best->owner, best->client_id); !d.ok()) {
+      out.emplace_back(std::move(best->done), d);  // its twin started meanwhile
+    } else {
+      ++counts_.admitted_after_wait;
+      out.emplace_back(std::move(best->done), register_locked(best->owner, std::move(best->client_id)));
+    }
+    queue_.erase(best);
   }
-  if (any) granted_cv_.notify_all();
-}
-
-void RunningRequests::give_back_slot(const std::string& owner) {
-  auto it = per_owner_.find(owner);
-  if (it != per_owner_.end() && --it->second == 0) per_owner_.erase(it);
-  grant_waiters();
 }
 
 void RunningRequests::remove(const std::string& owner, const std::string& client_id) {
-  std::lock_guard lock(mu_);
-  if (running_.erase({owner, client_id}) > 0) give_back_slot(owner);
-  if (running_.empty()) emptied_.notify_all();
+  Deliveries out;
+  {
+    std::lock_guard lock(mu_);
+    if (running_.erase({owner, client_id}) > 0) {
+      auto it = per_owner_.find(owner);
+      if (it != per_owner_.end() && --it->second == 0) per_owner_.erase(it);
+      grant_waiters(out);
+    }
+    if (running_.empty()) emptied_.notify_all();
+  }
+  deliver(out);
 }
 
 void RunningRequests::refuse_new(const std::string& reason) {
-  std::lock_guard lock(mu_);
-  refusal_ = reason;
-  granted_cv_.notify_all();  // waiters leave the queue
+  Deliveries out;
+  {
+    std::lock_guard lock(mu_);
+    refusal_ = reason;
+    for (Waiter& w : queue_) {  // waiters leave the queue
+      ++counts_.left_queue;
+      out.emplace_back(std::move(w.done), absl::UnavailableError(reason));
+    }
+    queue_.clear();
+  }
+  deliver(out);
 }
 
 bool RunningRequests::wait_until_empty(std::chrono::steady_clock::time_point deadline) const {
@@ -224,9 +321,13 @@ std::size_t RunningRequests::queued() const {
 }
 
 void RunningRequests::set_limits(const RunningLimits& limits) {
-  std::lock_guard lock(mu_);
-  limits_ = limits;
-  grant_waiters();
+  Deliveries out;
+  {
+    std::lock_guard lock(mu_);
+    limits_ = limits;
+    grant_waiters(out);
+  }
+  deliver(out);
 }
 
 RunningLimits RunningRequests::limits() const {

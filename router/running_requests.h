@@ -15,8 +15,12 @@
 // or a client's own id with "~" and 16 random hex digits, so that two callers' ids never meet on
 // a node (and operators still find the client's id in the nodes' logs).
 //
-// Thread-safety: every method may be called from any thread. Must not: call nodes (the request's
-// own thread sends node aborts, once per node).
+// The queue is asynchronous at its core (add_async: a callback, called once, with the registered
+// request or the refusal; a thread of its own ends waits at their deadline); add() waits on it for
+// callers that have a thread to block.
+//
+// Thread-safety: every method may be called from any thread; callbacks run without the lock held.
+// Must not: call nodes (the request's own path sends node aborts, once per node).
 #pragma once
 
 #include <atomic>
@@ -30,7 +34,9 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/client_context.h"
@@ -92,9 +98,15 @@ struct RunningRequest {
 // calls). INVALID_ARGUMENT naming the field otherwise.
 absl::Status check_request_id(const std::string& request_id);
 
+// What add_async() hands the request to, once: the registered request or the refusal.
+using AdmissionCallback = std::function<void(absl::StatusOr<RunningRequest>)>;
+
 class RunningRequests {
  public:
   explicit RunningRequests(RunningLimits limits = {});
+  ~RunningRequests();
+  RunningRequests(const RunningRequests&) = delete;
+  RunningRequests& operator=(const RunningRequests&) = delete;
   // Registers a request of `owner`, waiting in the queue for room if there is none. `client_id`
   // "" : one is drawn ("req-" and 32 hex digits). `gone`, if given, is asked while the request
   // waits (every 50 ms): true ends the wait with CANCELLED (the client hung up). INVALID_ARGUMENT
@@ -102,6 +114,14 @@ class RunningRequests {
   // with the queue full or after queue_timeout, UNAVAILABLE while draining.
   absl::StatusOr<RunningRequest> add(const std::string& owner, std::string client_id,
                                      const std::function<bool()>& gone = nullptr);
+  // add() without blocking: `done` gets what add() returns, exactly once — at once (on this
+  // thread) when there is room or no wait is possible, else later from the thread that frees a
+  // slot, the queue's deadline thread, or whichever calls leave_queue() or refuse_new(). Returns
+  // the wait's ticket for leave_queue(), or 0 when `done` was called already.
+  std::uint64_t add_async(const std::string& owner, std::string client_id, AdmissionCallback done);
+  // The client of a waiting request went away: its callback gets CANCELLED. Nothing once it was
+  // admitted or refused (the ticket is spent).
+  void leave_queue(std::uint64_t ticket);
   void remove(const std::string& owner, const std::string& client_id);
   // The Abort RPC: false when `owner` runs no request with that id (another owner's is not found).
   bool cancel(const std::string& owner, const std::string& client_id, const std::string& reason);
@@ -123,26 +143,36 @@ class RunningRequests {
  private:
   using Key = std::pair<std::string, std::string>;  // owner, client id
   struct Waiter {
+    std::uint64_t ticket = 0;
     std::string owner;
-    bool granted = false;  // a slot is held for it (counted in granted_ and per_owner_)
+    std::string client_id;
+    std::chrono::steady_clock::time_point deadline;
+    AdmissionCallback done;
   };
+  // Callbacks to call once the lock is released, with what they get.
+  using Deliveries = std::vector<std::pair<AdmissionCallback, absl::StatusOr<RunningRequest>>>;
+  static void deliver(Deliveries& out);
 
   // mu_ held throughout:
   bool has_room(const std::string& owner) const;
-  void grant_waiters();  // gives free slots to waiters, fewest-running key first
-  void give_back_slot(const std::string& owner);  // a slot taken and not registered after all
+  absl::Status duplicate(const std::string& owner, const std::string& client_id) const;
+  RunningRequest register_locked(const std::string& owner, std::string client_id);
+  void grant_waiters(Deliveries& out);  // gives free slots to waiters, fewest-running key first
   absl::Status full_refusal(const std::string& owner) const;
+  void expire_waits();  // the deadline thread's loop
 
   mutable std::mutex mu_;
   mutable std::condition_variable emptied_;
-  std::condition_variable granted_cv_;
+  std::condition_variable deadlines_;  // the queue or the stop flag changed
   std::string refusal_;  // non-empty: refuse new requests with it
   std::map<Key, std::shared_ptr<RequestControl>> running_;
-  std::map<std::string, std::size_t> per_owner_;  // running + granted, by owner
-  std::list<Waiter*> queue_;                      // waiting, in arrival order
-  std::size_t granted_ = 0;                       // slots granted to waiters not yet registered
+  std::map<std::string, std::size_t> per_owner_;  // running, by owner
+  std::list<Waiter> queue_;                       // waiting, in arrival order
+  std::uint64_t next_ticket_ = 1;
+  bool stopping_ = false;
   AdmissionCounts counts_;
   RunningLimits limits_;
+  std::thread deadline_thread_;  // last: started once the rest exists
 };
 
 }  // namespace baton::router

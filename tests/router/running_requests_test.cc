@@ -222,5 +222,63 @@ TEST(AdmissionQueue, RaisedLimitsAdmitWaitersAtOnceAndLoweredOnesStopNothingRunn
   EXPECT_EQ(running.limits().max_running, 1u);
 }
 
+// The asynchronous core: each callback is called exactly once — at once when there is room, from
+// the thread that frees a slot, from the queue's deadline thread, or from leave_queue().
+TEST(AdmissionQueue, AsyncCallbacksComeOnceFromWhoeverEndsTheWait) {
+  RunningRequests running(RunningLimits{.max_running = 1, .max_queued = 3, .queue_timeout = 300ms});
+  struct Answer {
+    std::promise<absl::StatusOr<RunningRequest>> promise;
+    std::thread::id on;
+    std::atomic<int> calls{0};
+  };
+  const auto async_add = [&](const std::string& id, Answer& a) {
+    return running.add_async("", id, [&a](absl::StatusOr<RunningRequest> r) {
+      a.on = std::this_thread::get_id();
+      ++a.calls;
+      a.promise.set_value(std::move(r));
+    });
+  };
+  Answer first, freed, timed_out, left;
+  EXPECT_EQ(async_add("first", first), 0u) << "room: answered at once, no ticket";
+  ASSERT_TRUE(first.promise.get_future().get().ok());
+  EXPECT_EQ(first.on, std::this_thread::get_id());
+
+  const std::uint64_t t_freed = async_add("freed", freed);
+  const std::uint64_t t_timed_out = async_add("timed-out", timed_out);
+  const std::uint64_t t_left = async_add("left", left);
+  EXPECT_NE(t_freed, 0u);
+  EXPECT_NE(t_timed_out, 0u);
+  EXPECT_NE(t_left, 0u);
+  EXPECT_EQ(running.queued(), 3u);
+
+  // The client of "left" goes away: CANCELLED, on this thread; a second leave does nothing.
+  auto left_future = left.promise.get_future();
+  running.leave_queue(t_left);
+  running.leave_queue(t_left);
+  ASSERT_EQ(left_future.wait_for(0s), std::future_status::ready);
+  EXPECT_EQ(left_future.get().status().code(), absl::StatusCode::kCancelled);
+
+  // A slot frees: the earliest waiter runs, answered on the thread that freed it.
+  auto freed_future = freed.promise.get_future();
+  running.remove("", "first");
+  ASSERT_EQ(freed_future.wait_for(0s), std::future_status::ready);
+  EXPECT_TRUE(freed_future.get().ok());
+  EXPECT_EQ(freed.on, std::this_thread::get_id());
+  running.leave_queue(t_freed);  // admitted already: nothing happens
+
+  // Nothing frees for the last one: the deadline thread refuses it.
+  auto timed_out_future = timed_out.promise.get_future();
+  ASSERT_EQ(timed_out_future.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(timed_out_future.get().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(timed_out.on, std::this_thread::get_id());
+  EXPECT_EQ(first.calls + freed.calls + timed_out.calls + left.calls, 4);
+  const AdmissionCounts c = running.counts();
+  EXPECT_EQ(c.admitted, 2);
+  EXPECT_EQ(c.admitted_after_wait, 1);
+  EXPECT_EQ(c.queue_timeout, 1);
+  EXPECT_EQ(c.left_queue, 1);
+  EXPECT_EQ(running.queued(), 0u);
+}
+
 }  // namespace
 }  // namespace baton::router
