@@ -36,6 +36,7 @@ class Parser {
       throw ApiError{404, str_cat("The model `", r.model, "` does not exist; this server serves `", served_model, "`"),
                      "invalid_request_error", "model", "model_not_found"};
     }
+    refuse_unsupported();
     if (endpoint_ == Endpoint::kCompletions) {
       if (field(body_, "messages") != nullptr) throw bad_field("messages", "messages belongs to /v1/chat/completions");
       prompt(r.generate);
@@ -58,6 +59,62 @@ class Parser {
   }
 
  private:
+  // OpenAI fields this server does not implement: a request that uses one is refused naming it,
+  // never served as if the field were not there. Their neutral values (no tools, a text response
+  // format, an empty logit_bias, echo false, best_of 1...) are accepted.
+  void refuse_unsupported() {
+    const auto refuse = [](const std::string& name, const std::string& what) {
+      throw bad_field(name, str_cat(name, ": ", what, " is not supported by this server"));
+    };
+    const auto non_empty = [&](const char* name) {
+      const json* v = field(body_, name);
+      if (v == nullptr) return false;
+      if (v->is_string()) return !v->get_ref<const std::string&>().empty();
+      return !((v->is_array() || v->is_object()) && v->empty());
+    };
+    for (const char* name : {"tools", "functions"}) {
+      if (non_empty(name)) refuse(name, "tool calling");
+    }
+    for (const char* name : {"tool_choice", "function_call"}) {
+      const json* v = field(body_, name);
+      if (v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) refuse(name, "tool calling");
+    }
+    if (const json* v = field(body_, "parallel_tool_calls"); v != nullptr && *v != false && non_empty("tools")) {
+      refuse("parallel_tool_calls", "tool calling");
+    }
+    if (const json* v = field(body_, "response_format")) {
+      const json* type = v->is_object() ? field(*v, "type") : nullptr;
+      if (type == nullptr || *type != "text") refuse("response_format", "a response format other than text");
+    }
+    if (non_empty("logit_bias")) refuse("logit_bias", "logit_bias");
+    if (non_empty("prediction")) refuse("prediction", "a predicted output");
+    if (non_empty("audio")) refuse("audio", "audio output");
+    if (const json* v = field(body_, "modalities"); v != nullptr && *v != json::array({"text"})) {
+      refuse("modalities", "an output modality other than text");
+    }
+    if (endpoint_ == Endpoint::kCompletions) {
+      if (const json* v = field(body_, "echo"); v != nullptr && *v != false) refuse("echo", "echo");
+      if (non_empty("suffix")) refuse("suffix", "suffix (fill in the middle)");
+      if (const json* v = field(body_, "best_of"); v != nullptr && *v != 1) refuse("best_of", "best_of other than 1");
+    }
+    const json* m = field(body_, "messages");
+    if (m == nullptr || !m->is_array()) return;
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      const json& msg = (*m)[i];
+      if (!msg.is_object()) continue;  // messages() names that
+      const std::string where = str_cat("messages[", i, "]");
+      for (const char* name : {"tool_calls", "function_call"}) {
+        const json* v = field(msg, name);
+        if (v != nullptr && !((v->is_array() || v->is_object()) && v->empty())) {
+          refuse(str_cat(where, ".", name), "tool calling");
+        }
+      }
+      if (const json* role = field(msg, "role"); role != nullptr && (*role == "tool" || *role == "function")) {
+        refuse(where + ".role", str_cat("a message of role ", role->get<std::string>(), " (tool calling)"));
+      }
+    }
+  }
+
   std::string string_of(const json& v, const std::string& name) {
     if (!v.is_string()) throw bad_field(name, str_cat(name, " must be a string, got ", type_name(v)));
     return v.get<std::string>();

@@ -87,6 +87,17 @@ struct BadCase {
   std::string code;   // "" : null
 };
 
+// The neutral values of fields this server does not implement are what clients send by default:
+// they are accepted.
+TEST(OpenAiRequest, NeutralValuesOfUnimplementedFieldsAreAccepted) {
+  ok(Endpoint::kChat, json::parse(R"({"model":"tiny","messages":[{"role":"user","content":"x"},
+      {"role":"assistant","content":"y","tool_calls":[]}],"tools":[],"tool_choice":"none",
+      "response_format":{"type":"text"},"logit_bias":{},"modalities":["text"],"parallel_tool_calls":true,
+      "user":"u1"})"));
+  ok(Endpoint::kCompletions,
+     json::parse(R"({"model":"tiny","prompt":"x","echo":false,"suffix":"","best_of":1,"logit_bias":null})"));
+}
+
 TEST(OpenAiRequest, EveryRejectionNamesItsField) {
   const std::string m = R"("model":"tiny",)";
   const std::vector<BadCase> cases = {
@@ -130,6 +141,27 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
        "top_logprobs", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":3})", 400, "n", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"request_id":1})", 400, "request_id", ""},
+      // What this server does not implement is refused, naming the field, never silently dropped.
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
+       "tools", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", 400,
+       "tool_choice", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})", 400,
+       "functions", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+       400, "response_format", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"5":-100}})", 400,
+       "logit_bias", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"prediction":{"type":"content","content":"y"}})",
+       400, "prediction", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"modalities":["text","audio"]})", 400,
+       "modalities", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"assistant","tool_calls":[{"id":"c1"}]}]})", 400,
+       "messages[0].tool_calls", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"tool","content":"42"}]})", 400, "messages[0].role", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","echo":true})", 400, "echo", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","suffix":"}"})", 400, "suffix", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","best_of":3})", 400, "best_of", ""},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.body);
