@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/sampling_ranges.h"
 #include "common/status.h"
 
 namespace baton::router {
@@ -35,6 +36,27 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
     if (bytes > prompt_limit) return prompt_over(bytes, "messages");
   }
   const baton::v1::SamplingParams& s = request.sampling();
+  // The engine's own ranges, here at the door: a bad value is the client's error, not a node's.
+  SamplingValues v;
+  if (s.has_temperature()) v.temperature = s.temperature();
+  if (s.has_top_k()) v.top_k = s.top_k();
+  if (s.has_top_p()) v.top_p = s.top_p();
+  if (s.has_min_p()) v.min_p = s.min_p();
+  if (s.has_repetition_penalty()) v.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) v.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) v.frequency_penalty = s.frequency_penalty();
+  if (s.has_max_tokens()) v.max_tokens = s.max_tokens();
+  if (s.has_min_tokens()) v.min_tokens = s.min_tokens();
+  if (s.has_max_speculative_tokens()) v.max_speculative_tokens = s.max_speculative_tokens();
+  BATON_RETURN_IF_ERROR(check_sampling_ranges(v));
+  for (int i = 0; i < s.stop_size(); ++i) {
+    if (s.stop(i).empty()) return over(str_cat("stop"), str_cat("stop string ", i, " is empty"));
+  }
+  for (int i = 0; i < s.stop_token_ids_size(); ++i) {
+    if (s.stop_token_ids(i) < 0) {
+      return over("stop_token_ids", str_cat("stop_token_ids[", i, "] is ", s.stop_token_ids(i), "; token ids are >= 0"));
+    }
+  }
   if (static_cast<std::size_t>(s.stop_size()) > limits.max_stop_strings) {
     return over("stop", str_cat(s.stop_size(), " stop strings; at most ", limits.max_stop_strings,
                                 " (--max-stop-strings)"));
@@ -59,6 +81,12 @@ std::string limited_field(const absl::Status& status) {
   const std::string message(status.message());
   for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "request_id", "cache_salt"}) {
     const std::string prefix = str_cat(field, ":");
+    if (message.rfind(prefix, 0) == 0) return field;
+  }
+  // check_sampling_ranges's "<field> must be ...".
+  for (const char* field : {"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
+                            "frequency_penalty", "max_tokens", "min_tokens", "max_speculative_tokens"}) {
+    const std::string prefix = str_cat(field, " must be");
     if (message.rfind(prefix, 0) == 0) return field;
   }
   return "";

@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/sampling_ranges.h"
 
 namespace baton {
 
 struct SamplingParams {
-  static constexpr std::int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+  static constexpr std::int32_t kMaxLogprobs = baton::kMaxLogprobs;  // vLLM's default max_logprobs
   // Hard bounds on what one request may ask of the engine thread (the router's defaults are lower):
   // building a request's stop-string automaton is linear in their total size (at most 1 MiB).
   static constexpr std::size_t kMaxStopStrings = 1024;

@@ -6,10 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include "baton/v1/node.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/sync_stream.h"
+#include "router/request_limits.h"
 #include "router_client.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,6 +58,36 @@ TEST_F(RouterWithoutNodes, GenerateIsUnavailableWithAClearMessage) {
   result = client_->generate(r);
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(result.status.error_message(), HasSubstr("prompt is missing"));
+  EXPECT_EQ(router_->running_requests(), 0u);
+}
+
+// Sampling values out of range are the client's INVALID_ARGUMENT at the router, naming the field,
+// before any node is asked (here there is none: a node's UNAVAILABLE would mean it got that far).
+TEST_F(RouterWithoutNodes, SamplingOutOfRangeIsRefusedAtTheDoor) {
+  const auto refused = [&](const std::function<void(baton::v1::SamplingParams&)>& set, const std::string& field) {
+    baton::v1::GenerateRequest r;
+    r.set_text("def f():");
+    set(*r.mutable_sampling());
+    const auto result = client_->generate(r);
+    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_THAT(result.status.error_message(), HasSubstr(field)) << result.status.error_message();
+    EXPECT_EQ(limited_field(absl::InvalidArgumentError(result.status.error_message())), field);
+  };
+  refused([](auto& s) { s.set_top_p(2.0f); }, "top_p");
+  refused([](auto& s) { s.set_temperature(-1.0f); }, "temperature");
+  refused([](auto& s) { s.set_temperature(std::nanf("")); }, "temperature");
+  refused([](auto& s) { s.set_top_k(-2); }, "top_k");
+  refused([](auto& s) { s.set_min_p(1.5f); }, "min_p");
+  refused([](auto& s) { s.set_repetition_penalty(0.0f); }, "repetition_penalty");
+  refused([](auto& s) { s.set_presence_penalty(3.0f); }, "presence_penalty");
+  refused([](auto& s) { s.set_max_tokens(0); }, "max_tokens");
+  refused([](auto& s) {
+    s.set_max_tokens(4);
+    s.set_min_tokens(5);
+  }, "min_tokens");
+  refused([](auto& s) { s.set_max_speculative_tokens(-1); }, "max_speculative_tokens");
+  refused([](auto& s) { s.add_stop(""); }, "stop");
+  refused([](auto& s) { s.add_stop_token_ids(-3); }, "stop_token_ids");
   EXPECT_EQ(router_->running_requests(), 0u);
 }
 

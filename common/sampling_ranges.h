@@ -1,0 +1,28 @@
+// The ranges of the sampling parameters (vLLM's and OpenAI's meaning), in one place for both doors
+// a request comes through: the engine (SamplingParams::validate) and the router, which refuses a
+// bad value as the client's INVALID_ARGUMENT before any node spends anything on it (and before it
+// could count as a node's error).
+//
+// Must not: know protos, requests or defaults; it checks the values it is given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+
+namespace baton {
+
+// Unset: not checked (its default is in range).
+struct SamplingValues {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<std::int32_t> top_k, max_tokens, min_tokens, max_speculative_tokens, logprobs;
+};
+
+inline constexpr std::int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+
+// InvalidArgument naming the first field out of range ("top_p must be in (0, 1], got 2"); NaN
+// and infinities are out of every range. min_tokens is checked against max_tokens when both are set.
+absl::Status check_sampling_ranges(const SamplingValues& v);
+
+}  // namespace baton
