@@ -200,11 +200,14 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ctx.set_wait_for_ready(true);
+    ctx.set_wait_for_ready(false);  // a router that does not answer is an error now, not in 10 s
     const grpc::Status s = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
     if (!s.ok()) {
-    const bool no_tls = !f.has("tls-ca") && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                                             s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+    // Nothing listens there: TLS is not the question.
+    const bool refused = s.error_message().find("Connection refused") != std::string::npos;
+    const bool no_tls = !f.has("tls-ca") && !refused &&
+                        (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
     return fail(endpoint, str_cat("cannot reach the router: ", s.error_message(),
                                   no_tls ? " (if it serves TLS, give --tls-ca FILE)" : ""));
   }

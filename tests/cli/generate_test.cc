@@ -1,11 +1,16 @@
 // `baton generate` as a real process on every fixture architecture: the greedy continuation equals
 // the reference implementation's, --json carries the documented fields, and bad input fails with
 // a clear message and a non-zero exit code.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +105,31 @@ TEST(GenerateCliErrors, BadInputFailsClearly) {
   EXPECT_EQ(r.exit_code, 2);
   r = run_baton("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// A router that nothing answers for is an error at once (not after the call's 10 s deadline), and
+// the process then exits without waiting on gRPC.
+TEST(GenerateCliErrors, AnUnreachableRouterFailsAtOnce) {
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);  // bound, never listening, now closed: connections are refused
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProcessResult r = run_baton("generate --endpoint 127.0.0.1:" + std::to_string(port) + " --prompt x");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8)) << "it waited for the call's deadline";
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach the router"));
+  EXPECT_THAT(r.err, HasSubstr("Connection refused"));
+  EXPECT_THAT(r.err, Not(HasSubstr("--tls-ca")));
+  EXPECT_THAT(r.err, Not(HasSubstr("still running")));
 }
 
 // A missing model directory is the error whatever the prompt flag, not the tokenizer files it
