@@ -135,7 +135,22 @@ int generate_main(int argc, char** argv) {
   if (auto s = init_logging(f.get("log-level").value_or("warn")); !s.ok()) return fail(s);
   auto sampling = sampling_from_flags(f);
   if (!sampling.ok()) return fail(sampling.status());
-  if (f.has("endpoint")) return generate_remote(f, *sampling);
+  if (f.has("endpoint")) {
+    // The engine belongs to the cluster's nodes: an engine flag here would be silently ignored.
+    if (f.has("model")) {
+      std::fprintf(stderr, "baton generate: --model and --endpoint exclude each other: the router's nodes have "
+                           "their model\n");
+      return 2;
+    }
+    for (const FlagSpec& e : engine_flags()) {
+      if (f.has(e.name)) {
+        std::fprintf(stderr, "baton generate: --%s configures a local engine; with --endpoint the cluster's nodes "
+                             "take it (baton up, or the node's own flags)\n", e.name.c_str());
+        return 2;
+      }
+    }
+    return generate_remote(f, *sampling);
+  }
   auto config = engine_config_from_flags(f, NodeRole::kColocated);
   if (!config.ok()) return fail(config.status());
 

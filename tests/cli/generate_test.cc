@@ -132,6 +132,18 @@ TEST(GenerateCliErrors, AnUnreachableRouterFailsAtOnce) {
   EXPECT_THAT(r.err, Not(HasSubstr("still running")));
 }
 
+// Engine flags configure a local engine: with --endpoint they would be ignored, so they are refused.
+TEST(GenerateCliErrors, EngineFlagsWithAnEndpointAreRefused) {
+  for (const std::string& flag : {std::string("--model ") + testing::fixture_path("llama-f32"), std::string("--threads 2"),
+                                  std::string("--speculative-config '{\"method\":\"ngram\"}'")}) {
+    SCOPED_TRACE(flag);
+    const ProcessResult r = run_baton("generate --endpoint 127.0.0.1:1 --prompt x " + flag);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr(flag.substr(0, flag.find(' '))));
+    EXPECT_THAT(r.err, HasSubstr("--endpoint"));
+  }
+}
+
 // A missing model directory is the error whatever the prompt flag, not the tokenizer files it
 // lacks; so is a path that is not a directory.
 TEST(GenerateCliErrors, MissingModelDirectoryIsTheErrorWhateverThePrompt) {
