@@ -5,6 +5,7 @@
 #include "cli/serve_backend.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/grpc_status_name.h"
 #include "security/public_api_channel.h"
 
 namespace baton::cli {
@@ -70,7 +71,7 @@ class GrpcServeBackend final : public ServeBackend {
     grpc::Status s = reader->Finish();
     r.e2e_s = std::chrono::duration<double>(Clock::now() - start).count();
     if (!s.ok()) {
-      r.error = str_cat("gRPC ", static_cast<int>(s.error_code()), ": ", s.error_message());
+      r.error = str_cat(grpc_code_name(s.error_code()), ": ", s.error_message());
     } else if (finish == v1::FINISH_REASON_ERROR || finish == v1::FINISH_REASON_ABORT) {
       if (r.error.empty()) r.error = finish == v1::FINISH_REASON_ABORT ? "aborted" : "error";
     } else if (r.output_tokens == 0) {

@@ -8,6 +8,7 @@
 
 #include "cli/router_client.h"
 #include "common/status.h"
+#include "proto/grpc_status_name.h"
 
 namespace baton::cli {
 namespace {
@@ -57,7 +58,7 @@ void count(SpeculationSeen& seen, const RemoteResult& r, bool speculation) {
 
 // A failed request, described; nullopt when it succeeded.
 std::optional<std::string> failure(const RemoteResult& r) {
-  if (!r.status.ok()) return str_cat("gRPC ", static_cast<int>(r.status.error_code()), ": ", r.status.error_message());
+  if (!r.status.ok()) return str_cat(grpc_code_name(r.status.error_code()), ": ", r.status.error_message());
   if (r.finish_reason == v1::FINISH_REASON_ERROR || r.finish_reason == v1::FINISH_REASON_ABORT) {
     return str_cat("finished with ", v1::FinishReason_Name(r.finish_reason), ": ", r.error);
   }

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "proto/grpc_status_name.h"
 #include "security/api_keys.h"
 #include "security/public_api_channel.h"
 
@@ -146,6 +147,22 @@ int verify_lossless_main(int argc, char** argv) {
   auto channel = security::public_api_channel(s.endpoint, s.ca_file, security::api_key_from_environment());
   if (!channel.ok()) return usage_error(channel.status());
   auto stub = v1::Baton::NewStub(*channel);
+  {
+    // A router that is not there is a clear error now, not a minute of failed requests and then a
+    // verdict about speculation.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ModelInfo info;
+    const grpc::Status reached = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+    if (!reached.ok()) {
+      std::fprintf(stderr, "baton verify-lossless: %s: cannot reach the router: %s: %s\n", s.endpoint.c_str(),
+                   grpc_code_name(reached.error_code()).c_str(), reached.error_message().c_str());
+      return 1;
+    }
+  }
+  std::printf("verifying %s: greedy and sampled output with speculation against without (this takes a while)\n",
+              s.endpoint.c_str());
+  std::fflush(stdout);
   std::vector<std::string> failures;  // why the verdict is FAIL
   json report = {{"endpoint", s.endpoint}};
   SpeculationSeen seen;

@@ -37,16 +37,6 @@ std::string problem_kind(const std::string& problem) {
 
 }  // namespace
 
-std::string grpc_code_name(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK",           "CANCELLED",     "UNKNOWN",           "INVALID_ARGUMENT",    "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",         "DATA_LOSS",         "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  if (i >= 0 && i < static_cast<int>(std::size(kNames))) return kNames[i];
-  return str_cat("code ", i);
-}
-
 const char* node_source_name(NodeSource source) {
   switch (source) {
     case NodeSource::kFlag: return "flag";

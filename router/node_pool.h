@@ -37,15 +37,13 @@
 #include "absl/status/statusor.h"
 #include "baton/v1/node.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/grpc_status_name.h"
 #include "router/pairing.h"
 #include "router/placement.h"
 
 namespace baton::router {
 
 using Clock = std::chrono::steady_clock;
-
-// "DEADLINE_EXCEEDED" etc., for messages.
-std::string grpc_code_name(grpc::StatusCode code);
 
 class NodePool;
 

@@ -84,6 +84,15 @@ TEST(VerifyLossless, FailsAgainstABrokenRejectionSampler) {
   EXPECT_LT(v.report["sampled"]["p_value"].get<double>(), 1e-3);
 }
 
+// No router there: a clear error at once, with the status by name, and no verdict about speculation.
+TEST(VerifyLossless, AnUnreachableRouterIsAClearErrorNotAVerdict) {
+  const auto [code, output] = run_to_exit({BATON_CLI_PATH, "verify-lossless", "--endpoint", "127.0.0.1:1"});
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(output.find("cannot reach the router: UNAVAILABLE"), std::string::npos) << output;
+  EXPECT_EQ(output.find("no speculation configured"), std::string::npos) << output;
+  EXPECT_EQ(output.find("gRPC 14"), std::string::npos) << output;
+}
+
 TEST(VerifyLossless, UsageErrorsExitWithTwo) {
   EXPECT_EQ(run_to_exit({BATON_CLI_PATH, "verify-lossless"}).first,
             2);  // no --endpoint
