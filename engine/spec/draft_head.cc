@@ -166,7 +166,12 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
     }
     case HeadKind::kMtpDeepSeek: {
       const std::int32_t layers = cfg.value("num_nextn_predict_layers", 0);
-      if (layers < 1) return absl::InvalidArgumentError(str_cat(where, ": `num_nextn_predict_layers` must be >= 1 for MTP"));
+      if (layers < 1) {
+        return absl::InvalidArgumentError(
+            str_cat(where, ": `num_nextn_predict_layers` is ", layers, ": this model has no MTP layers. A speculative "
+                    "config {\"method\": \"mtp\"} without \"model\" uses the target's own; for a separate head, give "
+                    "\"model\": the directory of an MTP head (e.g. models/baton-tiny-code/mtp)"));
+      }
       for (std::int32_t i = 0; i < layers; ++i) {
         const std::string p = str_cat("model.layers.", c.num_layers + i, ".");
         HeadModule m;

@@ -367,5 +367,18 @@ TEST(DraftHeads, MismatchedDraftVocabularyIsRefused) {
   EXPECT_THAT(p.status().message(), ::testing::HasSubstr("draft-badvocab"));
 }
 
+// {"method": "mtp"} on a target with no MTP layers of its own: the error says why and what to give.
+TEST(DraftHeads, MtpOnATargetWithoutMtpLayersSaysWhatToGive) {
+  auto h = ModelHarness::load(fixture_path("llama-f32"));
+  SpeculativeConfig sc;
+  sc.method = SpecMethod::kMtp;
+  sc.num_speculative_tokens = 1;
+  auto p = make_proposer(sc, context_for(h, "llama-f32"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("num_nextn_predict_layers"));
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("no MTP layers"));
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("\"model\""));
+}
+
 }  // namespace
 }  // namespace baton
