@@ -33,7 +33,6 @@ import json
 import os
 import re
 import resource
-import signal
 import sys
 import threading
 import time
@@ -42,8 +41,8 @@ import urllib.request
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
 sys.path.insert(0, os.path.join(REPO, "bench", "soak"))
-from baton_client import AsyncClient, BatonError  # noqa: E402
-from soak import FAMILY, PROMPTS, Proc, free_port  # noqa: E402
+from baton_client import AsyncClient  # noqa: E402
+from soak import FAMILY, PROMPTS, Proc, free_port, kill_on_exit  # noqa: E402
 
 
 def router_sample(pid, metrics_port):
@@ -263,14 +262,7 @@ def main():
                              "--max-http-connections", str(args.idle + args.slow + args.streams + 256)], out)
     procs = [decode, prefill, router]
 
-    def cleanup(*_):
-        for p in procs:
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001 (best effort on the way out)
-                pass
-
-    signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(130)))
+    cleanup = kill_on_exit(procs)
     summary = {"streams": args.streams, "rounds": args.rounds, "idle": args.idle, "slow": args.slow}
     try:
         for p in procs:

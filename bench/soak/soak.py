@@ -140,6 +140,19 @@ class Proc:
         return sum(int(float(m.group(1))) for m in re.finditer(rf'^{name}(?:{{[^}}]*}})?\s+([0-9.e+-]+)$', text, re.M))
 
 
+def kill_on_exit(procs):
+    """Kills every process on Ctrl-C too; returns the function that kills them (call it at the end)."""
+    def cleanup(*_):
+        for p in procs:
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001 (best effort on the way out)
+                pass
+
+    signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(130)))
+    return cleanup
+
+
 def reference_outputs(bin_dir, max_tokens, out_dir):
     """Greedy token ids of each prompt from a local engine (no cluster, no speculation)."""
     prompts_file = os.path.join(out_dir, "prompts.jsonl")
@@ -272,14 +285,7 @@ def main():
     router = Proc("router", router_argv, out)
     procs = nodes + [router]
 
-    def cleanup(*_):
-        for p in procs:
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001 (best effort on the way out)
-                pass
-
-    signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(130)))
+    cleanup = kill_on_exit(procs)
     summary = {}
     try:
         for p in procs:
