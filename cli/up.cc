@@ -1,11 +1,16 @@
 #include "cli/up.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -58,6 +63,35 @@ constexpr const char* kSynopsis =
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "baton up: %s\n", std::string(s.message()).c_str());
   return 1;
+}
+
+// The router's ports are checked before any node starts: a port in use would otherwise surface as
+// the router's exit (with gRPC core's own error) after the nodes had loaded their models.
+absl::Status check_port_free(const std::string& host, int port, const char* flag) {
+  if (port == 0) return absl::OkStatus();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(str_cat("--host ", host, ": not an address this machine can resolve"));
+  }
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the router binds: TIME_WAIT is no conflict
+  const int bound = fd >= 0 ? ::bind(fd, found->ai_addr, found->ai_addrlen) : -1;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  if (bound == 0) return absl::OkStatus();
+  if (error == EADDRINUSE) {
+    return absl::FailedPreconditionError(str_cat(flag, " ", port, ": ", host, ":", port,
+                                                 " is in use (another baton up?); stop it, or give another ", flag,
+                                                 " (0: any free port)"));
+  }
+  return absl::FailedPreconditionError(str_cat(flag, " ", port, ": cannot listen on ", host, ":", port, ": ",
+                                               std::strerror(error)));
 }
 
 absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
@@ -125,6 +159,10 @@ int up_main(int argc, char** argv) {
   }
   auto options = options_from_flags(*parsed);
   if (!options.ok()) return fail(options.status());
+  if (absl::Status s = check_port_free(options->host, options->router_port, "--port"); !s.ok()) return fail(s);
+  if (options->http_port) {
+    if (absl::Status s = check_port_free(options->host, *options->http_port, "--http-port"); !s.ok()) return fail(s);
+  }
   std::fprintf(stderr, "baton up: starting %d decode and %d prefill node(s) of %s (logs in %s)\n", options->num_decode,
                options->num_prefill, options->model_dir.c_str(), options->log_dir.c_str());
   auto cluster = LocalCluster::start(*options);

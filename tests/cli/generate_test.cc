@@ -1,6 +1,6 @@
 // `baton generate` as a real process on every fixture architecture: the greedy continuation equals
 // the reference implementation's, --json carries the documented fields, and bad input fails with
-// a clear message and a non-zero exit code.
+// a clear message and a non-zero exit code (as does `baton up` on a busy port).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -130,6 +130,28 @@ TEST(GenerateCliErrors, AnUnreachableRouterFailsAtOnce) {
   EXPECT_THAT(r.err, HasSubstr("Connection refused"));
   EXPECT_THAT(r.err, Not(HasSubstr("--tls-ca")));
   EXPECT_THAT(r.err, Not(HasSubstr("still running")));
+}
+
+// `baton up` on a router port that is taken: refused before any node starts, saying what to do.
+TEST(UpCliErrors, ABusyRouterPortIsRefusedBeforeAnyNodeStarts) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  for (const std::string& flag : {std::string("--port"), std::string("--http-port")}) {
+    SCOPED_TRACE(flag);
+    const std::string other = flag == "--port" ? " --http-port 0" : " --port 0";
+    const ProcessResult r = run_baton("up " + flag + " " + port + other + " --kv-cache-memory 0.125");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, HasSubstr(flag + " " + port + ": 127.0.0.1:" + port + " is in use"));
+    EXPECT_THAT(r.err, Not(HasSubstr("starting"))) << "nodes were started first";
+  }
+  ::close(fd);
 }
 
 // Engine flags configure a local engine: with --endpoint they would be ignored, so they are refused.
