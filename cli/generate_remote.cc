@@ -35,8 +35,10 @@ json spec_json(const v1::Usage& u, const std::string& method) {
           {"num_drafts", s.num_drafts()},
           {"num_draft_tokens", s.num_draft_tokens()},
           {"num_accepted_tokens", s.num_accepted_tokens()},
-          {"acceptance_rate", tokens > 0 ? static_cast<double>(s.num_accepted_tokens()) / tokens : 0.0},
-          {"mean_acceptance_length", drafts > 0 ? 1.0 + static_cast<double>(s.num_accepted_tokens()) / drafts : 0.0}};
+          // null, not 0, when there was nothing to measure
+          {"acceptance_rate", tokens > 0 ? json(static_cast<double>(s.num_accepted_tokens()) / tokens) : json(nullptr)},
+          {"mean_acceptance_length",
+           drafts > 0 ? json(1.0 + static_cast<double>(s.num_accepted_tokens()) / drafts) : json(nullptr)}};
 }
 
 json result_json(const RemoteResult& r, bool with_text, bool logprobs) {
@@ -250,12 +252,15 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
   }
   std::fprintf(stderr, "prompt: %d tokens, prefill %.1f tokens/s | generated: %zu tokens, decode %.1f tokens/s | finish: %s\n",
                r.usage.prompt_tokens(), prefill_tps, r.ids.size(), decode_tps, reason_name(r.finish_reason));
-  if (!method.empty()) {
+  if (!method.empty() && r.usage.speculation().num_drafts() == 0) {
+    std::fprintf(stderr, "speculative %s: no drafts (no decode step proposed any)\n", method.c_str());
+  } else if (!method.empty()) {
     const json s = spec_json(r.usage, method);
+    const double rate = s["acceptance_rate"].is_null() ? 0.0 : s["acceptance_rate"].get<double>();
     std::fprintf(stderr, "speculative %s: %lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
                  method.c_str(), static_cast<long long>(r.usage.speculation().num_drafts()),
                  static_cast<long long>(r.usage.speculation().num_draft_tokens()),
-                 static_cast<long long>(r.usage.speculation().num_accepted_tokens()), s["acceptance_rate"].get<double>(),
+                 static_cast<long long>(r.usage.speculation().num_accepted_tokens()), rate,
                  s["mean_acceptance_length"].get<double>());
   }
   // A router without --expose-topology names no node.

@@ -13,8 +13,10 @@ nlohmann::json spec_report(const Engine& engine) {
           {"accepted_per_position", st->accepted_per_position},
           {"adaptive_draft_length", engine.speculative_config()->adaptive_draft_length},
           {"proposals_by_length", st->proposals_by_length},
-          {"acceptance_rate", st->acceptance_rate()},
-          {"mean_acceptance_length", st->mean_acceptance_length()}};
+          // null, not 0, when there was nothing to measure
+          {"acceptance_rate", st->num_draft_tokens > 0 ? nlohmann::json(st->acceptance_rate()) : nlohmann::json(nullptr)},
+          {"mean_acceptance_length",
+           st->num_drafts > 0 ? nlohmann::json(st->mean_acceptance_length()) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json logprobs_report(std::span<const TokenOutput> tokens) {

@@ -290,6 +290,24 @@ TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {
   EXPECT_THAT(bad.err, HasSubstr("`model` is required"));
 }
 
+// With nothing drafted (one token: no decode step), rates are unknown, not 0: null in the JSON,
+// and the summary line says there were no drafts instead of "mean acceptance length 0.000".
+TEST(GenerateCliSpec, NoDraftsReportsNoRatesRatherThanZero) {
+  const std::string base = "generate --model " + testing::fixture_path("llama-f32") +
+                           " --prompt-tokens 5,6,7,5,6,7 --max-tokens 1 --speculative-config "
+                           "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}'";
+  const ProcessResult json_run = run_baton(base + " --json");
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  const auto j = nlohmann::json::parse(json_run.out);
+  EXPECT_EQ(j["spec"]["num_drafts"].get<int>(), 0);
+  EXPECT_TRUE(j["spec"]["acceptance_rate"].is_null()) << j["spec"].dump();
+  EXPECT_TRUE(j["spec"]["mean_acceptance_length"].is_null()) << j["spec"].dump();
+  const ProcessResult text_run = run_baton(base);
+  ASSERT_EQ(text_run.exit_code, 0) << text_run.err;
+  EXPECT_THAT(text_run.err, HasSubstr("speculative ngram: no drafts"));
+  EXPECT_THAT(text_run.err, Not(HasSubstr("mean acceptance length 0.000")));
+}
+
 TEST(GenerateCliErrors, SamplingWithSeedIsReproducible) {
   const std::string base = "generate --model " + testing::fixture_path("qwen2-f32") +
                            " --prompt-tokens 5,6,7,8 --max-tokens 12 --temperature 1.0 --top-p 0.95 --ignore-eos --json";
