@@ -38,6 +38,11 @@ const std::vector<FlagSpec>& up_flags() {
       {"proposer-sidecar", "", "start a baton-proposer and let every decode node draft through it (speculative "
                                "method ngram or suffix; the suffix cache is then shared by all decode nodes)"},
       {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
+      {"served-model-name", "NAME", "the model id clients send (OpenAI's \"model\"; default: the model directory's "
+                                    "base name)"},
+      {"max-running-requests", "N", "the router's admission limit (default: derived from the decode nodes; "
+                                    "docs/serving.md#admission-limits)"},
+      {"max-queued-requests", "N", "requests that wait for room at the router (default: derived likewise)"},
       {"metrics", "", "every process serves Prometheus metrics at /metrics on a free port (printed)"},
       {"prometheus-targets", "FILE", "with --metrics implied: write a Prometheus file_sd JSON listing every process's "
                                      "metrics endpoint (role and node labels) and print its path"},
@@ -125,7 +130,13 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
     return absl::InvalidArgumentError(str_cat("--transport must be ucx or grpc, got '", o.transport, "'"));
   }
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
-  if (auto n = f.get("local-prefill-max-tokens")) o.router_args = {"--local-prefill-max-tokens", *n};
+  // The router's own flags, passed through as given (the router checks them).
+  for (const char* flag : {"local-prefill-max-tokens", "served-model-name", "max-running-requests", "max-queued-requests"}) {
+    if (auto v = f.get(flag)) {
+      o.router_args.push_back(str_cat("--", flag));
+      o.router_args.push_back(*v);
+    }
+  }
   o.metrics = f.has("metrics") || f.has("prometheus-targets");
   o.proposer_sidecar = f.has("proposer-sidecar");
   o.bin_dir = f.get("bin-dir").value_or("");

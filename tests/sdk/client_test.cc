@@ -262,7 +262,9 @@ class SdkTlsTest : public ::testing::Test {
     std::filesystem::create_directories(log_dir_);
     const std::string keys = log_dir_ + "/api-keys";
     std::ofstream(keys) << kKey << "\n";
-    address_ = start_cluster(log_dir_, {"--tls", "--api-keys-file", keys}, &cluster_);
+    // --served-model-name: one of the router's flags `baton up` passes through.
+    address_ = start_cluster(log_dir_, {"--tls", "--api-keys-file", keys, "--served-model-name", "sdk-tls-model"},
+                             &cluster_);
   }
   static void TearDownTestSuite() { stop_cluster(cluster_); }
   void SetUp() override { ASSERT_FALSE(address_.empty()) << "the cluster did not start"; }
@@ -295,6 +297,12 @@ TEST_F(SdkTlsTest, TlsAndAKeyGiveTheLocalTokens) {
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(got->token_ids, local["token_ids"].get<std::vector<std::int32_t>>());
   EXPECT_EQ(got->text, local["text"].get<std::string>());
+}
+
+TEST_F(SdkTlsTest, BatonUpPassesTheRoutersFlagsThrough) {
+  auto info = baton::Client(address_, options(kKey)).model_info();
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->model, "sdk-tls-model");
 }
 
 TEST_F(SdkTlsTest, TheKeyComesFromTheEnvironmentWhenNotGiven) {
