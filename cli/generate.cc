@@ -205,6 +205,12 @@ int generate_main(int argc, char** argv) {
     prompt = std::move(*ids);
   }
 
+  if (!f.has("kv-cache-memory")) {
+    // One request: a KV cache for it (and a speculative step's drafts beyond it), not the default
+    // gigabyte, which is committed up front and costs seconds of a one-shot run.
+    constexpr std::int64_t kDraftRoom = 64;
+    config->kv_cache_tokens = static_cast<std::int64_t>(prompt.size()) + sampling->max_tokens + kDraftRoom;
+  }
   auto engine = Engine::create(*config);
   if (!engine.ok()) return fail(engine.status());
   if (tokenizer) {

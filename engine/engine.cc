@@ -62,7 +62,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                                               e->backend_->describe(), " backend does not store a KV cache of it (",
                                               dtype_name(e->backend_->activation_dtype()), " does)"));
   }
-  const std::int32_t num_blocks = KvCache::blocks_for_budget(layout, config.kv_cache_bytes);
+  std::int64_t kv_cache_bytes = config.kv_cache_bytes;
+  if (config.kv_cache_tokens) {
+    const std::int64_t blocks = (std::max<std::int64_t>(*config.kv_cache_tokens, 1) + config.block_size - 1) / config.block_size;
+    kv_cache_bytes = std::min(kv_cache_bytes, blocks * layout.bytes_per_block());
+  }
+  const std::int32_t num_blocks = KvCache::blocks_for_budget(layout, kv_cache_bytes);
   BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(*e->backend_, layout, num_blocks, pool_memory, "target"));
   e->cache_ = std::make_unique<KvCache>(std::move(cache));
 
@@ -75,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   if (max_len > cache_tokens) {
     if (config.max_model_len > 0) {
       return absl::ResourceExhaustedError(str_cat("max_model_len ", max_len, " needs ", max_len, " KV tokens but the cache (",
-                                                  config.kv_cache_bytes, " bytes) holds ", cache_tokens,
+                                                  kv_cache_bytes, " bytes) holds ", cache_tokens,
                                                   "; raise the KV cache memory or lower max_model_len"));
     }
     max_len = cache_tokens;  // the default adapts to the cache
@@ -126,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     pc.target_weights = &e->model_->weights();
     pc.backend = e->backend_.get();
     pc.block_size = config.block_size;
-    pc.kv_cache_bytes = config.kv_cache_bytes;
+    pc.kv_cache_bytes = kv_cache_bytes;
     pc.kv_cache_dtype = layout.dtype;
     pc.kv_memory = pool_memory;
     pc.max_model_len = max_len;

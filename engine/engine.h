@@ -62,6 +62,10 @@ struct EngineConfig {
   BackendOptions backend;
   std::int32_t block_size = 16;
   std::int64_t kv_cache_bytes = 1LL << 30;
+  // Set: the target pool holds at most this many tokens (rounded up to whole blocks; never more
+  // than kv_cache_bytes holds), and the proposers' pools follow. For one-shot runs that know their
+  // requests (baton generate): the pools are committed at start, and 1 GiB costs seconds.
+  std::optional<std::int64_t> kv_cache_tokens;
   // The KV cache's element type (target and draft pools); nullopt: the backend's activation dtype.
   // BF16 holds twice the tokens in the same bytes, its values rounded as they are stored.
   std::optional<DType> kv_cache_dtype;

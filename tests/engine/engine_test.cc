@@ -212,6 +212,24 @@ TEST(Engine, PreemptionByRecomputeGivesTheSameTokens) {
   EXPECT_EQ(tight->block_pool().num_in_use(), 0);
 }
 
+// kv_cache_tokens sizes the pool by tokens (rounded up to blocks, never past kv_cache_bytes), and
+// max_model_len follows it; a request that fits runs to the same tokens as in a roomy cache.
+TEST(Engine, KvCacheTokensSizeThePoolForTheRequestsAtHand) {
+  auto roomy = make_engine(config_for("llama-f32"));
+  std::vector<Job> jobs = random_jobs(1, roomy->model_config().vocab_size, 5, false);
+  const std::int64_t need = static_cast<std::int64_t>(jobs[0].prompt.size()) + jobs[0].params.max_tokens;
+  auto c = config_for("llama-f32");
+  c.kv_cache_tokens = need;
+  auto fitted = make_engine(c);
+  const std::int32_t blocks = static_cast<std::int32_t>((need + 15) / 16);
+  EXPECT_EQ(fitted->block_pool().num_blocks(), blocks);
+  EXPECT_EQ(fitted->max_model_len(), blocks * 16);
+  EXPECT_EQ(run(*fitted, jobs), run(*roomy, jobs));
+  // More tokens than the byte budget holds: the budget wins.
+  c.kv_cache_tokens = std::int64_t{1} << 40;
+  EXPECT_EQ(make_engine(c)->block_pool().num_blocks(), roomy->block_pool().num_blocks());
+}
+
 TEST(Engine, PrefixCacheServesARepeatedPromptWithTheSameTokens) {
   auto engine = make_engine(config_for("mistral-f16"));
   Job j = random_jobs(1, engine->model_config().vocab_size, 11, false)[0];
