@@ -4,6 +4,7 @@
 #include "tokenizer/chat_template_eval.h"
 #include "tokenizer/chat_template_lexer.h"
 #include "tokenizer/chat_template_parser.h"
+#include "tokenizer/unicode.h"
 
 namespace baton {
 
@@ -15,6 +16,8 @@ ChatTemplate::ChatTemplate() = default;
 ChatTemplate::~ChatTemplate() = default;
 
 absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::compile(const std::string& source) {
+  // The string code walks code points and assumes well-formed UTF-8 (unicode::next_code_point).
+  if (!unicode::is_valid_utf8(source)) return absl::InvalidArgumentError("chat template is not valid UTF-8");
   auto result = std::unique_ptr<ChatTemplate>(new ChatTemplate());
   result->compiled_ = std::make_unique<Compiled>();
   try {

@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template_parser.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 #include <string_view>
 
@@ -30,6 +32,35 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) const {
     throw TemplateError(str_cat("line ", peek().line, ": ", what));
   }
+
+  // Brackets, unary operators and blocks nest at most this deep: the parser recurses once per
+  // level, and a template must not exhaust the stack (real templates nest a few levels).
+  static constexpr int kMaxNesting = 200;
+  class Nested {
+   public:
+    explicit Nested(Parser& parser) : parser_(parser) {
+      if (++parser_.depth_ > kMaxNesting) parser_.fail(str_cat("nesting deeper than ", kMaxNesting, " levels"));
+    }
+    ~Nested() { --parser_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Parser& parser_;
+  };
+
+  // Literals: 64-bit integers (Python's are unbounded: a larger one is an error here), and floats
+  // as Python reads them (out of range: inf or 0).
+  std::int64_t integer_literal() {
+    const std::string& digits = next().value;
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size()) {
+      fail(str_cat("integer literal ", digits.substr(0, 40), digits.size() > 40 ? "..." : "", " does not fit in 64 bits"));
+    }
+    return v;
+  }
+  double float_literal() { return std::strtod(next().value.c_str(), nullptr); }
   bool at_op(std::string_view op, std::size_t ahead = 0) const {
     return peek(ahead).kind == Token::Kind::kOperator && peek(ahead).value == op;
   }
@@ -110,6 +141,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement(const Token& keyword) {
+    Nested nested(*this);
     auto s = std::make_unique<Stmt>();
     s->line = keyword.line;
     const std::string& k = keyword.value;
@@ -237,6 +269,7 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    Nested nested(*this);
     ExprPtr value = parse_or_expression();
     while (at_name("if")) {
       ++pos_;
@@ -274,6 +307,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (at_name("not")) {
+      Nested nested(*this);
       ++pos_;
       auto e = make(Expr::Kind::kUnary);
       e->name = "not";
@@ -341,6 +375,7 @@ class Parser {
   ExprPtr parse_unary(bool with_filters) {
     ExprPtr node;
     if (at_op("-") || at_op("+")) {
+      Nested nested(*this);
       auto e = make(Expr::Kind::kUnary);
       e->name = next().value;
       e->children.push_back(parse_unary(false));
@@ -365,12 +400,12 @@ class Parser {
       }
       case Token::Kind::kInteger: {
         auto e = make(Expr::Kind::kLiteral);
-        e->literal = Value::integer(std::stoll(next().value));
+        e->literal = Value::integer(integer_literal());
         return e;
       }
       case Token::Kind::kFloat: {
         auto e = make(Expr::Kind::kLiteral);
-        e->literal = Value::floating(std::stod(next().value));
+        e->literal = Value::floating(float_literal());
         return e;
       }
       case Token::Kind::kName: {
@@ -463,7 +498,7 @@ class Parser {
           e->kind = Expr::Kind::kGetItem;
           e->children.push_back(std::move(node));
           auto index = make(Expr::Kind::kLiteral);
-          index->literal = Value::integer(std::stoll(next().value));
+          index->literal = Value::integer(integer_literal());
           e->children.push_back(std::move(index));
         } else {
           e->name = expect_identifier();
@@ -551,6 +586,7 @@ class Parser {
 
   const std::vector<Token>& tokens_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // Nested levels open
 };
 
 }  // namespace

@@ -265,6 +265,13 @@ absl::StatusOr<std::unique_ptr<Decoder>> make_decoder(const nlohmann::json& conf
     BATON_ASSIGN_OR_RETURN(long long start, json_fields::get_int_or(config, where, "start", 0));
     BATON_ASSIGN_OR_RETURN(long long stop, json_fields::get_int_or(config, where, "stop", 0));
     if (start < 0 || stop < 0) return absl::InvalidArgumentError(str_cat(where, ": start/stop must be >= 0"));
+    // After a Fuse, start strips the text's first characters, and DecodeStream (which decodes a
+    // window of the last tokens) reproduces that for start <= 1 only: more is refused, Fuse or not
+    // (Llama 2 and Mistral use 1; no known tokenizer uses more).
+    if (start > 1) {
+      return absl::UnimplementedError(str_cat(where, ".start: ", start, " is not supported by Baton's tokenizer (0 or 1); "
+                                                     "streamed text would differ from decode()"));
+    }
     return std::make_unique<StripDecoder>(std::move(content), static_cast<std::size_t>(start),
                                           static_cast<std::size_t>(stop));
   }

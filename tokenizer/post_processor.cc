@@ -11,12 +11,22 @@ struct Parts {
   std::vector<std::int32_t> prefix, suffix;
 };
 
+// A token id as the file gives it: an integer in [0, 2^31 - 1] (get<std::int32_t>() would throw on
+// other types and truncate or, for floats, overflow on other values).
+absl::StatusOr<std::int32_t> token_id(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT32_MAX) {
+    return absl::InvalidArgumentError(str_cat(where, ": expected a token id (an integer in [0, 2^31)), got ",
+                                              v.dump().substr(0, 80)));
+  }
+  return static_cast<std::int32_t>(v.get<long long>());
+}
+
 absl::StatusOr<std::int32_t> id_of_pair(const nlohmann::json& config, const std::string& where, const char* key) {
   auto it = config.find(key);
-  if (it == config.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer()) {
+  if (it == config.end() || !it->is_array() || it->size() != 2) {
     return absl::InvalidArgumentError(str_cat(where, ".", key, ": expected [token, id]"));
   }
-  return (*it)[1].get<std::int32_t>();
+  return token_id((*it)[1], str_cat(where, ".", key, "[1]"));
 }
 
 absl::Status collect(const nlohmann::json& config, const std::string& where, Parts& parts) {
@@ -62,10 +72,17 @@ absl::Status collect(const nlohmann::json& config, const std::string& where, Par
       if (specials == config.end() || !specials->contains(name)) {
         return absl::InvalidArgumentError(str_cat(at, ": special token \"", name, "\" is not in ", where, ".special_tokens"));
       }
-      const auto& ids = (*specials)[name]["ids"];
-      if (!ids.is_array()) return absl::InvalidArgumentError(str_cat(where, ".special_tokens.", name, ".ids: expected an array"));
+      // find(), not operator[]: the entry may be anything, and a missing "ids" must not be read.
+      const auto& entry = (*specials)[name];
+      const auto ids = entry.is_object() ? entry.find("ids") : entry.end();
+      if (ids == entry.end() || !ids->is_array()) {
+        return absl::InvalidArgumentError(str_cat(where, ".special_tokens.", name, ".ids: expected an array"));
+      }
       auto& target = seen_sequence ? local.suffix : local.prefix;
-      for (const auto& id : ids) target.push_back(id.get<std::int32_t>());
+      for (std::size_t k = 0; k < ids->size(); ++k) {
+        BATON_ASSIGN_OR_RETURN(std::int32_t id, token_id((*ids)[k], str_cat(where, ".special_tokens.", name, ".ids[", k, "]")));
+        target.push_back(id);
+      }
     }
     if (!seen_sequence) return absl::InvalidArgumentError(str_cat(where, ".single: no {\"Sequence\": ...} entry"));
     parts.prefix.insert(parts.prefix.begin(), local.prefix.begin(), local.prefix.end());

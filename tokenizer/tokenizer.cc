@@ -46,7 +46,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& di
   if (model_it == j.end() || !model_it->is_object()) {
     return absl::InvalidArgumentError(str_cat(where, ": missing \"model\" object"));
   }
-  std::string model_type = model_it->value("type", model_it->contains("merges") ? "BPE" : "");
+  // Not value("type", ...): that throws when "type" is not a string.
+  auto type_it = model_it->find("type");
+  const bool has_type = type_it != model_it->end() && !type_it->is_null();
+  if (has_type && !type_it->is_string()) return json_fields::type_error(where + ": model", "type", "a string", *type_it);
+  std::string model_type = has_type ? type_it->get<std::string>() : model_it->contains("merges") ? "BPE" : "";
   if (model_type != "BPE") {
     return json_fields::unsupported(where + ": model", "model", model_type, "BPE");
   }

@@ -32,7 +32,9 @@ absl::Status read_float(const json& j, const std::string& key, double lo, double
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) return key_error(key, str_cat("must be a number, got ", it->dump()));
   const double v = it->get<double>();
-  if ((lo_open ? v <= lo : v < lo) || v > hi) {
+  // The float kept must be in range too: 1e-300 > 0 rounds to 0.0f (checked after the range that
+  // makes the conversion defined).
+  if ((lo_open ? v <= lo : v < lo) || v > hi || (lo_open && static_cast<float>(v) <= lo)) {
     return key_error(key, str_cat("must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v));
   }
   *out = static_cast<float>(v);

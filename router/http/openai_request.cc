@@ -206,7 +206,9 @@ class Parser {
       for (std::size_t k = 0; k < content->size(); ++k) {
         const json& part = (*content)[k];
         const std::string pw = str_cat(where, ".content[", k, "]");
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text")) {
+        // Compared as JSON, not with value("type", ""): a non-string "type" would throw.
+        const json* part_type = part.is_object() ? field(part, "type") : nullptr;
+        if (part_type == nullptr || *part_type != "text" || !part.contains("text")) {
           throw bad_field(pw, pw + " must be {\"type\": \"text\", \"text\": ...}: only text parts are supported");
         }
         text += string_of(part["text"], pw + ".text");
