@@ -55,7 +55,8 @@ absl::StatusOr<TokenizerConfig> load_tokenizer_config(const std::string& dir) {
       config.chat_template = it->get<std::string>();
     } else if (it->is_array()) {
       for (const auto& entry : *it) {
-        if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+        // Compared as JSON, not with value("name", ""): a name that is not a string would throw.
+        if (entry.is_object() && entry.contains("name") && entry["name"] == "default" && entry.contains("template") &&
             entry["template"].is_string()) {
           config.chat_template = entry["template"].get<std::string>();
         }

@@ -155,6 +155,22 @@ TEST(Config, SpecialTokenIdsAndChatTemplate) {
   EXPECT_NE(missing.status().message().find("chat_template"), std::string_view::npos);
 }
 
+// A list of named chat templates: entries whose name is not a string are skipped, not thrown on.
+TEST(Config, NamedChatTemplatesWithOddNamesAreSkipped) {
+  json t = bpe({{"<s>", 0}, {"a", 1}}, json::array());
+  json config = {{"chat_template", json::array({{{"name", 5}, {"template", "x"}},
+                                                {{"name", "default"}, {"template", "{{ 'y' }}"}}})}};
+  auto tok = Tokenizer::load(write_tokenizer(t, config));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto text = (*tok)->apply_chat_template(json::array(), false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "y");
+  config["chat_template"] = json::array({{{"name", json::array()}, {"template", "x"}}});
+  auto none = Tokenizer::load(write_tokenizer(t, config));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("without a \"default\" entry"), std::string_view::npos) << none.status();
+}
+
 // Byte-level tokenizer whose vocab holds only single bytes: every byte is its own token.
 std::unique_ptr<Tokenizer> byte_tokenizer() {
   json vocab = json::object();
