@@ -152,6 +152,27 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
       return true;
     }
 
+    void write_async(std::string data, std::function<void(bool)> room) override {
+      bool accepted = false, room_now = true;
+      {
+        std::lock_guard lock(mu_);
+        if (!gone_ && !done_) {
+          accepted = true;
+          queued_ += data.size();
+          if (queued_ >= kMaxQueuedBytes) {
+            room_ = std::move(room);
+            room_now = false;
+          }
+        }
+      }
+      if (accepted) {
+        net::post(session_->stream_.get_executor(), [self = this->shared_from_this(), data = std::move(data)]() mutable {
+          self->session_->queue_chunk(self, std::move(data));
+        });
+      }
+      if (room_now) room(accepted);
+    }
+
     void finish() override {
       net::post(session_->stream_.get_executor(),
                 [self = this->shared_from_this()] { self->session_->finish_stream(self); });
@@ -175,25 +196,38 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
 
     // From the strand:
     void sent(std::size_t bytes) {
-      std::lock_guard lock(mu_);
-      queued_ -= std::min(queued_, bytes);
-      cv_.notify_all();
+      std::function<void(bool)> room;
+      {
+        std::lock_guard lock(mu_);
+        queued_ -= std::min(queued_, bytes);
+        if (room_ && queued_ < kMaxQueuedBytes) room = std::move(room_);
+        cv_.notify_all();
+      }
+      if (room) room(true);
     }
     void done() {
-      std::lock_guard lock(mu_);
-      done_ = true;
-      hangup_ = nullptr;
-      cv_.notify_all();
+      std::function<void(bool)> room;
+      {
+        std::lock_guard lock(mu_);
+        done_ = true;
+        hangup_ = nullptr;
+        room = std::move(room_);
+        cv_.notify_all();
+      }
+      if (room) room(false);
     }
     void gone() {
       std::function<void()> fn;
+      std::function<void(bool)> room;
       {
         std::lock_guard lock(mu_);
         if (gone_ || done_) return;
         gone_ = true;
         fn = std::move(hangup_);
+        room = std::move(room_);
         cv_.notify_all();
       }
+      if (room) room(false);
       if (fn) fn();
     }
 
@@ -214,6 +248,7 @@ class Session final : public Closable, public std::enable_shared_from_this<Sessi
     bool done_ = false;
     std::size_t queued_ = 0;
     std::function<void()> hangup_;
+    std::function<void(bool)> room_;  // a write_async() waiting for the queue to drain
   };
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }

@@ -12,8 +12,9 @@
 //  - hang-ups: while a handler owns an exchange, a ConnectionWatch polls the socket for the peer's
 //    hang-up (POLLRDHUP) and calls the exchange's on_hangup, so a request is cancelled even while
 //    nothing is written to its client.
-// Handlers run on an I/O thread and must not block: they reply at once, or hand the Exchange to a
-// thread of their own (it is thread-safe and outlives the connection). Must not: know routes,
+// Handlers run on an I/O thread and must not block: they reply at once, or keep the Exchange and
+// answer it later from any thread (it is thread-safe and outlives the connection), streaming with
+// write_async() so that no thread waits on a slow client. Must not: know routes,
 // OpenAI or API keys (its users do), or spawn threads for requests.
 #pragma once
 
@@ -57,6 +58,11 @@ class Exchange {
   // Queues one chunk. Blocks (up to the write timeout) while more than 1 MiB is queued for a slow
   // client. False once the client is gone (hung up, write failed or timed out, or server stopping).
   virtual bool write(std::string data) = 0;
+  // write() without blocking: queues the chunk (nothing once the client is gone) and calls `room`
+  // once: true as soon as less than 1 MiB is queued (at once, on this thread, when that holds
+  // already), false once the client is gone (a client that reads nothing is gone after the write
+  // timeout). Write the next chunk only after `room`.
+  virtual void write_async(std::string data, std::function<void(bool room)> room) = 0;
   virtual void finish() = 0;  // the last chunk
   // Called once, on some thread, if the client goes away before the exchange is answered and sent
   // (immediately if it is gone already). Must not block.

@@ -10,6 +10,7 @@
 #include "node_common/node_main.h"
 #include "prefill_node/kv_senders.h"
 #include "prefill_node/prefill_service.h"
+#include "prefill_node/prefill_state_metrics.h"
 #include "kv_transfer/ucx_net_devices.h"
 #include "proto/grpc_exit.h"
 #include "spdlog/spdlog.h"
@@ -84,6 +85,7 @@ static int run_prefill_node(int argc, char** argv) {
         const std::optional<node::v1::NodeInfo> info = service.info_snapshot(std::chrono::seconds(10));
         if (!info) return;
         transfer_metrics = std::make_unique<metrics::KvTransferMetrics>(m.registry(), metrics::node_labels(*info));
+        m.add(std::make_shared<PrefillStateCollector>(service, metrics::node_labels(*info)));
         metrics::KvTransferMetrics* tm = transfer_metrics.get();
         service.set_transfer_observer({[tm](double seconds) { tm->succeeded(seconds); },
                                        [tm](const char* stage) { tm->failed(stage); }});

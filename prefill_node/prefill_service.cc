@@ -193,6 +193,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
       return reject(grpc::StatusCode::ALREADY_EXISTS, str_cat("request '", id, "' is already being prefilled here"));
     }
   }
+  count(PrefillState::kChecking);
   queued_prefill_tokens_ += prompt_len;
   std::vector<std::int32_t> prompt(request->prompt().begin(), request->prompt().end());
   SamplingParams params = sampling_from_proto(request->sampling());
@@ -334,6 +335,7 @@ bool PrefillService::advance(Job& job, PrefillState from, PrefillState to) {
     return false;
   }
   spdlog::debug("prefill '{}': {} -> {}", job.id, prefill_state_name(from), prefill_state_name(to));
+  count(to);
   return true;
 }
 
@@ -444,6 +446,7 @@ void PrefillService::respond(const std::shared_ptr<Job>& job, const grpc::Status
   const PrefillState was = job->state.exchange(PrefillState::kAnswered);
   if (was == PrefillState::kAnswered) return;
   spdlog::debug("prefill '{}': {} -> answered", job->id, prefill_state_name(was));
+  count(PrefillState::kAnswered);
   if (job->transfer) kv_bytes_sent_ += job->transfer->bytes_posted();
   // Puts posted and never flushed (answered before the hand-off's flush) may still be landing in
   // the decode node's memory: flush them, and answer D's Abort probe "found" until they have.

@@ -8,7 +8,8 @@
 // token. Then the engine frees the request's KV.
 //
 // One Prefill call is one Job, in one of these states (PrefillState; every change goes through
-// PrefillService::advance() or respond(), and is logged at debug level):
+// PrefillService::advance() or respond(), is logged at debug level and counted in
+// baton_prefill_state_entered_total{state}):
 //
 //   kChecking    D confirms the destination (CheckReservation, async)
 //                  -> kPrefilling (confirmed, transfer begun) | kAnswered (refused, unreachable)
@@ -42,6 +43,7 @@
 // decode node believe a request's writes are over while puts for it are still in flight.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -62,6 +64,7 @@
 namespace baton {
 
 enum class PrefillState { kChecking, kPrefilling, kFlushing, kCommitting, kAnswered };
+inline constexpr std::size_t kPrefillStates = 5;
 const char* prefill_state_name(PrefillState s);
 
 struct PrefillNodeOptions {
@@ -102,6 +105,11 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   // The NodeInfo that Info returns, taken on the loop thread; nullopt when the loop does not answer
   // within `timeout` (for /metrics, which must not hang on a busy or stopped engine).
   std::optional<node::v1::NodeInfo> info_snapshot(std::chrono::milliseconds timeout);
+
+  // Calls that entered `state` since start (baton_prefill_state_entered_total).
+  std::int64_t entered(PrefillState state) const {
+    return entered_[static_cast<std::size_t>(state)].load(std::memory_order_relaxed);
+  }
 
   // Stops the engine loop (after the server stopped taking calls).
   void stop();
@@ -145,6 +153,8 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   std::int32_t block_size_ = 0;
   std::atomic<std::int64_t> queued_prefill_tokens_{0};
   std::atomic<std::int64_t> kv_bytes_sent_{0};
+  std::array<std::atomic<std::int64_t>, kPrefillStates> entered_{};
+  void count(PrefillState s) { entered_[static_cast<std::size_t>(s)].fetch_add(1, std::memory_order_relaxed); }
   std::atomic<bool> draining_{false};
   TransferObserver observer_;
 

@@ -1,5 +1,8 @@
 #include "router/node_calls.h"
 
+#include <type_traits>
+
+#include "baton/v1/node.grpc.pb.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -36,40 +39,72 @@ grpc::Status NodeCalls::failed(const Node& node, const grpc::Status& status) {
   return grpc::Status(status.error_code(), str_cat(node.label(), ": ", status.error_message()));
 }
 
-void NodeCalls::release(Node& decode, const std::string& id, const std::string& capability) {
-  grpc::ClientContext c;
-  c.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
-  baton::node::v1::ReleaseRequest request;
-  request.set_request_id(id);
-  request.set_capability(capability);
-  baton::node::v1::ReleaseResponse response;
+namespace {
+
+// One best-effort unary call and what it must keep alive until its callback.
+template <class Request, class Response>
+struct FireAndForget {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+  std::shared_ptr<Node> node;
+  std::function<void()> ended;
+};
+
+}  // namespace
+
+void NodeCalls::release(std::shared_ptr<Node> decode, const std::string& id, const std::string& capability,
+                        std::function<void()> ended) {
+  auto* call = new FireAndForget<baton::node::v1::ReleaseRequest, baton::node::v1::ReleaseResponse>{};
+  call->context.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
+  call->request.set_request_id(id);
+  call->request.set_capability(capability);
+  call->node = std::move(decode);
+  call->ended = std::move(ended);
   stats_.node_releases_sent.fetch_add(1, std::memory_order_relaxed);
-  grpc::Status s = decode.decode().Release(&c, request, &response);
-  if (!s.ok()) {
-    spdlog::warn("router: Release({}) on {} failed ({}: {}); its lease will reclaim the blocks", id, decode.label(),
-                 grpc_code_name(s.error_code()), s.error_message());
-  }
+  call->node->decode().async()->Release(&call->context, &call->request, &call->response, [call](grpc::Status s) {
+    std::unique_ptr<std::remove_pointer_t<decltype(call)>> owned(call);
+    if (!s.ok()) {
+      spdlog::warn("router: Release({}) on {} failed ({}: {}); its lease will reclaim the blocks",
+                   owned->request.request_id(), owned->node->label(), grpc_code_name(s.error_code()), s.error_message());
+    }
+    auto ended = std::move(owned->ended);
+    owned.reset();
+    ended();
+  });
 }
 
-void NodeCalls::abort(Node& node, const std::string& id, const std::string& capability) {
-  if (!aborted_.insert(str_cat(node.address(), "|", id)).second) return;
-  grpc::ClientContext c;
-  c.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
-  baton::node::v1::NodeAbortRequest request;
-  request.set_request_id(id);
-  request.set_capability(capability);
-  baton::node::v1::NodeAbortResponse response;
+bool NodeCalls::abort(std::shared_ptr<Node> node, const std::string& id, const std::string& capability,
+                      std::function<void()> ended) {
+  if (!aborted_.insert(str_cat(node->address(), "|", id)).second) return false;
+  auto* call = new FireAndForget<baton::node::v1::NodeAbortRequest, baton::node::v1::NodeAbortResponse>{};
+  call->context.set_deadline(std::chrono::system_clock::now() + abort_timeout_);
+  call->request.set_request_id(id);
+  call->request.set_capability(capability);
+  call->node = std::move(node);
+  call->ended = std::move(ended);
   stats_.node_aborts_sent.fetch_add(1, std::memory_order_relaxed);
-  grpc::Status s = node.kind() == NodeKind::kPrefill ? node.prefill().Abort(&c, request, &response)
-                                                     : node.decode().Abort(&c, request, &response);
-  if (!s.ok()) {
-    spdlog::warn("router: Abort({}) on {} failed ({}: {})", id, node.label(), grpc_code_name(s.error_code()),
-                 s.error_message());
-    return;
+  auto on_end = [call](grpc::Status s) {
+    std::unique_ptr<std::remove_pointer_t<decltype(call)>> owned(call);
+    const Node& n = *owned->node;
+    if (!s.ok()) {
+      spdlog::warn("router: Abort({}) on {} failed ({}: {})", owned->request.request_id(), n.label(),
+                   grpc_code_name(s.error_code()), s.error_message());
+    } else {
+      // Logged so that an operator (and the tests) can see what a cancelled request stopped.
+      spdlog::info("router: aborted {} on {} ({})", owned->request.request_id(), n.label(),
+                   owned->response.found() ? "it was running there" : "it had ended there");
+    }
+    auto ended = std::move(owned->ended);
+    owned.reset();
+    ended();
+  };
+  if (call->node->kind() == NodeKind::kPrefill) {
+    call->node->prefill().async()->Abort(&call->context, &call->request, &call->response, std::move(on_end));
+  } else {
+    call->node->decode().async()->Abort(&call->context, &call->request, &call->response, std::move(on_end));
   }
-  // Logged so that an operator (and the tests) can see what a cancelled request stopped.
-  spdlog::info("router: aborted {} on {} ({})", id, node.label(),
-               response.found() ? "it was running there" : "it had ended there");
+  return true;
 }
 
 }  // namespace baton::router

@@ -3,12 +3,15 @@
 // call registered with the request's RequestControl so the Abort RPC wakes it; failures named
 // after the node ("decode node 10.0.0.2:5001: ...", the node's code kept) and reported to the pool
 // (UNAVAILABLE / DEADLINE_EXCEEDED mark the node unusable); best-effort Release and Abort with a
-// short deadline, each sent at most once per node and node-call id (no abort storms).
+// short deadline, each sent at most once per node and node-call id (no abort storms), made
+// asynchronously: the caller learns when each ended (a request is over only once they are).
 //
-// Thread-safety: one request's thread. Must not: decide what to call next (request_flow.h does).
+// Thread-safety: one request's serial queue (request_flow.cc). Must not: decide what to call next
+// (request_flow.h does), or block.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -51,9 +54,13 @@ class NodeCalls {
   grpc::Status failed(const Node& node, const grpc::Status& status);
 
   // Best effort, short deadline, not tied to the client's call (which may be gone). `capability`:
-  // the node-call's token (node.proto), without which the node refuses.
-  void release(Node& decode, const std::string& node_request_id, const std::string& capability);
-  void abort(Node& node, const std::string& node_request_id, const std::string& capability);
+  // the node-call's token (node.proto), without which the node refuses. Both return at once;
+  // `ended` is called once, on a gRPC thread, when the call ended (however it did). abort() returns
+  // false, and calls nothing, when it was sent to that node for that id already.
+  void release(std::shared_ptr<Node> decode, const std::string& node_request_id, const std::string& capability,
+               std::function<void()> ended);
+  bool abort(std::shared_ptr<Node> node, const std::string& node_request_id, const std::string& capability,
+             std::function<void()> ended);
 
   RequestControl& control() { return control_; }
 

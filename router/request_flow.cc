@@ -1,11 +1,16 @@
 #include "router/request_flow.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 
+#include "baton/v1/node.grpc.pb.h"
 #include "common/draining.h"
+#include "common/serial_queue.h"
 #include "common/status.h"
+#include "grpcpp/support/client_callback.h"
 #include "router/node_calls.h"
 #include "router/prompt.h"
 #include "security/capability.h"
@@ -52,32 +57,43 @@ struct Outcome {
   std::string exclude;   // the failed node's address (left out of the retry's placement)
 };
 
-// A Decode stream with its context, registered with the request's control while open.
-struct DecodeStream {
+// One Decode stream: its call, what it reads into, and how it ended. Owned by the run from its
+// start until gRPC's OnDone (a cancelled stream outlives its attempt until then).
+class RequestRun;
+struct DecodeCall final : public grpc::ClientReadReactor<DecodeResponse> {
+  DecodeCall(std::shared_ptr<RequestRun> run, std::unique_ptr<grpc::ClientContext> context, RequestControl& control)
+      : run(std::move(run)), context(std::move(context)), scope(std::make_unique<RequestControl::CallScope>(control, *this->context)) {}
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+  std::shared_ptr<RequestRun> run;  // until OnDone: the run outlives its streams
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<RequestControl::CallScope> scope;
-  std::unique_ptr<grpc::ClientReader<DecodeResponse>> reader;
-
-  // Cancels the stream (D aborts a cancelled Decode) and waits for its end.
-  void cancel() {
-    if (!reader) return;
-    context->TryCancel();
-    (void)reader->Finish();
-    reader.reset();
-    scope.reset();
-    context.reset();
-  }
-  ~DecodeStream() { cancel(); }
+  DecodeRequest request;
+  DecodeResponse message;
+  std::optional<grpc::Status> ended;  // OnDone came, while a write to the client was pending
+  bool last_seen = false;             // the message with the finish reason was read
+  std::unique_ptr<CallWatchdog::Watch> watch;  // last: it goes before the context it watches
 };
 
-// One request's run: its state, timings and the messages it writes.
-class RequestRun {
+// A unary node call in flight: what it must keep alive until its answer.
+template <class Request, class Response>
+struct UnaryCall {
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<RequestControl::CallScope> scope;
+  Request request;
+  Response response;
+  std::unique_ptr<CallWatchdog::Watch> watch;  // last: it goes before the context it watches
+};
+
+// One request's run: its state, timings and the messages it writes. Every method but start() and
+// the gRPC reactions runs on its queue.
+class RequestRun : public std::enable_shared_from_this<RequestRun> {
  public:
   RequestRun(NodePool& pool, RouterStats& stats, CallWatchdog& watchdog, const FlowOptions& options,
-             const baton::v1::GenerateRequest& request,
-             const std::string& client_id, const std::string& node_id, std::uint64_t cache_salt,
-             const std::vector<std::int32_t>& prompt, RequestControl& control, const grpc::ServerContextBase* server,
-             ResponseSink& sink, Clock::time_point received)
+             const baton::v1::GenerateRequest& request, const std::string& client_id, const std::string& node_id,
+             std::uint64_t cache_salt, const std::vector<std::int32_t>& prompt, RequestControl& control,
+             const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received, FlowDone done)
       : pool_(pool),
         stats_(stats),
         watchdog_(watchdog),
@@ -89,28 +105,62 @@ class RequestRun {
         prompt_(prompt),
         sink_(sink),
         received_(received),
+        done_(std::move(done)),
         calls_(pool, stats, control, server, received + options.request_timeout, options.abort_timeout) {}
 
-  grpc::Status run();
+  void start() {
+    post([this] { next_attempt(); });
+  }
+
+  // Runs `task` on the run's queue. The run lives until the queue ran it, and until this returns
+  // (the thread that drains the queue must not see it destroyed under it).
+  void post(std::function<void()> task) {
+    std::shared_ptr<RequestRun> keep = shared_from_this();
+    queue_.post([keep, task = std::move(task)] { task(); });
+  }
+
+  // DecodeCall's reactions, on the queue.
+  void decode_read(DecodeCall* call, bool ok);
+  void decode_ended(DecodeCall* call, const grpc::Status& status);
 
  private:
+  void enter(RequestState next);
+  void next_attempt();
   void note_site(const ChosenNodes& chosen, const std::string& id);
-  Outcome run_disaggregated(ChosenNodes& chosen, const std::string& id);
-  Outcome run_local(ChosenNodes& chosen, const std::string& id);
-  void open_decode(Node& decode, const std::string& id, bool local, DecodeStream& stream);
-  // Forwards D's stream to the client until its last message.
-  Outcome forward(Node& decode, const std::string& id, DecodeStream& stream);
+  // Disaggregated: Reserve on D, then Prefill on P.
+  void reserve();
+  void reserved(const grpc::Status& status);
+  void prefill();
+  void prefilled(grpc::Status status);
+  // Local prefill, or after P's first token: D's stream to the client.
+  void open_decode(bool local);
+  void forward();
+  void read_next();
+  // A stream's OnDone came (and no write waits): forget it; this attempt's, ended early, fails it.
+  void close_stream(DecodeCall* call);
+  void cancel_stream();
+  // The attempt failed: the next one, or the end.
+  void attempt_failed(Outcome outcome);
   // The request stopped (Abort RPC, client gone, deadline): abort it where it runs.
-  Outcome stop(Node* decode, Node* prefill, const std::string& id);
-  bool write(GenerateResponse& response);
+  void stop(bool abort_decode, bool abort_prefill);
+  void finish(const grpc::Status& status);
+  void finish_if_settled();
+  // Writes one message; `then` runs on the queue once the client took it (true) or is gone.
+  void write(GenerateResponse& response, std::function<void(bool)> then);
+  // Best effort; the run ends only once they did.
+  void release_decode();
+  void abort_on(const std::shared_ptr<Node>& node);
+  std::function<void()> settle() {
+    ++in_flight_;
+    return [self = shared_from_this()] { self->post([run = self.get()] { --run->in_flight_; run->finish_if_settled(); }); };
+  }
   void fill_usage(baton::v1::Usage* usage, const DecodeResponse* last);
   void count_watchdog(const CallWatchdog::Watch& watch) {
     (watch.reason() == CallWatchdog::Watch::Reason::kNoProgress ? stats_.calls_stalled : stats_.calls_node_unreachable)
         .fetch_add(1, std::memory_order_relaxed);
   }
-  void mark_first_call() {
-    if (!first_call_at_) first_call_at_ = Clock::now();
-  }
+  Node& decode() { return *chosen_->decode; }
+  Node& prefill_node() { return *chosen_->prefill; }
 
   NodePool& pool_;
   RouterStats& stats_;
@@ -123,7 +173,26 @@ class RequestRun {
   const std::vector<std::int32_t>& prompt_;
   ResponseSink& sink_;
   const Clock::time_point received_;
+  FlowDone done_;
   NodeCalls calls_;
+  SerialQueue queue_;
+
+  RequestState state_ = RequestState::kAdmitted;
+  int attempt_ = 0;
+  int retries_left_ = 1;
+  int draining_retries_left_ = kMaxDrainingRetries;
+  std::set<std::string> excluded_;
+  grpc::Status previous_;  // the failure the retry follows (what the client hears if none is left)
+  std::optional<ChosenNodes> chosen_;
+  std::string id_;  // this attempt's node-call id
+  std::unique_ptr<UnaryCall<ReserveRequest, KvDestination>> reserve_call_;
+  std::unique_ptr<UnaryCall<PrefillRequest, PrefillResponse>> prefill_call_;
+  DecodeCall* stream_ = nullptr;  // this attempt's Decode stream while it is open
+  std::map<DecodeCall*, std::unique_ptr<DecodeCall>> streams_;  // every stream until its OnDone
+  bool writing_ = false;
+  int in_flight_ = 0;  // node calls (streams, Release, Abort) whose end the run waits for
+  std::optional<grpc::Status> final_;
+  bool done_called_ = false;
 
   // What the usage in the last message reports.
   std::string decode_address_, prefill_address_, transport_;
@@ -135,48 +204,53 @@ class RequestRun {
   std::optional<Clock::time_point> first_call_at_, first_token_at_;
 };
 
-grpc::Status RequestRun::run() {
-  std::set<std::string> excluded;
-  grpc::Status previous;
-  int retries_left = 1;
-  int draining_retries_left = kMaxDrainingRetries;
-  for (int attempt = 1;; ++attempt) {
-    PlacementRequest placement;
-    placement.prompt_len = static_cast<std::int64_t>(prompt_.size());
-    placement.force_local_prefill = request_.force_local_prefill();
-    placement.local_prefill_max_tokens = options_.local_prefill_max_tokens;
-    placement.local_fallback = options_.local_fallback;
-    absl::StatusOr<ChosenNodes> chosen = pool_.choose(placement, excluded);
-    if (!chosen.ok()) {
-      if (attempt == 1) return to_grpc(chosen.status());
-      // Nowhere to retry: the first failure is what the client needs to know.
-      return grpc::Status(previous.error_code(),
-                          str_cat(previous.error_message(), " (not retried: ", chosen.status().message(), ")"));
-    }
-    if (attempt == 1) {
-      const auto& info = chosen->decode_info;
-      absl::Status limits = check_prompt_limits(prompt_, request_.sampling(), info.vocab_size(), info.max_model_len(),
-                                                chosen->decode->label());
-      if (!limits.ok()) return to_grpc(limits);
-    }
-    const std::string id = str_cat(rid_, ".", attempt);
-    note_site(*chosen, id);
-    Outcome outcome = chosen->prefill ? run_disaggregated(*chosen, id) : run_local(*chosen, id);
-    if (outcome.retry && !calls_.stopped()) {
-      const bool draining = refused_by_draining_node(outcome.status);
-      int& budget = draining ? draining_retries_left : retries_left;
-      if (budget > 0) {
-        --budget;
-        stats_.retries.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn("router: request {} failed before its first token ({}); trying {} without {}", rid_,
-                     outcome.status.error_message(), draining ? "another node" : "once more", outcome.exclude);
-        excluded.insert(outcome.exclude);
-        if (!draining || previous.ok()) previous = outcome.status;
-        continue;
-      }
-    }
-    return outcome.status;
+void DecodeCall::OnReadDone(bool ok) {
+  run->post([r = run.get(), this, ok] { r->decode_read(this, ok); });
+}
+
+void DecodeCall::OnDone(const grpc::Status& status) {
+  // The run deletes this on its queue: keep it alive through the post, whose task may run here.
+  std::shared_ptr<RequestRun> r = run;
+  r->post([r, this, status] { r->decode_ended(this, status); });
+}
+
+void RequestRun::enter(RequestState next) {
+  spdlog::debug("router: request {}: {} -> {}", rid_, state_name(state_), state_name(next));
+  state_ = next;
+  stats_.enter(next);
+}
+
+void RequestRun::next_attempt() {
+  if (attempt_ > 0 && calls_.stopped()) return stop(false, false);
+  ++attempt_;
+  PlacementRequest placement;
+  placement.prompt_len = static_cast<std::int64_t>(prompt_.size());
+  placement.force_local_prefill = request_.force_local_prefill();
+  placement.local_prefill_max_tokens = options_.local_prefill_max_tokens;
+  placement.local_fallback = options_.local_fallback;
+  chosen_.reset();  // the last attempt's claims go before this one's placement
+  absl::StatusOr<ChosenNodes> chosen = pool_.choose(placement, excluded_);
+  if (!chosen.ok()) {
+    if (attempt_ == 1) return finish(to_grpc(chosen.status()));
+    // Nowhere to retry: the first failure is what the client needs to know.
+    return finish(grpc::Status(previous_.error_code(),
+                               str_cat(previous_.error_message(), " (not retried: ", chosen.status().message(), ")")));
   }
+  if (attempt_ == 1) {
+    const auto& info = chosen->decode_info;
+    absl::Status limits = check_prompt_limits(prompt_, request_.sampling(), info.vocab_size(), info.max_model_len(),
+                                              chosen->decode->label());
+    if (!limits.ok()) return finish(to_grpc(limits));
+  }
+  chosen_ = std::move(*chosen);
+  id_ = str_cat(rid_, ".", attempt_);
+  note_site(*chosen_, id_);
+  if (!first_call_at_) first_call_at_ = Clock::now();
+  if (chosen_->prefill) return reserve();
+  transport_.clear();
+  capability_ = security::new_capability();  // later aborts of the request on D present it
+  open_decode(/*local=*/true);
+  forward();
 }
 
 void RequestRun::note_site(const ChosenNodes& chosen, const std::string& id) {
@@ -209,76 +283,71 @@ void RequestRun::note_site(const ChosenNodes& chosen, const std::string& id) {
   spdlog::info("router: {} prefills locally on {}: {}", id, chosen.decode->label(), why);
 }
 
-void RequestRun::open_decode(Node& decode, const std::string& id, bool local, DecodeStream& stream) {
-  stream.context = calls_.context_until_request_deadline();
-  stream.scope = std::make_unique<RequestControl::CallScope>(calls_.control(), *stream.context);
-  DecodeRequest r;
-  r.set_request_id(id);
-  r.set_capability(capability_);
-  r.set_commit_timeout_ms(options_.commit_timeout.count());
-  if (local) {
-    r.mutable_local()->mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
-    *r.mutable_local()->mutable_sampling() = request_.sampling();
-    r.mutable_local()->set_cache_salt(cache_salt_);
-  }
-  stream.reader = decode.decode().Decode(stream.context.get(), r);
+void RequestRun::reserve() {
+  enter(RequestState::kReserving);
+  capability_.clear();  // until D's Reserve gives this attempt's
+  auto call = std::make_unique<UnaryCall<ReserveRequest, KvDestination>>();
+  call->context = calls_.context(options_.node_timeout);
+  call->scope = std::make_unique<RequestControl::CallScope>(calls_.control(), *call->context);
+  call->request.set_request_id(id_);
+  call->request.set_prompt_len(static_cast<std::int32_t>(prompt_.size()));
+  call->request.set_transport(pair_transport(chosen_->prefill_info, chosen_->decode_info));  // "": D's preferred
+  auto* c = call.get();
+  reserve_call_ = std::move(call);
+  decode().decode().async()->Reserve(c->context.get(), &c->request, &c->response,
+                                     [self = shared_from_this()](grpc::Status s) {
+                                       self->post([run = self.get(), s] { run->reserved(s); });
+                                     });
 }
 
-Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id) {
-  Node& d = *chosen.decode;
-  Node& p = *chosen.prefill;
-  mark_first_call();
-  capability_.clear();  // until D's Reserve gives this attempt's
-
-  KvDestination destination;
-  {
-    auto context = calls_.context(options_.node_timeout);
-    RequestControl::CallScope scope(calls_.control(), *context);
-    ReserveRequest r;
-    r.set_request_id(id);
-    r.set_prompt_len(static_cast<std::int32_t>(prompt_.size()));
-    r.set_transport(pair_transport(chosen.prefill_info, chosen.decode_info));  // "": D's preferred
-    grpc::Status s = d.decode().Reserve(context.get(), r, &destination);
-    if (!s.ok()) {
-      if (calls_.stopped()) return stop(&d, nullptr, id);
-      return {calls_.failed(d, s), node_fault(s.error_code()), d.address()};
-    }
+void RequestRun::reserved(const grpc::Status& s) {
+  const KvDestination destination = std::move(reserve_call_->response);
+  reserve_call_.reset();
+  if (!s.ok()) {
+    if (calls_.stopped()) return stop(true, false);
+    return attempt_failed({calls_.failed(decode(), s), node_fault(s.error_code()), decode().address()});
   }
   transport_ = destination.transport();
   capability_ = destination.capability();
+  if (options_.open_decode_before_prefill) open_decode(/*local=*/false);
 
-  DecodeStream stream;
-  if (options_.open_decode_before_prefill) open_decode(d, id, /*local=*/false, stream);
+  enter(RequestState::kPrefilling);
+  auto call = std::make_unique<UnaryCall<PrefillRequest, PrefillResponse>>();
+  call->context = calls_.context(options_.prefill_timeout);
+  call->scope = std::make_unique<RequestControl::CallScope>(calls_.control(), *call->context);
+  call->request.set_request_id(id_);
+  call->request.mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
+  *call->request.mutable_sampling() = request_.sampling();
+  *call->request.mutable_destination() = destination;
+  call->request.set_cache_salt(cache_salt_);
+  // No progress limit (the prefill's own deadline bounds it), but a P that stops answering its
+  // health checks ends the call, and the request is retried elsewhere.
+  call->watch = std::make_unique<CallWatchdog::Watch>(watchdog_, prefill_node(), *call->context,
+                                                      std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+  auto* c = call.get();
+  prefill_call_ = std::move(call);
+  prefill_node().prefill().async()->Prefill(c->context.get(), &c->request, &c->response,
+                                            [self = shared_from_this()](grpc::Status st) {
+                                              self->post([run = self.get(), st] { run->prefilled(st); });
+                                            });
+}
 
-  PrefillResponse first;
-  grpc::Status s;
-  {
-    auto context = calls_.context(options_.prefill_timeout);
-    RequestControl::CallScope scope(calls_.control(), *context);
-    PrefillRequest r;
-    r.set_request_id(id);
-    r.mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
-    *r.mutable_sampling() = request_.sampling();
-    *r.mutable_destination() = destination;
-    r.set_cache_salt(cache_salt_);
-    // No progress limit (the prefill's own deadline bounds it), but a P that stops answering its
-    // health checks ends the call, and the request is retried elsewhere.
-    CallWatchdog::Watch watch(watchdog_, p, *context, std::chrono::milliseconds(0), std::chrono::milliseconds(0));
-    s = p.prefill().Prefill(context.get(), r, &first);
-    if (!s.ok() && watch.fired()) {
-      count_watchdog(watch);
-      s = grpc::Status(grpc::StatusCode::UNAVAILABLE, watch.why());
-    }
+void RequestRun::prefilled(grpc::Status s) {
+  if (!s.ok() && prefill_call_->watch->fired()) {
+    count_watchdog(*prefill_call_->watch);
+    s = grpc::Status(grpc::StatusCode::UNAVAILABLE, prefill_call_->watch->why());
   }
-  chosen.prefill_claim.reset();
+  const PrefillResponse first = std::move(prefill_call_->response);
+  prefill_call_.reset();
+  chosen_->prefill_claim.reset();
   if (!s.ok()) {
-    stream.cancel();
-    if (calls_.stopped()) return stop(&d, &p, id);
-    calls_.release(d, id, capability_);
+    cancel_stream();
+    if (calls_.stopped()) return stop(true, true);
+    release_decode();
     const bool rejected = s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
                           s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
-    if (!rejected) calls_.abort(p, id, capability_);
-    return {calls_.failed(p, s), !rejected, p.address()};
+    if (!rejected) abort_on(chosen_->prefill);
+    return attempt_failed({calls_.failed(prefill_node(), s), !rejected, prefill_node().address()});
   }
 
   prefill_ms_ = first.prefill_ms();
@@ -292,114 +361,228 @@ Outcome RequestRun::run_disaggregated(ChosenNodes& chosen, const std::string& id
   first_token_at_ = Clock::now();
   if (first.finished()) {
     // Nothing was committed: the reservation is the router's to free.
-    stream.cancel();
-    calls_.release(d, id, capability_);
+    cancel_stream();
+    release_decode();
     out.set_finish_reason(first.finish_reason());
     if (first.has_stop_token()) out.set_stop_token(first.stop_token());
     if (first.has_stop_string()) out.set_stop_string(first.stop_string());
     fill_usage(out.mutable_usage(), nullptr);
-    if (!write(out)) return stop(nullptr, nullptr, id);
-    return {grpc::Status::OK};
+    return write(out, [this](bool written) {
+      if (!written) return stop(false, false);
+      finish(grpc::Status::OK);
+    });
   }
-  if (!write(out)) {
-    stream.cancel();
-    return stop(&d, nullptr, id);
-  }
-  if (!stream.reader) open_decode(d, id, /*local=*/false, stream);
-  return forward(d, id, stream);
+  write(out, [this](bool written) {
+    if (!written) {
+      cancel_stream();
+      return stop(true, false);
+    }
+    if (stream_ == nullptr) open_decode(/*local=*/false);
+    forward();
+  });
 }
 
-Outcome RequestRun::run_local(ChosenNodes& chosen, const std::string& id) {
-  Node& d = *chosen.decode;
-  mark_first_call();
-  transport_.clear();
-  capability_ = security::new_capability();  // later aborts of the request on D present it
-  DecodeStream stream;
-  open_decode(d, id, /*local=*/true, stream);
-  return forward(d, id, stream);
+void RequestRun::open_decode(bool local) {
+  auto owned = std::make_unique<DecodeCall>(shared_from_this(), calls_.context_until_request_deadline(), calls_.control());
+  DecodeCall* call = owned.get();
+  DecodeRequest& r = call->request;
+  r.set_request_id(id_);
+  r.set_capability(capability_);
+  r.set_commit_timeout_ms(options_.commit_timeout.count());
+  if (local) {
+    r.mutable_local()->mutable_prompt()->Assign(prompt_.begin(), prompt_.end());
+    *r.mutable_local()->mutable_sampling() = request_.sampling();
+    r.mutable_local()->set_cache_salt(cache_salt_);
+  }
+  streams_.emplace(call, std::move(owned));
+  stream_ = call;
+  ++in_flight_;  // until its OnDone
+  decode().decode().async()->Decode(call->context.get(), &call->request, call);
+  call->StartCall();
 }
 
-Outcome RequestRun::forward(Node& d, const std::string& id, DecodeStream& stream) {
+void RequestRun::forward() {
+  enter(RequestState::kStreaming);
   // D must keep the stream moving: a message within the progress timeout (the first one, after a
   // local prefill, within the prefill timeout), and answer its health checks.
-  CallWatchdog::Watch watch(watchdog_, d, *stream.context, local_ ? options_.prefill_timeout : options_.progress_timeout,
-                            options_.progress_timeout);
-  DecodeResponse m;
-  while (stream.reader->Read(&m)) {
-    watch.progress();
-    GenerateResponse out;
-    out.mutable_token_ids()->CopyFrom(m.token_ids());
-    out.set_text(m.text());
-    out.mutable_logprobs()->CopyFrom(m.logprobs());
-    tokens_sent_ += m.token_ids_size();
-    if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
-      if (local_) {
-        prefill_ms_ = m.prefill_ms();
-        cached_prompt_tokens_ = m.num_cached_prompt_tokens();
-      }
-      out.set_finish_reason(m.finish_reason());
-      out.set_error(m.error());
-      if (m.has_stop_token()) out.set_stop_token(m.stop_token());
-      if (m.has_stop_string()) out.set_stop_string(m.stop_string());
-      if (!first_token_at_ && m.token_ids_size() > 0) first_token_at_ = Clock::now();
-      fill_usage(out.mutable_usage(), &m);
-      const bool written = write(out);
-      grpc::Status end = stream.reader->Finish();
-      stream.reader.reset();
-      if (!end.ok()) {
-        spdlog::warn("router: {} sent the last message of {} and then ended with {}: {}", d.label(), id,
-                     grpc_code_name(end.error_code()), end.error_message());
-      }
-      if (!written) return stop(nullptr, nullptr, id);
-      return {grpc::Status::OK};
-    }
-    if (out.token_ids_size() == 0 && out.text().empty()) continue;
-    if (!first_token_at_) first_token_at_ = Clock::now();
-    if (!write(out)) {
-      stream.cancel();
-      return stop(&d, nullptr, id);
-    }
-  }
-  grpc::Status s = stream.reader->Finish();
-  stream.reader.reset();
-  if (calls_.stopped()) return stop(&d, nullptr, id);
-  if (watch.fired()) {
-    count_watchdog(watch);
-    // Stalled or frozen: the node's blocks are freed by the abort (or, for a frozen node, by the
-    // cancelled stream once it runs again).
-    s = grpc::Status(grpc::StatusCode::UNAVAILABLE, watch.why());
-    calls_.abort(d, id, capability_);
-  }
-  if (s.ok()) s = grpc::Status(grpc::StatusCode::INTERNAL, "its Decode stream ended without a finish reason");
-  // Before any token reached the client (local prefill), another decode node may still serve it.
-  return {calls_.failed(d, s), !first_token_at_ && node_fault(s.error_code()), d.address()};
+  stream_->watch = std::make_unique<CallWatchdog::Watch>(
+      watchdog_, decode(), *stream_->context, local_ ? options_.prefill_timeout : options_.progress_timeout,
+      options_.progress_timeout);
+  read_next();
 }
 
-Outcome RequestRun::stop(Node* decode, Node* prefill, const std::string& id) {
+void RequestRun::read_next() {
+  if (stream_->ended) return close_stream(stream_);
+  stream_->StartRead(&stream_->message);
+}
+
+void RequestRun::decode_read(DecodeCall* call, bool ok) {
+  // A cancelled stream's late reads, the reads after its last message, and its end (OnDone
+  // follows) need nothing.
+  if (call != stream_ || !ok || call->last_seen) {
+    if (ok) call->StartRead(&call->message);  // drain it until OnDone
+    return;
+  }
+  call->watch->progress();
+  const DecodeResponse& m = call->message;
+  GenerateResponse out;
+  out.mutable_token_ids()->CopyFrom(m.token_ids());
+  out.set_text(m.text());
+  out.mutable_logprobs()->CopyFrom(m.logprobs());
+  tokens_sent_ += m.token_ids_size();
+  if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
+    if (local_) {
+      prefill_ms_ = m.prefill_ms();
+      cached_prompt_tokens_ = m.num_cached_prompt_tokens();
+    }
+    out.set_finish_reason(m.finish_reason());
+    out.set_error(m.error());
+    if (m.has_stop_token()) out.set_stop_token(m.stop_token());
+    if (m.has_stop_string()) out.set_stop_string(m.stop_string());
+    if (!first_token_at_ && m.token_ids_size() > 0) first_token_at_ = Clock::now();
+    fill_usage(out.mutable_usage(), &m);
+    call->last_seen = true;
+    call->watch.reset();
+    call->StartRead(&call->message);  // to its end, whose status is only logged
+    return write(out, [this](bool written) {
+      if (!written) return stop(false, false);
+      finish(grpc::Status::OK);
+    });
+  }
+  if (out.token_ids_size() == 0 && out.text().empty()) return read_next();
+  if (!first_token_at_) first_token_at_ = Clock::now();
+  write(out, [this](bool written) {
+    if (!written) {
+      cancel_stream();
+      return stop(true, false);
+    }
+    read_next();
+  });
+}
+
+void RequestRun::decode_ended(DecodeCall* call, const grpc::Status& status) {
+  call->ended = status;
+  // A stream opened before the prefill ended, or one whose client is taking a message: read_next()
+  // meets its end once the flow reads it.
+  if (call == stream_ && !call->last_seen && (writing_ || state_ != RequestState::kStreaming)) return;
+  close_stream(call);
+}
+
+void RequestRun::close_stream(DecodeCall* call) {
+  std::unique_ptr<DecodeCall> owned = std::move(streams_.at(call));
+  streams_.erase(call);
+  --in_flight_;
+  const grpc::Status status = *call->ended;
+  const bool current = call == stream_;
+  if (current) stream_ = nullptr;
+  if (call->last_seen && !status.ok()) {
+    spdlog::warn("router: {} sent the last message of {} and then ended with {}: {}", decode_address_,
+                 call->request.request_id(), grpc_code_name(status.error_code()), status.error_message());
+  }
+  if (!current || call->last_seen) {  // cancelled, or done with
+    owned.reset();  // before the run may end: its CallScope names the request's control
+    return finish_if_settled();
+  }
+
+  // This attempt's stream ended before its last message.
+  grpc::Status s = status;
+  const bool fired = call->watch != nullptr && call->watch->fired();
+  if (fired) {
+    count_watchdog(*call->watch);
+    s = grpc::Status(grpc::StatusCode::UNAVAILABLE, call->watch->why());
+  }
+  owned.reset();
+  if (calls_.stopped()) return stop(true, false);
+  // Stalled or frozen: the node's blocks are freed by the abort (or, for a frozen node, by the
+  // cancelled stream once it runs again).
+  if (fired) abort_on(chosen_->decode);
+  if (s.ok()) s = grpc::Status(grpc::StatusCode::INTERNAL, "its Decode stream ended without a finish reason");
+  // Before any token reached the client (local prefill), another decode node may still serve it.
+  attempt_failed({calls_.failed(decode(), s), !first_token_at_ && node_fault(s.error_code()), decode().address()});
+}
+
+void RequestRun::cancel_stream() {
+  if (stream_ == nullptr) return;
+  DecodeCall* call = stream_;
+  stream_ = nullptr;
+  if (call->ended) {  // its OnDone came while a write was pending: nothing is left to cancel
+    streams_.erase(call);
+    --in_flight_;
+    return;
+  }
+  // D aborts a cancelled Decode; the stream is forgotten at its OnDone.
+  call->watch.reset();
+  call->context->TryCancel();
+}
+
+void RequestRun::attempt_failed(Outcome outcome) {
+  if (outcome.retry && !calls_.stopped()) {
+    const bool draining = refused_by_draining_node(outcome.status);
+    int& budget = draining ? draining_retries_left_ : retries_left_;
+    if (budget > 0) {
+      --budget;
+      stats_.retries.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("router: request {} failed before its first token ({}); trying {} without {}", rid_,
+                   outcome.status.error_message(), draining ? "another node" : "once more", outcome.exclude);
+      excluded_.insert(outcome.exclude);
+      if (!draining || previous_.ok()) previous_ = outcome.status;
+      return next_attempt();
+    }
+  }
+  finish(outcome.status);
+}
+
+void RequestRun::stop(bool abort_decode, bool abort_prefill) {
   stats_.requests_aborted.fetch_add(1, std::memory_order_relaxed);
-  if (decode != nullptr) calls_.abort(*decode, id, capability_);
-  if (prefill != nullptr) calls_.abort(*prefill, id, capability_);
-  if (calls_.client_gone()) return {grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request")};
+  if (chosen_ && abort_decode) abort_on(chosen_->decode);
+  if (chosen_ && abort_prefill && chosen_->prefill) abort_on(chosen_->prefill);
+  if (calls_.client_gone()) return finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request"));
   if (calls_.aborted_by_rpc()) {
     GenerateResponse out;
     out.set_finish_reason(baton::v1::FINISH_REASON_ABORT);
     out.set_error(calls_.control().reason());
     fill_usage(out.mutable_usage(), nullptr);
-    (void)write(out);
-    return {grpc::Status::OK};
+    return write(out, [this](bool) { finish(grpc::Status::OK); });
   }
   if (calls_.request_deadline_passed()) {
-    return {grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                         str_cat("request ", client_id_, " did not finish within --request-timeout-ms (",
-                                 options_.request_timeout.count(), " ms)"))};
+    return finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                               str_cat("request ", client_id_, " did not finish within --request-timeout-ms (",
+                                       options_.request_timeout.count(), " ms)")));
   }
   // The client's stream failed without its call being cancelled (yet).
-  return {grpc::Status(grpc::StatusCode::CANCELLED, "the client's stream closed")};
+  finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client's stream closed"));
 }
 
-bool RequestRun::write(GenerateResponse& response) {
+void RequestRun::finish(const grpc::Status& status) {
+  if (final_) return;
+  enter(status.ok() ? RequestState::kFinished : RequestState::kFailed);
+  final_ = status;
+  finish_if_settled();
+}
+
+void RequestRun::finish_if_settled() {
+  if (!final_ || in_flight_ > 0 || done_called_) return;
+  done_called_ = true;
+  chosen_.reset();  // its claims
+  FlowDone done = std::move(done_);
+  done(*final_);
+}
+
+void RequestRun::write(GenerateResponse& response, std::function<void(bool)> then) {
   response.set_request_id(client_id_);
-  return sink_.write(response);
+  writing_ = true;
+  sink_.write(response, [self = shared_from_this(), then = std::move(then)](bool sent) {
+    self->post([run = self.get(), then, sent] {
+      run->writing_ = false;
+      then(sent);
+    });
+  });
+}
+
+void RequestRun::release_decode() { calls_.release(chosen_->decode, id_, capability_, settle()); }
+
+void RequestRun::abort_on(const std::shared_ptr<Node>& node) {
+  if (!calls_.abort(node, id_, capability_, settle())) --in_flight_;  // sent before: nothing to wait for
 }
 
 void RequestRun::fill_usage(baton::v1::Usage* usage, const DecodeResponse* last) {
@@ -425,14 +608,13 @@ void RequestRun::fill_usage(baton::v1::Usage* usage, const DecodeResponse* last)
 
 }  // namespace
 
-grpc::Status RequestFlow::run(const baton::v1::GenerateRequest& request, const std::string& client_id,
-                              const std::string& node_id, std::uint64_t cache_salt,
-                              const std::vector<std::int32_t>& prompt, RequestControl& control,
-                              const grpc::ServerContextBase* server, ResponseSink& sink,
-                              Clock::time_point received) const {
-  RequestRun run(pool_, stats_, watchdog_, options_, request, client_id, node_id, cache_salt, prompt, control, server,
-                 sink, received);
-  return run.run();
+void RequestFlow::start(const baton::v1::GenerateRequest& request, const std::string& client_id,
+                        const std::string& node_id, std::uint64_t cache_salt, const std::vector<std::int32_t>& prompt,
+                        RequestControl& control, const grpc::ServerContextBase* server, ResponseSink& sink,
+                        Clock::time_point received, FlowDone done) const {
+  auto run = std::make_shared<RequestRun>(pool_, stats_, watchdog_, options_, request, client_id, node_id, cache_salt,
+                                          prompt, control, server, sink, received, std::move(done));
+  run->start();
 }
 
 }  // namespace baton::router

@@ -16,13 +16,31 @@
 // that goes away, or the request deadline, cancels the node calls in flight and aborts the request
 // on the nodes it reached (once per node).
 //
-// Thread-safety: run() blocks its (gRPC) thread; any number run at once. Must not: encode prompts,
-// register request ids (router_service.h does both) or keep state across requests beyond the pool
-// and the counters.
+// The machine, one request (RequestState, router_stats.h; each transition logged at debug level
+// and counted in baton_router_request_state_entered_total):
+//
+//   received --(admission: router_service.cc)--> queued --> admitted      (or failed: refused)
+//   admitted --> reserving --(D.Reserve ok; D.Decode opened)--> prefilling --(P.Prefill ok: first token
+//                written)--> streaming --(D's last message written)--> finished
+//   admitted --(local prefill: D.Decode with the prompt)--> streaming
+//   reserving | prefilling | streaming --(a node failed before the client's first token)--> the
+//                next attempt's reserving / streaming (placement again, the failed node left out)
+//   any --(the Abort RPC)--> finished (an abort message); --(error, client gone, deadline)--> failed
+//
+// Driven by gRPC's callback API end to end: no thread waits for a request. Every event (a node
+// call's answer, a message of D's stream, the client taking a message) is posted to the request's
+// SerialQueue (common/serial_queue.h) and handled there, one at a time. Writes to the client go one
+// at a time, and D's stream is read only once the previous message was taken, so a slow client
+// slows its D stream (and the progress watchdog ends one that stalls), never a thread.
+//
+// Thread-safety: start() from any thread; any number run at once. Must not: encode prompts,
+// register request ids (router_service.h does both), block, or keep state across requests
+// beyond the pool and the counters.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,23 +71,32 @@ struct FlowOptions {
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;
-  // False when the client is gone.
-  virtual bool write(const baton::v1::GenerateResponse& response) = 0;
+  // Sends one message and returns at once. `sent` is called once, on any thread (inline too): true
+  // when the client took it (the next may follow), false when the client is gone. The flow has at
+  // most one write outstanding.
+  virtual void write(const baton::v1::GenerateResponse& response, std::function<void(bool sent)> sent) = 0;
 };
+
+// How a run ended; called once, after its last write and once every node call it made ended
+// (Release and Abort included).
+using FlowDone = std::function<void(grpc::Status)>;
 
 class RequestFlow {
  public:
   RequestFlow(NodePool& pool, RouterStats& stats, CallWatchdog& watchdog, FlowOptions options)
       : pool_(pool), stats_(stats), watchdog_(watchdog), options_(options) {}
 
-  // Runs one request whose prompt is encoded and whose id is registered. server: the client's call
-  // (cancellation and deadline propagate to node calls); null when driven without a server.
-  // received: when the router got the request (timings start there).
-  // `client_id`: what responses carry; `node_id`: what node calls ("<node_id>.<attempt>") and logs
-  // use; `cache_salt`: the prefix-cache salt the nodes get (the caller's, RouterService::admit).
-  grpc::Status run(const baton::v1::GenerateRequest& request, const std::string& client_id, const std::string& node_id,
-                   std::uint64_t cache_salt, const std::vector<std::int32_t>& prompt, RequestControl& control,
-                   const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received) const;
+  // Starts one request whose prompt is encoded and whose id is registered (the admitted state), and
+  // returns at once; `done` gets its status. server: the client's call (cancellation and deadline
+  // propagate to node calls); null when driven without a server (the front end then cancels
+  // `control` when its client goes away). received: when the router got the request (timings
+  // start there). `client_id`: what responses carry; `node_id`: what node calls
+  // ("<node_id>.<attempt>") and logs use; `cache_salt`: the prefix-cache salt the nodes get (the
+  // caller's, RouterService::admit_async). Everything passed by reference must outlive `done`.
+  void start(const baton::v1::GenerateRequest& request, const std::string& client_id, const std::string& node_id,
+             std::uint64_t cache_salt, const std::vector<std::int32_t>& prompt, RequestControl& control,
+             const grpc::ServerContextBase* server, ResponseSink& sink, Clock::time_point received,
+             FlowDone done) const;
 
   const FlowOptions& options() const { return options_; }
 

@@ -34,6 +34,16 @@ class StatsCollector final : public prometheus::Collectable {
                       .add(base_, v(stats_.calls_stalled), {{"reason", "no_progress"}})
                       .add(base_, v(stats_.calls_node_unreachable), {{"reason", "node_unreachable"}})
                       .build());
+    {
+      metrics::FamilyBuilder states("baton_router_request_state_entered_total",
+                                    "Transitions of requests into each state of the router's request machine "
+                                    "(received, queued, admitted, reserving, prefilling, streaming, finished, failed).",
+                                    MetricType::Counter);
+      for (std::size_t i = 0; i < kRequestStates; ++i) {
+        states.add(base_, v(stats_.entered[i]), {{"state", state_name(static_cast<RequestState>(i))}});
+      }
+      out.push_back(states.build());
+    }
     out.push_back(metrics::FamilyBuilder("baton_router_local_prefills_total",
                                          "Requests the router sent to a decode node to prefill locally, by reason.",
                                          MetricType::Counter)
@@ -117,8 +127,7 @@ MeasuringSink::MeasuringSink(ResponseSink& inner, RecentRequests& recent, const 
   if (metrics_) metrics_->requests().running().Increment();
 }
 
-bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
-  const bool ok = inner_.write(response);
+void MeasuringSink::write(const baton::v1::GenerateResponse& response, std::function<void(bool)> sent) {
   const Clock::time_point now = Clock::now();
   if (response.token_ids_size() > 0) {
     if (!obs_.got_first_token) {
@@ -136,7 +145,7 @@ bool MeasuringSink::write(const baton::v1::GenerateResponse& response) {
     obs_.e2e_s = std::chrono::duration<double>(now - received_).count();
     decode_node_ = response.usage().decode_node();
   }
-  return ok;
+  inner_.write(response, std::move(sent));
 }
 
 MeasuringSink::~MeasuringSink() {

@@ -44,7 +44,7 @@ class MeasuringSink final : public ResponseSink {
   MeasuringSink(ResponseSink& inner, RecentRequests& recent, const NodePool& pool, RouterMetrics* metrics,
                 Clock::time_point received);
   ~MeasuringSink() override;  // observes the request
-  bool write(const baton::v1::GenerateResponse& response) override;
+  void write(const baton::v1::GenerateResponse& response, std::function<void(bool)> sent) override;
   // The request's status as the front end returns it (a request may end without a final message).
   void set_status(const grpc::Status& status) { status_ = status; }
 

@@ -23,6 +23,8 @@
 namespace baton::router {
 namespace {
 
+constexpr int kMaxShortCallThreads = 64;
+
 using baton::v1::GenerateRequest;
 using baton::v1::GenerateResponse;
 
@@ -34,15 +36,15 @@ grpc::Status to_grpc(const absl::Status& s) {
 class RedactingSink final : public ResponseSink {
  public:
   RedactingSink(ResponseSink& inner, const NodePool& pool) : inner_(inner), pool_(pool) {}
-  bool write(const GenerateResponse& response) override {
-    if (response.error().empty() && !response.has_usage()) return inner_.write(response);
+  void write(const GenerateResponse& response, std::function<void(bool)> sent) override {
+    if (response.error().empty() && !response.has_usage()) return inner_.write(response, std::move(sent));
     GenerateResponse copy = response;
     if (!copy.error().empty()) copy.set_error(redact_addresses(copy.error(), pool_.addresses()));
     if (copy.has_usage()) {
       copy.mutable_usage()->clear_prefill_node();
       copy.mutable_usage()->clear_decode_node();
     }
-    return inner_.write(copy);
+    inner_.write(copy, std::move(sent));
   }
 
  private:
@@ -50,14 +52,24 @@ class RedactingSink final : public ResponseSink {
   const NodePool& pool_;
 };
 
-class WriterSink final : public ResponseSink {
- public:
-  explicit WriterSink(grpc::ServerWriter<GenerateResponse>* writer) : writer_(writer) {}
-  bool write(const GenerateResponse& response) override { return writer_->Write(response); }
-
- private:
-  grpc::ServerWriter<GenerateResponse>* writer_;
+// What a run writes through, kept until it ended: the router's own records (the live page,
+// metrics) see the nodes; the client does not, unless --expose-topology.
+struct RunSinks {
+  RunSinks(ResponseSink& client, bool expose_topology, const NodePool& pool, RecentRequests& recent,
+           RouterMetrics* metrics, Clock::time_point received)
+      : redacted(client, pool),
+        measured(expose_topology ? client : static_cast<ResponseSink&>(redacted), recent, pool, metrics, received) {}
+  RedactingSink redacted;
+  MeasuringSink measured;  // observes the request when it goes
 };
+
+absl::StatusOr<security::KeyId> caller_of(const RouterService& router, const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string_view value =
+      it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+  return router.authenticate(value);
+}
 
 std::string model_name_of(const std::string& dir) {
   std::filesystem::path p(dir);
@@ -69,23 +81,86 @@ std::string model_name_of(const std::string& dir) {
 
 // ---- baton.v1.Baton ---------------------------------------------------------------------------
 
-class RouterService::BatonImpl final : public baton::v1::Baton::Service {
+// One Generate call on gRPC's callback API: authenticated, admitted (perhaps after a wait in the
+// queue, which the client's cancel leaves), then run by the request flow, whose messages it writes
+// one at a time. Deletes itself when gRPC is done with the call.
+class RouterService::GenerateCall final : public grpc::ServerWriteReactor<GenerateResponse>, public ResponseSink {
+ public:
+  GenerateCall(RouterService& router, grpc::CallbackServerContext* context, const GenerateRequest* request)
+      : router_(router), context_(context), request_(request) {}
+
+  void start() {
+    auto caller = caller_of(router_, *context_);
+    if (!caller.ok()) return Finish(to_grpc(caller.status()));
+    const std::uint64_t ticket = router_.admit_async(
+        *request_, Clock::now(), *caller,
+        [this](absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) { on_admitted(std::move(admitted)); });
+    std::lock_guard lock(mu_);
+    if (!admission_over_) ticket_ = ticket;
+  }
+
+  void write(const GenerateResponse& response, std::function<void(bool)> sent) override {
+    out_ = response;
+    sent_ = std::move(sent);
+    StartWrite(&out_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    auto sent = std::move(sent_);
+    sent(ok);
+  }
+
+  // A queued request leaves the queue; a running one sees its node calls cancelled (they inherit
+  // the call's cancellation) and ends.
+  void OnCancel() override {
+    std::uint64_t ticket = 0;
+    {
+      std::lock_guard lock(mu_);
+      std::swap(ticket, ticket_);
+    }
+    if (ticket != 0) router_.leave_queue(ticket);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void on_admitted(absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
+    {
+      std::lock_guard lock(mu_);
+      admission_over_ = true;
+      ticket_ = 0;
+    }
+    if (!admitted.ok()) return Finish(to_grpc(admitted.status()));
+    admitted_ = std::move(*admitted);
+    router_.run(*admitted_, *request_, context_, *this, [this](grpc::Status s) { Finish(s); });
+  }
+
+  RouterService& router_;
+  grpc::CallbackServerContext* const context_;
+  const GenerateRequest* const request_;
+  std::mutex mu_;
+  bool admission_over_ = false;
+  std::uint64_t ticket_ = 0;  // while it waits in the admission queue
+  std::unique_ptr<AdmittedRequest> admitted_;
+  GenerateResponse out_;  // the message being written
+  std::function<void(bool)> sent_;
+};
+
+// Generate on the callback API (no thread per stream); the short calls stay synchronous.
+class RouterService::BatonImpl final : public baton::v1::Baton::WithCallbackMethod_Generate<baton::v1::Baton::Service> {
  public:
   BatonImpl(RouterService& router, const PromptEncoder& encoder) : router_(router), encoder_(encoder) {}
 
-  grpc::Status Generate(grpc::ServerContext* context, const GenerateRequest* request,
-                        grpc::ServerWriter<GenerateResponse>* writer) override {
-    auto caller = authenticate(*context);
-    if (!caller.ok()) return to_grpc(caller.status());
-    auto admitted = router_.admit(*request, Clock::now(), *caller, [context] { return context->IsCancelled(); });
-    if (!admitted.ok()) return to_grpc(admitted.status());
-    WriterSink sink(writer);
-    return router_.run(**admitted, *request, context, sink);
+  grpc::ServerWriteReactor<GenerateResponse>* Generate(grpc::CallbackServerContext* context,
+                                                      const GenerateRequest* request) override {
+    auto* call = new GenerateCall(router_, context, request);
+    call->start();
+    return call;
   }
 
   grpc::Status Abort(grpc::ServerContext* context, const baton::v1::AbortRequest* request,
                      baton::v1::AbortResponse* response) override {
-    auto caller = authenticate(*context);
+    auto caller = caller_of(router_, *context);
     if (!caller.ok()) return to_grpc(caller.status());
     if (request->request_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
     // Only the caller that started a request can stop it (another caller's id is "not found").
@@ -95,7 +170,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
   grpc::Status GetModelInfo(grpc::ServerContext* context, const baton::v1::GetModelInfoRequest*,
                             baton::v1::ModelInfo* info) override {
-    auto caller = authenticate(*context);
+    auto caller = caller_of(router_, *context);
     if (!caller.ok()) return to_grpc(caller.status());
     *info = router_.model_info();
     return grpc::Status::OK;
@@ -103,7 +178,7 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
 
   grpc::Status Tokenize(grpc::ServerContext* context, const baton::v1::TokenizeRequest* request,
                         baton::v1::TokenizeResponse* response) override {
-    auto caller = authenticate(*context);
+    auto caller = caller_of(router_, *context);
     if (!caller.ok()) return to_grpc(caller.status());
     absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
     if (!prompt.ok()) return to_grpc(prompt.status());
@@ -113,13 +188,6 @@ class RouterService::BatonImpl final : public baton::v1::Baton::Service {
   }
 
  private:
-  absl::StatusOr<security::KeyId> authenticate(const grpc::ServerContext& context) const {
-    const auto& metadata = context.client_metadata();
-    auto it = metadata.find("authorization");
-    const std::string_view value = it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
-    return router_.authenticate(value);
-  }
-
   RouterService& router_;
   const PromptEncoder& encoder_;
 };
@@ -246,13 +314,12 @@ absl::StatusOr<int> RouterService::start() {
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_request_bytes));
   // A second router on the same port must fail, not share it (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (const std::size_t calls = max_calls_in_flight(); calls > 0) {
-    // The synchronous server spends a thread per call in flight: bound them, with room for the
-    // short calls (Abort, GetModelInfo, Tokenize, health) beside the running and queued requests
-    // (which wait on their call's thread too). Calls past it are RESOURCE_EXHAUSTED before any
-    // handler runs. With derived limits, their caps bound it.
+  {
+    // Generate runs on the callback API and holds no thread; the short calls (Abort, GetModelInfo,
+    // Tokenize, health) are synchronous and spend one each while they run: bound those threads.
+    // Calls past it are RESOURCE_EXHAUSTED before any handler runs.
     grpc::ResourceQuota quota("baton-router public");
-    quota.SetMaxThreads(static_cast<int>(calls));
+    quota.SetMaxThreads(kMaxShortCallThreads);
     builder.SetResourceQuota(quota);
   }
   server_ = builder.BuildAndStart();
@@ -358,18 +425,22 @@ void RouterService::wait() {
   if (server_) server_->Wait();
 }
 
-absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const GenerateRequest& request,
-                                                                      Clock::time_point received,
-                                                                      const security::KeyId& caller,
-                                                                      const std::function<bool()>& gone) {
-  BATON_RETURN_IF_ERROR(check_request_id(request.request_id()));
+std::uint64_t RouterService::admit_async(const GenerateRequest& request, Clock::time_point received,
+                                        const security::KeyId& caller, AdmitDone done) {
+  stats_.enter(RequestState::kReceived);
+  auto refuse = [&](const absl::Status& s) {
+    stats_.enter(RequestState::kFailed);
+    done(s);
+    return std::uint64_t{0};
+  };
+  if (absl::Status s = check_request_id(request.request_id()); !s.ok()) return refuse(s);
   if (request.cache_salt().size() > 256) {
-    return absl::InvalidArgumentError(str_cat("cache_salt: ", request.cache_salt().size(), " bytes; at most 256"));
+    return refuse(absl::InvalidArgumentError(str_cat("cache_salt: ", request.cache_salt().size(), " bytes; at most 256")));
   }
   // Before anything is spent on it (tokenizing above all).
-  BATON_RETURN_IF_ERROR(check_request_limits(request, options_.limits, decode_max_model_len()));
-  BATON_ASSIGN_OR_RETURN(EncodedPrompt prompt, encoder_->encode(request));
-  BATON_ASSIGN_OR_RETURN(RunningRequest registered, running_.add(caller, request.request_id(), gone));
+  if (absl::Status s = check_request_limits(request, options_.limits, decode_max_model_len()); !s.ok()) return refuse(s);
+  absl::StatusOr<EncodedPrompt> prompt = encoder_->encode(request);
+  if (!prompt.ok()) return refuse(prompt.status());
   // Each key's requests share prefix-cache blocks only among themselves: cached_tokens tells one
   // key nothing about another's prompts.
   std::uint64_t salt = 0;
@@ -377,7 +448,20 @@ absl::StatusOr<std::unique_ptr<AdmittedRequest>> RouterService::admit(const Gene
     const std::string digest = security::sha256_hex(str_cat(caller, std::string(1, '\0'), request.cache_salt()));
     salt = std::stoull(digest.substr(0, 16), nullptr, 16);
   }
-  return std::make_unique<AdmittedRequest>(running_, caller, std::move(registered), std::move(prompt), salt, received);
+  auto encoded = std::make_shared<EncodedPrompt>(std::move(*prompt));
+  const std::uint64_t ticket = running_.add_async(
+      caller, request.request_id(),
+      [this, caller, encoded, salt, received, done = std::move(done)](absl::StatusOr<RunningRequest> registered) {
+        if (!registered.ok()) {
+          stats_.enter(RequestState::kFailed);
+          return done(registered.status());
+        }
+        stats_.enter(RequestState::kAdmitted);
+        done(std::make_unique<AdmittedRequest>(running_, caller, std::move(*registered), std::move(*encoded), salt,
+                                               received));
+      });
+  if (ticket != 0) stats_.enter(RequestState::kQueued);
+  return ticket;
 }
 
 absl::Status RouterService::check_servable(const AdmittedRequest& request,
@@ -415,23 +499,26 @@ bool RouterService::has_usable_decode_node() const {
   return false;
 }
 
-grpc::Status RouterService::run(AdmittedRequest& request, const GenerateRequest& message,
-                                const grpc::ServerContextBase* server, ResponseSink& sink) {
+void RouterService::run(AdmittedRequest& request, const GenerateRequest& message, const grpc::ServerContextBase* server,
+                        ResponseSink& sink, std::function<void(grpc::Status)> done) {
   stats_.requests.fetch_add(1, std::memory_order_relaxed);
-  RedactingSink redacted(sink, *pool_);
-  ResponseSink& to_client = options_.expose_topology ? sink : redacted;
-  // The router's own records (the live page, metrics) see the nodes; the client does not.
-  MeasuringSink measured(to_client, recent_, *pool_, live_metrics_.load(std::memory_order_acquire), request.received());
-  grpc::Status s = flow_->run(message, request.id(), request.node_id(), request.cache_salt(), request.prompt().ids,
-                              request.control(), server, measured, request.received());
-  measured.set_status(s);
-  if (!s.ok()) {
-    stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("router: request {} ended with {}: {}", request.node_id(), grpc_code_name(s.error_code()),
-                  s.error_message());
-    if (!options_.expose_topology) s = grpc::Status(s.error_code(), redact_addresses(s.error_message(), pool_->addresses()));
-  }
-  return s;
+  auto sinks = std::make_shared<RunSinks>(sink, options_.expose_topology, *pool_, recent_,
+                                          live_metrics_.load(std::memory_order_acquire), request.received());
+  flow_->start(message, request.id(), request.node_id(), request.cache_salt(), request.prompt().ids, request.control(),
+               server, sinks->measured, request.received(),
+               [this, sinks, node_id = request.node_id(), done = std::move(done)](grpc::Status s) mutable {
+                 sinks->measured.set_status(s);
+                 sinks.reset();  // the request is observed before its client hears the end
+                 if (!s.ok()) {
+                   stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
+                   spdlog::debug("router: request {} ended with {}: {}", node_id, grpc_code_name(s.error_code()),
+                                 s.error_message());
+                   if (!options_.expose_topology) {
+                     s = grpc::Status(s.error_code(), redact_addresses(s.error_message(), pool_->addresses()));
+                   }
+                 }
+                 done(s);
+               });
 }
 
 baton::v1::ModelInfo RouterService::model_info() const {

@@ -10,7 +10,8 @@
 //   router.shutdown();
 //
 // Front ends (the gRPC Generate here, router/http/ for the OpenAI API) share one request path:
-// admit() encodes the prompt and registers the request, run() drives it through the nodes.
+// admit_async() encodes the prompt and registers the request (waiting in the admission queue when
+// there is no room), run() drives it through the nodes; neither holds a thread while it waits.
 //
 // Must not: load model weights or link the engine (CMake forbids it); keep request logic here
 // (request_flow.h has it).
@@ -18,6 +19,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -141,22 +144,28 @@ class RouterService {
   // Blocks until the server has shut down.
   void wait();
 
-  // The public request path. admit: `caller` is authenticate()'s answer. INVALID_ARGUMENT for a
-  // bad prompt or request_id, ALREADY_EXISTS for an id the caller runs already,
-  // RESOURCE_EXHAUSTED past max_running_requests (in all or for the caller's key) once the queue
-  // is full or the request waited queue_timeout in it; CANCELLED when `gone` says the client left
-  // while it waited. It blocks while the request waits: call it on the request's own thread.
-  absl::StatusOr<std::unique_ptr<AdmittedRequest>> admit(const baton::v1::GenerateRequest& request,
-                                                         Clock::time_point received, const security::KeyId& caller,
-                                                         const std::function<bool()>& gone = nullptr);
+  // The public request path, asynchronous end to end (no thread waits for a request).
+  // admit_async: `caller` is authenticate()'s answer. `done` gets the admitted request, or
+  // INVALID_ARGUMENT for a bad prompt or request_id, ALREADY_EXISTS for an id the caller runs
+  // already, RESOURCE_EXHAUSTED past max_running_requests (in all or for the caller's key) once the
+  // queue is full or the request waited queue_timeout in it, UNAVAILABLE while draining, CANCELLED
+  // after leave_queue(). It is called once: at once (on this thread) or, after a wait in the queue,
+  // from the thread that made room. Returns the wait's ticket for leave_queue() (0: no wait).
+  using AdmitDone = std::function<void(absl::StatusOr<std::unique_ptr<AdmittedRequest>>)>;
+  std::uint64_t admit_async(const baton::v1::GenerateRequest& request, Clock::time_point received,
+                            const security::KeyId& caller, AdmitDone done);
+  // The client of a queued request went away: its admission ends CANCELLED (nothing once admitted).
+  void leave_queue(std::uint64_t ticket) { running_.leave_queue(ticket); }
   // What the request flow checks before its first node call, checked now, for a front end that
   // picks its response status before it streams: a usable decode node (UNAVAILABLE, naming the
   // nodes) and the prompt within that node's limits (INVALID_ARGUMENT).
   absl::Status check_servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;
-  // Runs an admitted request to its end; server: the gRPC call, or null (then cancel the
-  // request's control when its client goes away).
-  grpc::Status run(AdmittedRequest& request, const baton::v1::GenerateRequest& message,
-                   const grpc::ServerContextBase* server, ResponseSink& sink);
+  // Starts an admitted request and returns at once; `done` gets its status once it ended (its last
+  // message written, its node calls over). server: the gRPC call, or null (then cancel the
+  // request's control when its client goes away). `request`, `message` and `sink` must outlive
+  // `done`.
+  void run(AdmittedRequest& request, const baton::v1::GenerateRequest& message, const grpc::ServerContextBase* server,
+           ResponseSink& sink, std::function<void(grpc::Status)> done);
   // Who a caller of the public API is, from its Authorization header or `authorization` metadata
   // (`Bearer KEY`): the key's id, or "" when no keys are configured. UNAUTHENTICATED (naming
   // nothing secret) for a missing or unknown key.
@@ -190,6 +199,7 @@ class RouterService {
 
  private:
   class BatonImpl;
+  class GenerateCall;
   class RegistryImpl;
 
   absl::Status servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;

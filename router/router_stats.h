@@ -5,10 +5,24 @@
 // anything but counters.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace baton::router {
+
+// The states of a request in the router (request_flow.h draws the machine): the front end has it
+// (received), waits for room (queued), runs it (admitted, then per attempt reserving on D,
+// prefilling on P, streaming D's tokens) and ends it (finished: the client got its last message;
+// failed: an error status).
+enum class RequestState : int { kReceived, kQueued, kAdmitted, kReserving, kPrefilling, kStreaming, kFinished, kFailed };
+inline constexpr std::size_t kRequestStates = 8;
+inline const char* state_name(RequestState s) {
+  static constexpr const char* kNames[kRequestStates] = {"received",   "queued",    "admitted", "reserving",
+                                                         "prefilling", "streaming", "finished", "failed"};
+  return kNames[static_cast<int>(s)];
+}
 
 struct RouterStats {
   std::atomic<std::int64_t> requests{0};           // Generate calls whose prompt was accepted
@@ -23,6 +37,10 @@ struct RouterStats {
   std::atomic<std::int64_t> calls_node_unreachable{0};  // node calls ended: their node stopped answering
   std::atomic<std::int64_t> node_aborts_sent{0};
   std::atomic<std::int64_t> node_releases_sent{0};
+  // Transitions into each state (a retried attempt enters reserving/prefilling/streaming again).
+  std::array<std::atomic<std::int64_t>, kRequestStates> entered{};
+
+  void enter(RequestState s) { entered[static_cast<std::size_t>(s)].fetch_add(1, std::memory_order_relaxed); }
 };
 
 }  // namespace baton::router

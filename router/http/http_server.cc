@@ -4,7 +4,6 @@
 #include <chrono>
 #include <functional>
 #include <optional>
-#include <thread>
 
 #include "common/logging.h"
 #include "common/status.h"
@@ -47,48 +46,60 @@ absl::Status from_grpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-// Collects a non-streamed completion.
-class BodySink final : public ResponseSink {
+}  // namespace
+
+// One completion from its parsed body to its answer: admission (perhaps a wait in the queue, which a
+// hang-up leaves), then the run, whose messages become one body or server-sent events. Kept alive
+// by the admission callback, the run's callbacks and the hang-up hook until it answered.
+class HttpCompletion final : public ResponseSink, public std::enable_shared_from_this<HttpCompletion> {
  public:
-  explicit BodySink(CompletionBody& body) : body_(body) {}
-  bool write(const baton::v1::GenerateResponse& m) override {
-    body_.add(m);
-    return true;
-  }
-
- private:
-  CompletionBody& body_;
-};
-
-// Frames each message's chunks as server-sent events; false once the client is gone.
-class EventSink final : public ResponseSink {
- public:
-  EventSink(Exchange& sink, CompletionChunks& chunks) : sink_(sink), chunks_(chunks) {}
-  bool write(const baton::v1::GenerateResponse& m) override {
-    for (const json& c : chunks_.on_message(m)) {
-      if (!event(c.dump())) return false;
-    }
-    return true;
-  }
-  bool event(const std::string& data) {
-    return sink_.write(str_cat("data: ", data, "\n\n"));
-  }
-
- private:
-  Exchange& sink_;
-  CompletionChunks& chunks_;
-};
-
-// One admitted HTTP request: what its run needs, kept alive until the response is sent.
-struct HttpRequest {
-  ~HttpRequest() {
+  HttpCompletion(std::shared_ptr<Exchange> ex, Endpoint endpoint, OpenAiRequest api, Clock::time_point received)
+      : ex(std::move(ex)), endpoint(endpoint), api(std::move(api)), received(received) {}
+  ~HttpCompletion() override {
     if (unregister) unregister();
   }
-  std::function<void()> unregister;  // leaves the server's running set (before `admitted` goes)
+
+  // The client hung up: a queued request leaves the queue, an admitted one is cancelled on every node.
+  void hung_up(RouterService& router) {
+    std::uint64_t ticket = 0;
+    RequestControl* control = nullptr;
+    {
+      std::lock_guard lock(mu);
+      std::swap(ticket, this->ticket);
+      control = admitted ? &admitted->control() : nullptr;
+      gone = true;
+    }
+    if (ticket != 0) router.leave_queue(ticket);
+    if (control != nullptr) control->cancel("the HTTP client closed its connection");
+  }
+
+  // Non-streamed: collected; streamed: each message's chunks framed as server-sent events.
+  void write(const baton::v1::GenerateResponse& m, std::function<void(bool)> sent) override {
+    if (!chunks) {
+      body->add(m);
+      return sent(true);
+    }
+    std::string events;
+    for (const json& c : chunks->on_message(m)) events += str_cat("data: ", c.dump(), "\n\n");
+    if (events.empty()) return sent(!ex->client_gone());
+    ex->write_async(std::move(events), std::move(sent));
+  }
+
+  const std::shared_ptr<Exchange> ex;
+  const Endpoint endpoint;
   OpenAiRequest api;
-  std::unique_ptr<AdmittedRequest> admitted;
+  const Clock::time_point received;
+  std::function<void()> unregister;  // leaves the server's count (before `admitted` goes)
+  std::mutex mu;
+  std::uint64_t ticket = 0;  // while it waits in the admission queue (mu)
+  bool gone = false;         // the client hung up (mu)
+  std::unique_ptr<AdmittedRequest> admitted;  // set under mu
   ResponseContext context;
+  std::optional<CompletionBody> body;
+  std::optional<CompletionChunks> chunks;
 };
+
+namespace {
 
 // The path of a request target, without its query.
 std::string_view path_of(boost::beast::string_view target) {
@@ -156,22 +167,19 @@ std::string HttpServer::scheme() const { return options_.tls.public_tls() ? "htt
 
 std::string HttpServer::base_url() const { return str_cat(scheme(), "://", options_.host, ":", port_, "/v1"); }
 
-bool HttpServer::spawn(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_ || in_flight_ >= options_.max_in_flight) return false;
-    ++in_flight_;
-  }
-  std::thread([this, fn = std::move(fn)]() mutable {
-    fn();
-    fn = nullptr;  // its exchange goes before stop() can see this thread done
-    std::lock_guard lock(mu_);
-    if (--in_flight_ == 0) idle_.notify_all();
-  }).detach();
+bool HttpServer::enter() {
+  std::lock_guard lock(mu_);
+  if (stopping_ || in_flight_ >= options_.max_in_flight) return false;
+  ++in_flight_;
   return true;
 }
 
-// On an I/O thread: cheap routes answer here; completions move to a thread of their own.
+void HttpServer::leave() {
+  std::lock_guard lock(mu_);
+  if (--in_flight_ == 0) idle_.notify_all();
+}
+
+// On an I/O thread: cheap routes answer here; completions start here and go on from callbacks.
 void HttpServer::handle(std::shared_ptr<Exchange> ex) {
   const baton::http::Request& req = ex->request();
   const std::string_view path = path_of(req.target());
@@ -200,11 +208,11 @@ void HttpServer::handle(std::shared_ptr<Exchange> ex) {
     auto caller = authorize(*ex);
     if (!caller) return;
     const int endpoint = static_cast<int>(chat ? Endpoint::kChat : Endpoint::kCompletions);
-    if (!spawn([this, endpoint, caller = *caller, ex] { generate(endpoint, caller, ex); })) {
-      ex->reply(error_reply(from_status(absl::ResourceExhaustedError(str_cat(
+    if (!enter()) {
+      return ex->reply(error_reply(from_status(absl::ResourceExhaustedError(str_cat(
           "the router is serving ", options_.max_in_flight, " HTTP completions, its limit; try again later")))));
     }
-    return;
+    return generate(endpoint, *caller, std::move(ex));
   }
   ex->reply(error_reply(ApiError{404, str_cat("no route ", printable(std::string(req.method_string()), 16), " ",
                                               printable(path)),
@@ -238,70 +246,98 @@ Reply HttpServer::health() const {
   return error_reply(ApiError{503, "no decode node is usable", "service_unavailable", "", "service_unavailable"});
 }
 
-void HttpServer::generate(int endpoint_value, const security::KeyId& caller, const std::shared_ptr<Exchange>& ex) {
+void HttpServer::generate(int endpoint_value, const security::KeyId& caller, std::shared_ptr<Exchange> ex) {
   const Clock::time_point received = Clock::now();
   const auto endpoint = static_cast<Endpoint>(endpoint_value);
-  const std::string prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
   auto parsed = parse_request(endpoint, ex->request().body(), router_.served_model_name());
-  if (auto* e = std::get_if<ApiError>(&parsed)) return ex->reply(error_reply(*e));
-  auto r = std::make_shared<HttpRequest>();
-  r->api = std::move(std::get<OpenAiRequest>(parsed));
-  auto admitted = router_.admit(r->api.generate, received, caller, [ex] { return ex->client_gone(); });
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    leave();
+    return ex->reply(error_reply(*e));
+  }
+  auto c = std::make_shared<HttpCompletion>(ex, endpoint, std::move(std::get<OpenAiRequest>(parsed)), received);
+  c->unregister = [this] { leave(); };
+  // A client that hangs up cancels the request on every node, even between writes, or leaves the
+  // admission queue.
+  ex->on_hangup([this, weak = std::weak_ptr<HttpCompletion>(c)] {
+    if (auto alive = weak.lock()) alive->hung_up(router_);
+  });
+  const std::uint64_t ticket = router_.admit_async(
+      c->api.generate, received, caller, [this, c](absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
+        on_admitted(c, std::move(admitted));
+      });
+  std::lock_guard lock(c->mu);
+  if (!c->admitted && !c->gone) c->ticket = ticket;
+}
+
+void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
+                           absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
+  Exchange& ex = *c->ex;
+  const std::string prompt_field = c->endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (!admitted.ok()) {
     const std::string field = limited_field(admitted.status());
-    return ex->reply(error_reply(from_status(admitted.status(), field.empty() ? prompt_field : field)));
+    return ex.reply(error_reply(from_status(admitted.status(), field.empty() ? prompt_field : field)));
   }
-  r->admitted = std::move(*admitted);
+  bool gone = false;
+  {
+    std::lock_guard lock(c->mu);
+    c->ticket = 0;
+    c->admitted = std::move(*admitted);
+    gone = c->gone;
+  }
+  if (gone || ex.client_gone()) return;  // the hang-up came while it waited
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return ex->reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
-    running_.insert(&r->admitted->control());
+    if (stopping_) return ex.reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
+    running_.insert(&c->admitted->control());
   }
-  r->unregister = [this, control = &r->admitted->control()] {
-    std::lock_guard lock(mu_);
-    running_.erase(control);
+  c->unregister = [this, control = &c->admitted->control()] {
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(control);
+    }
+    leave();
   };
-  auto& sampling = *r->api.generate.mutable_sampling();
-  if (endpoint == Endpoint::kChat && !r->api.max_tokens_given) {
+  auto& sampling = *c->api.generate.mutable_sampling();
+  if (c->endpoint == Endpoint::kChat && !c->api.max_tokens_given) {
     // OpenAI's chat default: no limit but the model's length.
-    const std::int64_t room = router_.model_info().max_model_len() - static_cast<std::int64_t>(r->admitted->prompt().ids.size());
+    const std::int64_t room =
+        router_.model_info().max_model_len() - static_cast<std::int64_t>(c->admitted->prompt().ids.size());
     if (room > 0) sampling.set_max_tokens(static_cast<std::int32_t>(room));
   }
-  if (absl::Status s = router_.check_servable(*r->admitted, sampling); !s.ok()) {
-    return ex->reply(error_reply(from_status(s, prompt_field)));
+  if (absl::Status s = router_.check_servable(*c->admitted, sampling); !s.ok()) {
+    return ex.reply(error_reply(from_status(s, prompt_field)));
   }
-  // A client that hangs up cancels the request on every node, even between writes.
-  ex->on_hangup([weak = std::weak_ptr<HttpRequest>(r)] {
-    if (auto alive = weak.lock()) alive->admitted->control().cancel("the HTTP client closed its connection");
-  });
-  r->context.id = str_cat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", r->admitted->id());
-  r->context.model = r->api.model;
-  r->context.created = unix_now();
-  r->context.endpoint = endpoint;
-  r->context.want_logprobs = r->api.want_logprobs;
-  r->context.include_usage = r->api.include_usage;
-  r->context.tokenizer = router_.tokenizer();
+  c->context.id = str_cat(c->endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", c->admitted->id());
+  c->context.model = c->api.model;
+  c->context.created = unix_now();
+  c->context.endpoint = c->endpoint;
+  c->context.want_logprobs = c->api.want_logprobs;
+  c->context.include_usage = c->api.include_usage;
+  c->context.tokenizer = router_.tokenizer();
 
-  if (!r->api.stream) {
-    CompletionBody body(r->context);
-    BodySink sink(body);
-    const grpc::Status s = router_.run(*r->admitted, r->api.generate, nullptr, sink);
-    if (!s.ok()) return ex->reply(error_reply(from_status(from_grpc(s))));
-    if (body.finish_reason() == baton::v1::FINISH_REASON_ERROR) {
-      return ex->reply(error_reply(ApiError{500, body.error(), "internal_error", "", "internal_error"}));
-    }
-    return ex->reply(json_reply(body.body().dump()));
+  if (!c->api.stream) {
+    c->body.emplace(c->context);
+    return router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
+      if (!s.ok()) return c->ex->reply(error_reply(from_status(from_grpc(s))));
+      if (c->body->finish_reason() == baton::v1::FINISH_REASON_ERROR) {
+        return c->ex->reply(error_reply(ApiError{500, c->body->error(), "internal_error", "", "internal_error"}));
+      }
+      c->ex->reply(json_reply(c->body->body().dump()));
+    });
   }
   // Streamed: the 200 and the event-stream headers go out first; a failure from then on is an
   // error event.
-  ex->start_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
-  CompletionChunks chunks(r->context);
-  EventSink sink(*ex, chunks);
-  const grpc::Status s = router_.run(*r->admitted, r->api.generate, nullptr, sink);
-  if (ex->client_gone()) return;
-  if (!s.ok() && !sink.event(from_status(from_grpc(s)).body().dump())) return;
-  if (!sink.event("[DONE]")) return;
-  ex->finish();
+  ex.start_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
+  c->chunks.emplace(c->context);
+  router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
+    if (c->ex->client_gone()) return;
+    std::string tail;
+    if (!s.ok()) tail = str_cat("data: ", from_status(from_grpc(s)).body().dump(), "\n\n");
+    tail += "data: [DONE]\n\n";
+    c->ex->write_async(std::move(tail), [c](bool written) {
+      if (written) c->ex->finish();
+    });
+  });
 }
 
 }  // namespace baton::router::http

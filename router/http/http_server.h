@@ -10,9 +10,11 @@
 // open for probes and are answered on the I/O threads, so no slow client delays them. With
 // --tls-cert and --tls-key it serves HTTPS only.
 //
-// Threads: a completion runs on a thread of its own while it is admitted, tokenized and
-// generated (RouterService::run blocks), at most `max_in_flight` at once (more get 429). Must not:
-// parse OpenAI bodies or build responses itself (openai_request.h, openai_response.h do).
+// Threads: none of its own. A completion is parsed and tokenized on the I/O thread that read it,
+// then goes on from callbacks (admission, the run's messages, the client taking them:
+// RouterService::admit_async / run, Exchange::write_async), at most `max_in_flight` at once (more
+// get 429). Must not: parse OpenAI bodies or build responses itself (openai_request.h,
+// openai_response.h do), or block.
 #pragma once
 
 #include <chrono>
@@ -31,6 +33,7 @@
 #include "security/tls_config.h"
 
 namespace baton::router {
+class AdmittedRequest;
 class RequestControl;
 class RouterService;
 }
@@ -40,6 +43,8 @@ namespace baton::router::http {
 using baton::http::Exchange;
 using baton::http::HttpListener;
 using baton::http::Reply;
+
+class HttpCompletion;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
@@ -76,15 +81,18 @@ class HttpServer {
   std::string scheme() const;  // "https" with TLS, else "http"
   Reply models() const;
   Reply health() const;
-  // Runs one completion on the calling thread (a thread of its own) until it is answered.
-  void generate(int endpoint, const security::KeyId& caller, const std::shared_ptr<Exchange>& ex);
-  bool spawn(std::function<void()> fn);  // false: max_in_flight reached
+  // Starts one completion (entered already); it is answered from callbacks.
+  void generate(int endpoint, const security::KeyId& caller, std::shared_ptr<Exchange> ex);
+  void on_admitted(const std::shared_ptr<HttpCompletion>& completion,
+                   absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted);
+  bool enter();  // one more completion in flight; false: max_in_flight reached, or stopping
+  void leave();
 
   RouterService& router_;
   const HttpOptions options_;
   std::mutex mu_;
   std::condition_variable idle_;
-  std::size_t in_flight_ = 0;           // threads running generate()
+  std::size_t in_flight_ = 0;           // completions not answered yet
   std::set<RequestControl*> running_;   // the controls of the requests being served
   bool stopping_ = false;
   std::unique_ptr<HttpListener> listener_;

@@ -286,6 +286,74 @@ TEST(HttpListener, StreamsChunksInOrderThenServesTheNextRequestOnTheConnection) 
   for (auto& t : writers) t.join();
 }
 
+// A stream written with write_async, chunk after chunk from its own callbacks (no thread of its
+// own): `room` waits while a client reads nothing (its chunks pile up past 1 MiB), then the client
+// reads the whole stream in order; a second client that hangs up while its writer waits for room
+// is told so (room false).
+TEST(HttpListener, AsyncWritesWaitForRoomAndLearnOfAHangUp) {
+  constexpr int kChunks = 1024;  // 64 KiB each: far more than the socket buffers hold
+  struct Writer {
+    std::shared_ptr<Exchange> ex;
+    std::atomic<int> deferred{0};   // `room` calls that came after write_async returned
+    std::atomic<bool> told_gone{false};
+    void pump(int i) {
+      if (i == kChunks) return ex->finish();
+      std::string chunk = std::to_string(i) + ":" + std::string(64 << 10, 'x') + "\n";
+      auto inline_call = std::make_shared<std::atomic<bool>>(true);
+      ex->write_async(std::move(chunk), [this, i, inline_call](bool room) {
+        if (!inline_call->load()) ++deferred;
+        if (!room) {
+          told_gone = true;
+          return;
+        }
+        pump(i + 1);
+      });
+      inline_call->store(false);
+    }
+  };
+  std::mutex mu;
+  std::vector<std::shared_ptr<Writer>> writers;
+  int port = 0;
+  auto listener = start(ListenerOptions{}, [&](std::shared_ptr<Exchange> ex) {
+    auto w = std::make_shared<Writer>();
+    w->ex = std::move(ex);
+    {
+      std::lock_guard lock(mu);
+      writers.push_back(w);
+    }
+    w->ex->start_stream("text/plain", {});
+    w->pump(0);
+  }, &port);
+  auto writer = [&](std::size_t n) {
+    std::lock_guard lock(mu);
+    return writers.size() > n ? writers[n] : nullptr;
+  };
+
+  RawClient reader(port);
+  ASSERT_TRUE(reader.send("GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return writer(0) && writer(0)->deferred > 0; }))
+      << "a client that reads nothing must make the writer wait for room";
+  bool closed = false;
+  const std::string got = reader.read_until_closed(std::chrono::seconds(60), &closed);
+  EXPECT_TRUE(closed);
+  std::size_t at = 0;
+  for (int i = 0; i < kChunks; ++i) {
+    const std::string head = std::to_string(i) + ":";
+    at = got.find(head, at);
+    ASSERT_NE(at, std::string::npos) << "chunk " << i << " is missing or out of order";
+    at += head.size();
+  }
+  EXPECT_FALSE(writer(0)->told_gone);
+
+  RawClient leaver(port);
+  ASSERT_TRUE(leaver.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return writer(1) && writer(1)->deferred > 0; }));
+  leaver.close();
+  EXPECT_TRUE(eventually([&] { return writer(1)->told_gone.load(); })) << "a hang-up must end the wait for room";
+  std::lock_guard lock(mu);
+  for (auto& w : writers) w->ex.reset();
+}
+
 // Clients that read part of a stream and hang up while chunks are being written: a chunk whose
 // write completed just before the hang-up closed the connection must not be taken off a queue the
 // close emptied (that corrupted the heap under a crowd of streaming clients). Every writer learns

@@ -69,6 +69,12 @@ TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
       EXPECT_GT(sum_of(samples, metrics::kKvTransferBytes, labels), 0);
       EXPECT_EQ(sum_of(samples, metrics::kKvTransferFailures, labels), 0);
       EXPECT_GT(sum_of(samples, metrics::kPromptTokens, labels), 0);
+      // Its state machine: every call through every state once.
+      for (const char* state : {"checking", "prefilling", "flushing", "committing", "answered"}) {
+        auto with_state = labels;
+        with_state["state"] = state;
+        EXPECT_EQ(sum_of(samples, "baton_prefill_state_entered_total", with_state), kRequests) << state;
+      }
     } else {
       ASSERT_EQ(t.role, "router");
       const std::map<std::string, std::string> served = {{"method", "eagle3"}, {"node", t.node}};
@@ -78,6 +84,11 @@ TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
       EXPECT_EQ(sum_of(samples, metrics::kRequestSuccess, {{"finished_reason", "length"}}), kRequests);
       EXPECT_EQ(sum_of(samples, metrics::kRouterRequestsRunning), 0);
       EXPECT_EQ(sum_of(samples, "baton_router_requests_total"), kRequests);
+      // The request machine: each through its states once, P's and D's (no queue: there was room).
+      for (const char* state : {"received", "admitted", "reserving", "prefilling", "streaming", "finished"}) {
+        EXPECT_EQ(sum_of(samples, "baton_router_request_state_entered_total", {{"state", state}}), kRequests) << state;
+      }
+      EXPECT_EQ(sum_of(samples, "baton_router_request_state_entered_total", {{"state", "failed"}}), 0);
     }
   }
 }

@@ -56,6 +56,15 @@ int CallLog::count(const std::string& what) const {
   return n;
 }
 
+bool CallLog::wait_for_count(const std::string& prefix, int n, int ms) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] {
+    int found = 0;
+    for (const auto& c : calls_) found += c.rfind(prefix, 0) == 0;
+    return found >= n;
+  });
+}
+
 bool CallLog::wait_for(const std::string& what, int ms) const {
   std::unique_lock lock(mu_);
   return cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] {

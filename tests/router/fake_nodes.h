@@ -34,6 +34,8 @@ class CallLog {
   int count(const std::string& what) const;
   // Waits up to `ms` for `what` to be logged.
   bool wait_for(const std::string& what, int ms = 5000) const;
+  // Waits up to `ms` until `n` calls starting with `prefix` were logged.
+  bool wait_for_count(const std::string& prefix, int n, int ms = 5000) const;
 
  private:
   mutable std::mutex mu_;

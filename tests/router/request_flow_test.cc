@@ -64,6 +64,11 @@ TEST(RequestFlow, DisaggregatedStreamsPsFirstTokenThenDsTokensWithUsage) {
   EXPECT_EQ(router.service.stats().disaggregated.load(), 1);
   EXPECT_EQ(router.service.stats().requests.load(), 1);
   EXPECT_EQ(router.service.stats().requests_failed.load(), 0);
+  // Its way through the machine: every state once, but the queue (there was room) and failed.
+  std::vector<std::int64_t> entered;
+  for (const auto& n : router.service.stats().entered) entered.push_back(n.load());
+  //                               received queued admitted reserving prefilling streaming finished failed
+  EXPECT_THAT(entered, ElementsAre(1,       0,     1,       1,        1,         1,        1,       0));
 }
 
 TEST(RequestFlow, ClientRequestIdsAreKept) {
@@ -164,6 +169,11 @@ TEST(RequestFlow, PrefillFailureBeforeTheFirstTokenIsRetriedOnceOnAnotherPrefill
   EXPECT_EQ(cluster.decode.log.count("Release r.1"), 1);
   EXPECT_EQ(cluster.decode.log.count("Reserve r.2"), 1);
   EXPECT_EQ(router.service.stats().retries.load(), 1);
+  // The second attempt went through reserving and prefilling again.
+  const auto& entered = router.service.stats().entered;
+  EXPECT_EQ(entered[static_cast<int>(RequestState::kReserving)].load(), 2);
+  EXPECT_EQ(entered[static_cast<int>(RequestState::kPrefilling)].load(), 2);
+  EXPECT_EQ(entered[static_cast<int>(RequestState::kFinished)].load(), 1);
   EXPECT_FALSE(usable(router.service, cluster.prefills[0]->address()));  // marked at once
   EXPECT_TRUE(usable(router.service, cluster.prefills[1]->address()));
   // The next poll finds it answering again.

@@ -1,8 +1,12 @@
 // baton-router as a real process: flags (repeated and comma-separated node lists, bad flags exit 2),
-// the bound address printed on stdout, a request through it to a scripted decode node, and a
-// clean exit on SIGTERM.
+// the bound address printed on stdout, a request through it to a scripted decode node, a clean
+// exit on SIGTERM, and streams held open on a few threads (gRPC's callback API, the event-driven
+// HTTP listener: no thread per request).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,6 +110,95 @@ TEST(RouterBinary, ServesUntilSigterm) {
   EXPECT_EQ(info.num_decode_nodes(), 1);
   EXPECT_FALSE(info.has_tokenizer());
 
+  ::kill(p.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(p), 0);
+}
+
+// The Threads: line of /proc/PID/status.
+int threads_of(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  }
+  return -1;
+}
+
+// An HTTP client of a streamed completion on a socket of its own, read up to its first event.
+struct SseStream {
+  int fd = -1;
+  ~SseStream() {
+    if (fd >= 0) ::close(fd);
+  }
+  // Sends the request and reads until the first "data:" event arrived; false on any failure.
+  bool open(int port, const std::string& body) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+    const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return false;
+    std::string got;
+    char buf[4096];
+    while (got.find("data: ") == std::string::npos) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20000) <= 0) return false;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got.rfind("HTTP/1.1 200", 0) == 0;
+  }
+};
+
+// Requests held open cost the router no thread each: 100 gRPC and 100 HTTP streams, every one in
+// the streaming state at once (the decode node holds each after its first message), leave the
+// router with fewer threads than a thread-per-request router would need for a third of them.
+TEST(RouterBinary, HoldsManyStreamsOnAFewThreads) {
+  constexpr int kStreams = 100;  // of each kind
+  testing::Cluster cluster(0);
+  cluster.decode.messages = {{11}};
+  cluster.decode.hold_after_messages = true;
+  Process p = spawn({"--port", "0", "--http-port", "0", "--decode", cluster.decode.address(), "--log-level", "warn",
+                     "--max-running-requests", "1000", "--max-queued-requests", "0"});
+  std::string line, http_line;
+  for (int i = 0; i < 4 && line.rfind("baton-router ready on ", 0) != 0; ++i) {
+    line = first_line(p);
+    if (line.rfind("baton-router http on ", 0) == 0) http_line = line;
+  }
+  ASSERT_THAT(line, StartsWith("baton-router ready on 127.0.0.1:"));
+  ASSERT_THAT(http_line, StartsWith("baton-router http on http://127.0.0.1:"));
+  const int http_port = std::atoi(http_line.c_str() + http_line.rfind(':') + 1);
+  const int idle_threads = threads_of(p.pid);
+  testing::RouterClient client(port_of(line));
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<baton::v1::GenerateResponse>>> readers;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(client.stub().Generate(contexts.back().get(), testing::token_request({5, 6, 7})));
+  }
+  for (auto& reader : readers) {
+    baton::v1::GenerateResponse first;
+    ASSERT_TRUE(reader->Read(&first));
+    ASSERT_GT(first.token_ids_size(), 0);
+  }
+  std::vector<SseStream> http(kStreams);
+  for (SseStream& s : http) {
+    ASSERT_TRUE(s.open(http_port, R"({"model":"baton-tiny-code","prompt":[5,6,7],"max_tokens":8,"stream":true})"));
+  }
+  ASSERT_EQ(cluster.decode.log.count("Cancelled"), 0);
+  const int held_threads = threads_of(p.pid);
+  EXPECT_LT(held_threads, 64) << "with " << 2 * kStreams << " streams open (" << idle_threads << " idle)";
+
+  // Every one ends when its client goes, on the decode node too.
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& reader : readers) EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  http.clear();
+  EXPECT_TRUE(cluster.decode.log.wait_for_count("Cancelled ", 2 * kStreams, 20000));
   ::kill(p.pid, SIGTERM);
   EXPECT_EQ(wait_exit(p), 0);
 }
