@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 
 #include "common/status.h"
+#include "tokenizer/chat_template_limits.h"
 #include "tokenizer/chat_template_strings.h"
+#include "tokenizer/unicode.h"
 
 namespace baton::jinja {
 
@@ -17,6 +20,59 @@ Value CallArgs::get(std::size_t index, const char* name, Value fallback) const {
   return fallback;
 }
 
+std::int64_t int_arithmetic(const std::string& op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  bool overflow = false;
+  if (op == "+") {
+    overflow = __builtin_add_overflow(a, b, &r);
+  } else if (op == "-") {
+    overflow = __builtin_sub_overflow(a, b, &r);
+  } else if (op == "*") {
+    overflow = __builtin_mul_overflow(a, b, &r);
+  } else if (op == "//" || op == "%") {
+    if (b == 0) throw TemplateError(str_cat("division by zero in ", op));
+    if (b == -1) {
+      // INT64_MIN / -1 overflows (and traps on x86); x % -1 is always 0.
+      if (op == "%") return 0;
+      if (a == std::numeric_limits<std::int64_t>::min()) overflow = true;
+      else return -a;
+    } else if (op == "//") {
+      r = a / b;
+      if (a % b != 0 && ((a < 0) != (b < 0))) --r;  // floor, as Python
+    } else {
+      r = a % b;
+      if (r != 0 && ((r < 0) != (b < 0))) r += b;  // the sign of the divisor, as Python
+    }
+  } else if (op == "**") {
+    if (b < 0) throw TemplateError("integer '**' needs a non-negative exponent");
+    // Exact, by squaring (std::pow's double loses digits past 2^53). Once the base's square
+    // overflows while exponent bits remain, the result would too (|base| >= 2 then).
+    std::int64_t base = a;
+    r = 1;
+    for (std::int64_t e = b; e > 0 && !overflow; e >>= 1) {
+      if (e & 1) overflow = __builtin_mul_overflow(r, base, &r);
+      if (e > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+    }
+  } else {
+    throw TemplateError(str_cat("unsupported integer operator ", op));
+  }
+  if (overflow) throw TemplateError(str_cat("integer overflow in '", op, "' (", a, " ", op, " ", b, ")"));
+  return r;
+}
+
+std::int64_t int_negate(std::int64_t a, const std::string& what) {
+  if (a == std::numeric_limits<std::int64_t>::min()) throw TemplateError(str_cat("integer overflow in ", what, " of ", a));
+  return -a;
+}
+
+std::int64_t float_to_int(double d, const std::string& what) {
+  // [-2^63, 2^63) is exactly the doubles that convert; NaN fails both comparisons.
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {
+    throw TemplateError(str_cat(what, ": ", python_float_repr(d), " does not fit in a 64-bit integer"));
+  }
+  return static_cast<std::int64_t>(d);
+}
+
 namespace {
 
 std::int64_t to_index(const Value& v, const char* what) {
@@ -25,6 +81,20 @@ std::int64_t to_index(const Value& v, const char* what) {
 }
 
 Value list_value(std::vector<Value> items) { return Value::list(std::move(items)); }
+
+// Number of code points of well-formed UTF-8: the bytes that do not continue a sequence.
+std::int64_t count_code_points(const std::string& s) {
+  RenderBudget::text(s.size());
+  std::int64_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// join's text, checked against kMaxStringBytes as it grows.
+void append_checked(std::string& out, const std::string& piece, const char* what) {
+  check_string_size(out.size() + piece.size(), what);
+  out += piece;
+}
 
 // Positional arguments from `from` on, as a CallArgs (for map/select forwarding).
 CallArgs rest_of(const CallArgs& args, std::size_t from) {
@@ -65,8 +135,12 @@ std::string html_escape(const std::string& s) {
 }  // namespace
 
 std::vector<Value> iterate(const Value& v) {
-  if (v.is_list()) return v.as_list();
+  if (v.is_list()) {
+    RenderBudget::steps(v.as_list().size());
+    return v.as_list();
+  }
   if (v.is_dict()) {
+    RenderBudget::steps(v.as_dict().size());
     std::vector<Value> keys;
     for (const auto& [k, unused] : v.as_dict()) keys.push_back(Value::string(k));
     return keys;
@@ -83,7 +157,8 @@ std::vector<Value> iterate(const Value& v) {
 bool contains(const Value& container, const Value& item) {
   if (container.is_string()) {
     if (!item.is_string()) throw TemplateError(str_cat("'in <string>' needs a string, got ", item.type_name()));
-    return container.as_string().find(item.as_string()) != std::string::npos;
+    RenderBudget::text(container.as_string().size());
+    return find_text(container.as_string(), item.as_string(), 0) != std::string::npos;
   }
   if (container.is_dict()) return item.is_string() && container.find(item.as_string()) != nullptr;
   if (container.is_list()) {
@@ -97,6 +172,10 @@ bool contains(const Value& container, const Value& item) {
 }
 
 int compare(const Value& a, const Value& b) {
+  RenderBudget::steps();  // lists compare element by element
+  if ((a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool())) {
+    return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;  // exact past 2^53
+  }
   if ((a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool())) {
     double x = a.as_number(), y = b.as_number();
     return x < y ? -1 : x > y ? 1 : 0;
@@ -128,13 +207,25 @@ Value get_item(const Value& object, const Value& key) {
     const Value* v = object.find(key.as_string());
     return v ? *v : Value();
   }
-  if (object.is_list() || object.is_string()) {
+  if (object.is_list()) {
     if (!key.is_int()) return Value();
-    std::vector<Value> chars;
-    const std::vector<Value>& items = object.is_list() ? object.as_list() : (chars = iterate(object));
+    const std::vector<Value>& items = object.as_list();
     std::int64_t i = key.as_int(), n = static_cast<std::int64_t>(items.size());
     if (i < 0) i += n;
     return i < 0 || i >= n ? Value() : items[static_cast<std::size_t>(i)];
+  }
+  if (object.is_string()) {
+    // The i-th code point, without splitting the whole string into one value per character.
+    if (!key.is_int()) return Value();
+    const std::string& s = object.as_string();
+    std::int64_t i = key.as_int(), n = count_code_points(s);
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Value();
+    std::size_t pos = 0;
+    for (std::int64_t k = 0; k < i; ++k) unicode::next_code_point(s, pos);
+    std::size_t start = pos;
+    unicode::next_code_point(s, pos);
+    return Value::string(s.substr(start, pos - start));
   }
   return Value();
 }
@@ -153,7 +244,12 @@ Value slice(const Value& object, const Value& start_v, const Value& stop_v, cons
   };
   std::int64_t start = bound(start_v, step > 0 ? 0 : n - 1), stop = bound(stop_v, step > 0 ? n : -1);
   std::vector<Value> out;
-  for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(items[static_cast<std::size_t>(i)]);
+  // start and stop lie in [-1, n]; the step may be anything, so stop before i + step overflows.
+  for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    out.push_back(items[static_cast<std::size_t>(i)]);
+    if (step > 0 ? step >= stop - i : step <= stop - i) break;
+    i += step;
+  }
   if (object.is_list()) return list_value(std::move(out));
   std::string s;
   for (const auto& c : out) s += c.as_string();
@@ -199,7 +295,11 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
   if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
   if (name == "callable") return v.is_macro();
   if (name == "odd" || name == "even") return v.is_int() && (v.as_int() % 2 != 0) == (name == "odd");
-  if (name == "divisibleby") return v.is_int() && v.as_int() % to_index(args.get(0, "num"), "divisibleby") == 0;
+  if (name == "divisibleby") {
+    std::int64_t num = to_index(args.get(0, "num"), "divisibleby");
+    if (num == 0) throw TemplateError("divisibleby: division by zero");
+    return v.is_int() && int_arithmetic("%", v.as_int(), num) == 0;
+  }
   if (name == "eq" || name == "equalto" || name == "==" || name == "sameas") return v == args.get(0, "other");
   if (name == "ne" || name == "!=") return !(v == args.get(0, "other"));
   if (name == "lt" || name == "<" || name == "lessthan") return compare(v, args.get(0, "other")) < 0;
@@ -221,10 +321,12 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
   if (name == "tojson") {
     Value indent = args.get(0, "indent");
     Value sort_keys = args.get(1, "sort_keys", Value::boolean(false));
-    return Value::string(v.to_json(indent.is_int() ? static_cast<int>(indent.as_int()) : -1, sort_keys.truthy()));
+    std::int64_t width = indent.is_int() ? indent.as_int() : -1;
+    if (width > 0) check_string_size(static_cast<std::uint64_t>(width), "filter 'tojson' indent");
+    return Value::string(v.to_json(width < 0 ? -1 : static_cast<int>(width), sort_keys.truthy()));
   }
   if (name == "length" || name == "count") {
-    if (v.is_string()) return Value::integer(static_cast<std::int64_t>(code_points(v.as_string()).size()));
+    if (v.is_string()) return Value::integer(count_code_points(v.as_string()));
     if (v.is_list()) return Value::integer(static_cast<std::int64_t>(v.as_list().size()));
     if (v.is_dict()) return Value::integer(static_cast<std::int64_t>(v.as_dict().size()));
     if (v.is_undefined()) return Value::integer(0);
@@ -244,8 +346,8 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
     std::string sep = args.get(0, "d", Value::string("")).str(), out;
     bool first = true;
     for (const auto& item : iterate(v)) {
-      if (!first) out += sep;
-      out += (attribute.is_undefined() ? item : attribute_path(item, attribute)).str();
+      if (!first) append_checked(out, sep, "filter 'join'");
+      append_checked(out, (attribute.is_undefined() ? item : attribute_path(item, attribute)).str(), "filter 'join'");
       first = false;
     }
     return Value::string(out);
@@ -259,7 +361,12 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
   if (name == "safe") return v;
   if (name == "escape" || name == "e") return Value::string(html_escape(v.str()));
   if (name == "int") {
-    if (v.is_number() || v.is_bool()) return Value::integer(static_cast<std::int64_t>(v.as_number()));
+    if (v.is_int() || v.is_bool()) return Value::integer(v.as_int());
+    if (v.is_float()) {
+      // Jinja2: int(nan) is a ValueError, which gives the default; int(inf) an OverflowError.
+      if (std::isnan(v.as_number())) return args.get(0, "default", Value::integer(0));
+      return Value::integer(float_to_int(v.as_number(), "filter 'int'"));
+    }
     try {
       return Value::integer(std::stoll(v.str()));
     } catch (...) {
@@ -275,7 +382,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
     }
   }
   if (name == "abs") {
-    if (v.is_int()) return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+    if (v.is_int()) return Value::integer(v.as_int() < 0 ? int_negate(v.as_int(), "filter 'abs'") : v.as_int());
     if (v.is_float()) return Value::floating(std::fabs(v.as_number()));
     throw TemplateError(str_cat("filter 'abs' needs a number, got ", v.type_name()));
   }
@@ -357,10 +464,26 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
   }
   if (name == "indent") {
     Value width_v = args.get(0, "width", Value::integer(4));
-    std::string pad = width_v.is_string() ? width_v.as_string() : std::string(static_cast<std::size_t>(width_v.as_int()), ' ');
+    std::string pad;
+    if (width_v.is_string()) {
+      pad = width_v.as_string();
+    } else {
+      std::int64_t width = width_v.as_int();  // ' ' * width: empty when negative, as Python
+      if (width > 0) check_string_size(static_cast<std::uint64_t>(width), "filter 'indent' width");
+      pad.assign(static_cast<std::size_t>(std::max<std::int64_t>(width, 0)), ' ');
+    }
     bool first = args.get(1, "first", Value::boolean(false)).truthy();
     bool blank = args.get(2, "blank", Value::boolean(false)).truthy();
     std::vector<std::string> lines = python_split(v.str(), Value::string("\n"), -1);
+    // At most one pad per line: check the whole result before building it.
+    if (!pad.empty()) {
+      std::size_t text = 0;
+      for (const auto& line : lines) text += line.size() + 1;
+      if (lines.size() > (kMaxStringBytes + 1) / pad.size() + 1 || text + lines.size() * pad.size() > kMaxStringBytes + 1) {
+        throw TemplateError(str_cat("filter 'indent': ", lines.size(), " lines indented by ", pad.size(),
+                                    " bytes are over the limit of ", kMaxStringBytes, " bytes"));
+      }
+    }
     std::string out;
     for (std::size_t i = 0; i < lines.size(); ++i) {
       if (i > 0) out += "\n";
@@ -373,7 +496,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
   if (name == "sum") {
     Value total = args.get(1, "start", Value::integer(0));
     for (const auto& item : iterate(v)) {
-      total = total.is_int() && item.is_int() ? Value::integer(total.as_int() + item.as_int())
+      total = total.is_int() && item.is_int() ? Value::integer(int_arithmetic("+", total.as_int(), item.as_int()))
                                               : Value::floating(total.as_number() + item.as_number());
     }
     return total;
@@ -402,9 +525,8 @@ Value call_global(const std::string& name, const CallArgs& args) {
       if (!args.positional[0].is_dict()) throw TemplateError(str_cat(name, "(): positional argument must be a dict"));
       items = args.positional[0].as_dict();
     }
-    Value result = Value::dict(std::move(items), name == "namespace");
-    for (const auto& [k, val] : args.keyword) result.set(k, val);
-    return result;
+    for (const auto& [k, val] : args.keyword) Value::put(items, k, val);
+    return Value::dict(std::move(items), name == "namespace");
   }
   if (name == "raise_exception") throw TemplateError(str_cat("raise_exception: ", args.get(0, "message").str()));
   if (name == "range") {
@@ -419,8 +541,22 @@ Value call_global(const std::string& name, const CallArgs& args) {
       throw TemplateError("range() needs 1 to 3 integers");
     }
     if (step == 0) throw TemplateError("range() step cannot be zero");
+    // The length first, in unsigned arithmetic (stop - start and -step may not fit in int64); the
+    // items as start + i * step modulo 2^64, which is exact since each lies between start and stop.
+    const auto ustart = static_cast<std::uint64_t>(start), ustop = static_cast<std::uint64_t>(stop);
+    std::uint64_t count = 0;
+    if (step > 0 && start < stop) count = (ustop - ustart - 1) / static_cast<std::uint64_t>(step) + 1;
+    if (step < 0 && start > stop) count = (ustart - ustop - 1) / (std::uint64_t{0} - static_cast<std::uint64_t>(step)) + 1;
+    if (count > static_cast<std::uint64_t>(kMaxRangeItems)) {
+      throw TemplateError(str_cat("range(", start, ", ", stop, ", ", step, ") has ", count, " items, over the limit of ",
+                                  kMaxRangeItems));
+    }
+    RenderBudget::steps(count);
     std::vector<Value> out;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
+    out.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      out.push_back(Value::integer(static_cast<std::int64_t>(ustart + i * static_cast<std::uint64_t>(step))));
+    }
     return list_value(std::move(out));
   }
   if (name == "strftime_now") {

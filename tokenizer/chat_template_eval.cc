@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/status.h"
+#include "tokenizer/chat_template_limits.h"
 
 namespace baton::jinja {
 
@@ -24,15 +25,45 @@ auto at_line(int line, F&& f) -> decltype(f()) {
 
 }  // namespace
 
+// One level of evaluation: a step of the budget, and a level of eval_depth_. The evaluator recurses
+// once per statement and expression node, so a deep tree (1+1+...+1 nests one level per '+'; the
+// parser only bounds brackets and blocks) must end in an error, not exhaust the stack.
+class Evaluator::Nested {
+ public:
+  Nested(Evaluator& evaluator, int line) : depth_(evaluator.eval_depth_) {
+    RenderBudget::steps();
+    if (++depth_ > kMaxEvalDepth) {
+      fail_at(line, str_cat("expressions and statements nest deeper than ", kMaxEvalDepth,
+                            " levels (a chain of operators, filters or attributes, or macro recursion)"));
+    }
+  }
+  ~Nested() { --depth_; }
+  Nested(const Nested&) = delete;
+  Nested& operator=(const Nested&) = delete;
+
+ private:
+  int& depth_;
+};
+
 Evaluator::Evaluator(const Value& globals) {
   scopes_.emplace_back();
   for (const auto& [k, v] : globals.as_dict()) scopes_.back().emplace_back(k, v);
 }
 
 std::string Evaluator::render(const Body& body) {
+  RenderBudget budget;
   std::string out;
   exec(body, out);
   return out;
+}
+
+void Evaluator::emit(std::string& out, const std::string& text, int line) {
+  if (out.size() + text.size() > kMaxStringBytes) {
+    fail_at(line, str_cat("the rendered text would be ", out.size() + text.size(), " bytes, over the limit of ",
+                          kMaxStringBytes, " bytes"));
+  }
+  RenderBudget::text(text.size());
+  out += text;
 }
 
 Value Evaluator::lookup(const std::string& name) const {
@@ -63,9 +94,14 @@ Evaluator::Flow Evaluator::exec(const Body& body, std::string& out) {
 }
 
 Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
+  Nested nested(*this, s.line);
   switch (s.kind) {
-    case Stmt::Kind::kText: out += s.text; return Flow::kNormal;
-    case Stmt::Kind::kOutput: out += eval(*s.expr).str(); return Flow::kNormal;
+    case Stmt::Kind::kText: emit(out, s.text, s.line); return Flow::kNormal;
+    case Stmt::Kind::kOutput: {
+      Value value = eval(*s.expr);
+      emit(out, value.is_string() ? value.as_string() : at_line(s.line, [&] { return value.str(); }), s.line);
+      return Flow::kNormal;
+    }
     case Stmt::Kind::kIf:
       for (const auto& [condition, body] : s.branches) {
         if (eval(*condition).truthy()) return exec(body, out);
@@ -80,7 +116,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
           fail_at(s.line, str_cat("cannot set '", s.targets[0], ".", s.attr, "': '", s.targets[0],
                                   "' is not a namespace()"));
         }
-        target.set(s.attr, std::move(value));
+        at_line(s.line, [&] { target.set_attribute(s.attr, std::move(value)); });
       } else if (s.targets.size() == 1) {
         assign(s.targets[0], std::move(value));
       } else {
@@ -95,7 +131,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
     case Stmt::Kind::kSetBlock: {
       std::string captured;
       exec(s.body, captured);
-      assign(s.targets[0], Value::string(captured));
+      assign(s.targets[0], Value::string(std::move(captured)));
       return Flow::kNormal;
     }
     case Stmt::Kind::kMacro: {
@@ -135,6 +171,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, std::string& out) {
   }
   const auto n = static_cast<std::int64_t>(items.size());
   for (std::int64_t i = 0; i < n; ++i) {
+    RenderBudget::steps();  // an empty body is still an iteration
     bind(items[static_cast<std::size_t>(i)]);
     Value loop = Value::dict({
         {"index", Value::integer(i + 1)},
@@ -158,6 +195,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, std::string& out) {
 }
 
 Value Evaluator::eval(const Expr& e) {
+  Nested nested(*this, e.line);
   switch (e.kind) {
     case Expr::Kind::kLiteral: return e.literal;
     case Expr::Kind::kName: return lookup(e.name);
@@ -165,16 +203,16 @@ Value Evaluator::eval(const Expr& e) {
     case Expr::Kind::kTuple: {
       Value::List items;
       for (const auto& c : e.children) items.push_back(eval(*c));
-      return Value::list(std::move(items));
+      return at_line(e.line, [&] { return Value::list(std::move(items)); });
     }
     case Expr::Kind::kDict: {
-      Value dict = Value::dict();
+      Value::Dict items;
       for (std::size_t i = 0; i + 1 < e.children.size(); i += 2) {
         Value key = eval(*e.children[i]);
         if (!key.is_string()) fail_at(e.line, str_cat("dict keys must be strings, got ", key.type_name()));
-        dict.set(key.as_string(), eval(*e.children[i + 1]));
+        Value::put(items, key.as_string(), eval(*e.children[i + 1]));
       }
-      return dict;
+      return at_line(e.line, [&] { return Value::dict(std::move(items)); });
     }
     case Expr::Kind::kGetAttr: {
       Value object = eval(*e.children[0]);
@@ -208,7 +246,10 @@ Value Evaluator::eval(const Expr& e) {
     case Expr::Kind::kUnary: {
       Value operand = eval(*e.children[0]);
       if (e.name == "not") return Value::boolean(!operand.truthy());
-      if (operand.is_int() || operand.is_bool()) return Value::integer(e.name == "-" ? -operand.as_int() : operand.as_int());
+      if (operand.is_int() || operand.is_bool()) {
+        if (e.name != "-") return Value::integer(operand.as_int());
+        return at_line(e.line, [&] { return Value::integer(int_negate(operand.as_int(), "unary '-'")); });
+      }
       if (operand.is_float()) return Value::floating(e.name == "-" ? -operand.as_number() : operand.as_number());
       fail_at(e.line, str_cat("bad operand type for unary ", e.name, ": ", operand.type_name()));
     }
@@ -228,7 +269,13 @@ Value Evaluator::eval_binary(const Expr& e) {
   Value b = eval(*e.children[1]);
   if (op == "==") return Value::boolean(a == b);
   if (op == "!=") return Value::boolean(!(a == b));
-  if (op == "~") return Value::string(a.str() + b.str());
+  if (op == "~") {
+    return at_line(e.line, [&] {
+      std::string x = a.str(), y = b.str();
+      check_string_size(x.size() + y.size(), "'~'");
+      return Value::string(x + y);
+    });
+  }
   if (op == "in" || op == "not in") {
     bool found = at_line(e.line, [&] { return contains(b, a); });
     return Value::boolean(found == (op == "in"));
@@ -239,44 +286,52 @@ Value Evaluator::eval_binary(const Expr& e) {
   }
   auto numeric = [](const Value& v) { return v.is_number() || v.is_bool(); };
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      return at_line(e.line, [&] {
+        check_string_size(a.as_string().size() + b.as_string().size(), "'+'");
+        return Value::string(a.as_string() + b.as_string());
+      });
+    }
     if (a.is_list() && b.is_list()) {
-      Value::List items = a.as_list();
-      items.insert(items.end(), b.as_list().begin(), b.as_list().end());
-      return Value::list(std::move(items));
+      return at_line(e.line, [&] {
+        std::size_t n = a.as_list().size() + b.as_list().size();
+        check_list_size(n, "'+'");  // before copying; Value::list charges the steps
+        Value::List items;
+        items.reserve(n);
+        items.insert(items.end(), a.as_list().begin(), a.as_list().end());
+        items.insert(items.end(), b.as_list().begin(), b.as_list().end());
+        return Value::list(std::move(items));
+      });
     }
   }
   if (op == "*" && (a.is_string() || b.is_string()) && (a.is_int() || b.is_int())) {
-    const Value& s = a.is_string() ? a : b;
+    const std::string& s = (a.is_string() ? a : b).as_string();
+    const std::int64_t times = (a.is_int() ? a : b).as_int();
+    if (times <= 0 || s.empty()) return Value::string("");
+    if (static_cast<std::uint64_t>(times) > kMaxStringBytes / s.size()) {
+      fail_at(e.line, str_cat("'*': ", s.size(), " bytes repeated ", times, " times is over the limit of ",
+                              kMaxStringBytes, " bytes"));
+    }
     std::string out;
-    for (std::int64_t i = 0; i < (a.is_int() ? a : b).as_int(); ++i) out += s.as_string();
-    return Value::string(out);
+    out.reserve(s.size() * static_cast<std::size_t>(times));
+    for (std::int64_t i = 0; i < times; ++i) out += s;
+    return Value::string(std::move(out));
   }
   if (!numeric(a) || !numeric(b)) {
     fail_at(e.line, str_cat("unsupported operand types for ", op, ": ", a.type_name(), " and ", b.type_name()));
   }
   bool ints = !a.is_float() && !b.is_float();
   double x = a.as_number(), y = b.as_number();
-  if (op == "+") return ints ? Value::integer(a.as_int() + b.as_int()) : Value::floating(x + y);
-  if (op == "-") return ints ? Value::integer(a.as_int() - b.as_int()) : Value::floating(x - y);
-  if (op == "*") return ints ? Value::integer(a.as_int() * b.as_int()) : Value::floating(x * y);
-  if (op == "**") return ints && b.as_int() >= 0 ? Value::integer(static_cast<std::int64_t>(std::pow(x, y))) : Value::floating(std::pow(x, y));
+  auto integer = [&] { return at_line(e.line, [&] { return Value::integer(int_arithmetic(op, a.as_int(), b.as_int())); }); };
+  if (op == "+") return ints ? integer() : Value::floating(x + y);
+  if (op == "-") return ints ? integer() : Value::floating(x - y);
+  if (op == "*") return ints ? integer() : Value::floating(x * y);
+  if (op == "**") return ints && b.as_int() >= 0 ? integer() : Value::floating(std::pow(x, y));
   if (y == 0) fail_at(e.line, str_cat("division by zero in ", op));
   if (op == "/") return Value::floating(x / y);
-  if (op == "//") {
-    if (ints) {
-      std::int64_t q = a.as_int() / b.as_int();
-      if ((a.as_int() % b.as_int() != 0) && ((a.as_int() < 0) != (b.as_int() < 0))) --q;
-      return Value::integer(q);
-    }
-    return Value::floating(std::floor(x / y));
-  }
+  if (op == "//") return ints ? integer() : Value::floating(std::floor(x / y));
   if (op == "%") {
-    if (ints) {
-      std::int64_t r = a.as_int() % b.as_int();
-      if (r != 0 && ((r < 0) != (b.as_int() < 0))) r += b.as_int();
-      return Value::integer(r);
-    }
+    if (ints) return integer();
     double r = std::fmod(x, y);
     if (r != 0 && ((r < 0) != (y < 0))) r += y;
     return Value::floating(r);
@@ -314,7 +369,9 @@ Value Evaluator::eval_call(const Expr& e) {
 }
 
 Value Evaluator::call_macro(const MacroDef& macro, const CallArgs& args) {
-  if (++depth_ > 64) throw TemplateError(str_cat("macro '", macro.name, "' nests deeper than 64 calls"));
+  if (++macro_depth_ > kMaxMacroDepth) {
+    throw TemplateError(str_cat("macro '", macro.name, "' nests deeper than ", kMaxMacroDepth, " calls"));
+  }
   scopes_.emplace_back();
   const auto& params = *macro.params;
   if (args.positional.size() > params.size()) {
@@ -329,8 +386,8 @@ Value Evaluator::call_macro(const MacroDef& macro, const CallArgs& args) {
   std::string out;
   exec(*macro.body, out);
   scopes_.pop_back();
-  --depth_;
-  return Value::string(out);
+  --macro_depth_;
+  return Value::string(std::move(out));
 }
 
 }  // namespace baton::jinja

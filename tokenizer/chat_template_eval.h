@@ -2,6 +2,11 @@
 // (for loops and macro calls open a scope; set writes the innermost one, as in Jinja2) and
 // renders text.
 //
+// Bounds (chat_template_limits.h): render() installs a RenderBudget (steps and text of the whole
+// render), evaluation nests at most kMaxEvalDepth levels and macros kMaxMacroDepth, and the
+// rendered text (or a {% set %} block's) is at most kMaxStringBytes; past any of them, a
+// TemplateError naming the bound.
+//
 // Must not: touch anything outside the values it is given (no I/O, no globals); every error is a
 // TemplateError naming the construct and line.
 #pragma once
@@ -30,6 +35,8 @@ class Evaluator {
   Flow exec(const Stmt& stmt, std::string& out);
   Flow exec_for(const Stmt& stmt, std::string& out);
   void assign(const std::string& name, Value value);
+  // Appends to the rendered text (or a {% set %} block's), within kMaxStringBytes.
+  static void emit(std::string& out, const std::string& text, int line);
   Value lookup(const std::string& name) const;
 
   Value eval(const Expr& e);
@@ -38,8 +45,11 @@ class Evaluator {
   CallArgs eval_arguments(const Expr& e, std::size_t first_argument);
   Value call_macro(const MacroDef& macro, const CallArgs& args);
 
+  class Nested;  // counts one level of eval_depth_
+
   std::vector<Scope> scopes_;
-  int depth_ = 0;  // nested macro calls, bounded against runaway recursion
+  int eval_depth_ = 0;   // nested exec(Stmt) / eval(Expr), up to kMaxEvalDepth
+  int macro_depth_ = 0;  // nested macro calls, up to kMaxMacroDepth
 };
 
 }  // namespace baton::jinja

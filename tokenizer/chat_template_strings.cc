@@ -1,10 +1,14 @@
 #include "tokenizer/chat_template_strings.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <unicode/locid.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
 #include "common/status.h"
+#include "tokenizer/chat_template_limits.h"
 #include "tokenizer/unicode.h"
 
 namespace baton::jinja {
@@ -39,6 +43,8 @@ const std::string& require_string(const Value& v, const char* what) {
 }  // namespace
 
 std::vector<std::string> code_points(std::string_view s) {
+  // One std::string per code point costs several times a byte copied: charged as 8 bytes each.
+  RenderBudget::text(std::uint64_t{8} * s.size());
   std::vector<std::string> out;
   std::size_t pos = 0;
   while (pos < s.size()) {
@@ -49,28 +55,59 @@ std::vector<std::string> code_points(std::string_view s) {
   return out;
 }
 
+std::size_t find_text(std::string_view haystack, std::string_view needle, std::size_t from) {
+  if (from > haystack.size()) return std::string_view::npos;
+  // Short needles (all that real templates search for): the library's search, at most
+  // needle-size steps per byte.
+  if (needle.size() <= 64) return haystack.find(needle, from);
+  if (needle.size() > haystack.size() - from) return std::string_view::npos;
+  // Knuth-Morris-Pratt: linear in both (libstdc++'s boyer_moore_searcher prepares in
+  // needle-squared time for a needle like 'aa...ab').
+  RenderBudget::text(needle.size());
+  std::vector<std::uint32_t> border(needle.size() + 1, 0);  // needles are < kMaxStringBytes < 2^32
+  for (std::size_t i = 1, k = 0; i < needle.size(); ++i) {
+    while (k > 0 && needle[i] != needle[k]) k = border[k];
+    if (needle[i] == needle[k]) ++k;
+    border[i + 1] = static_cast<std::uint32_t>(k);
+  }
+  for (std::size_t i = from, k = 0; i < haystack.size(); ++i) {
+    while (k > 0 && haystack[i] != needle[k]) k = border[k];
+    if (haystack[i] == needle[k]) ++k;
+    if (k == needle.size()) return i + 1 - k;
+  }
+  return std::string_view::npos;
+}
+
 std::string python_strip(std::string_view s, const Value& chars, bool left, bool right) {
-  std::vector<std::string> cps = code_points(s);
-  std::vector<std::string> set;
+  // Walks code points from either end (no per-character split: trim runs on every message).
+  RenderBudget::text(s.size());
+  std::vector<char32_t> set;
   bool whitespace = chars.is_undefined() || chars.is_none();
-  if (!whitespace) set = code_points(require_string(chars, "strip"));
-  auto strippable = [&](const std::string& cp) {
-    if (whitespace) return python_isspace(decode_one(cp));
-    for (const auto& c : set) {
-      if (c == cp) return true;
-    }
-    return false;
+  if (!whitespace) {
+    const std::string& c = require_string(chars, "strip");
+    for (std::size_t pos = 0; pos < c.size();) set.push_back(unicode::next_code_point(c, pos));
+  }
+  auto strippable = [&](char32_t cp) {
+    if (whitespace) return python_isspace(cp);
+    return std::find(set.begin(), set.end(), cp) != set.end();
   };
-  std::size_t begin = 0, end = cps.size();
+  std::size_t begin = 0, end = s.size();
   if (left) {
-    while (begin < end && strippable(cps[begin])) ++begin;
+    while (begin < end) {
+      std::size_t next = begin;
+      if (!strippable(unicode::next_code_point(s, next))) break;
+      begin = next;
+    }
   }
   if (right) {
-    while (end > begin && strippable(cps[end - 1])) --end;
+    while (end > begin) {
+      std::size_t start = end - 1;
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      if (!strippable(decode_one(s.substr(start, end - start)))) break;
+      end = start;
+    }
   }
-  std::string out;
-  for (std::size_t i = begin; i < end; ++i) out += cps[i];
-  return out;
+  return std::string(s.substr(begin, end - begin));
 }
 
 std::string python_upper(std::string_view s) { return icu_map(s, true); }
@@ -100,6 +137,11 @@ std::string python_replace(std::string_view s, std::string_view old_text, std::s
   if (old_text.empty()) {
     // Python inserts `new` between every character (and at both ends).
     std::vector<std::string> cps = code_points(s);
+    std::size_t inserts = count < 0 ? cps.size() + 1 : std::min<std::size_t>(cps.size() + 1, static_cast<std::size_t>(count));
+    if (!new_text.empty() && inserts > (kMaxStringBytes - std::min(kMaxStringBytes, s.size())) / new_text.size()) {
+      throw TemplateError(str_cat("replace: ", inserts, " insertions of ", new_text.size(), " bytes are over the limit of ",
+                                  kMaxStringBytes, " bytes"));
+    }
     long long done = 0;
     for (std::size_t i = 0; i <= cps.size(); ++i) {
       if (count < 0 || done < count) {
@@ -112,8 +154,10 @@ std::string python_replace(std::string_view s, std::string_view old_text, std::s
   }
   std::size_t prev = 0;
   long long done = 0;
-  for (std::size_t pos = s.find(old_text); pos != std::string_view::npos && (count < 0 || done < count);
-       pos = s.find(old_text, prev)) {
+  RenderBudget::text(s.size());
+  for (std::size_t pos = find_text(s, old_text, 0); pos != std::string_view::npos && (count < 0 || done < count);
+       pos = find_text(s, old_text, prev)) {
+    check_string_size(out.size() + (pos - prev) + new_text.size(), "replace");
     out.append(s.substr(prev, pos - prev)).append(new_text);
     prev = pos + old_text.size();
     ++done;
@@ -145,7 +189,8 @@ std::vector<std::string> python_split(std::string_view s, const Value& sep, long
   const std::string& separator = require_string(sep, "split");
   if (separator.empty()) throw TemplateError("split: empty separator");
   std::size_t prev = 0;
-  for (std::size_t pos = s.find(separator); pos != std::string_view::npos; pos = s.find(separator, prev)) {
+  RenderBudget::text(s.size());
+  for (std::size_t pos = find_text(s, separator, 0); pos != std::string_view::npos; pos = find_text(s, separator, prev)) {
     if (maxsplit >= 0 && static_cast<long long>(parts.size()) == maxsplit) break;
     parts.emplace_back(s.substr(prev, pos - prev));
     prev = pos + separator.size();
@@ -192,23 +237,27 @@ Value call_string_method(const std::string& s, const std::string& name, const Ca
   }
   if (name == "find") {
     const std::string& sub = require_string(args.get(0, "sub"), "find");
-    std::size_t pos = s.find(sub);
+    RenderBudget::text(s.size());
+    std::size_t pos = find_text(s, sub, 0);
     if (pos == std::string::npos) return Value::integer(-1);
     return Value::integer(static_cast<std::int64_t>(code_points(std::string_view(s).substr(0, pos)).size()));
   }
   if (name == "count") {
     const std::string& sub = require_string(args.get(0, "sub"), "count");
     if (sub.empty()) return Value::integer(static_cast<std::int64_t>(code_points(s).size()) + 1);
+    RenderBudget::text(s.size());
     std::int64_t n = 0;
-    for (std::size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++n;
+    for (std::size_t pos = find_text(s, sub, 0); pos != std::string::npos; pos = find_text(s, sub, pos + sub.size())) ++n;
     return Value::integer(n);
   }
   if (name == "join") {
     std::string out;
     bool first = true;
     for (const auto& item : iterate(args.get(0, "iterable"))) {
+      const std::string& piece = require_string(item, "join");
+      check_string_size(out.size() + (first ? 0 : s.size()) + piece.size(), "join");
       if (!first) out += s;
-      out += require_string(item, "join");
+      out += piece;
       first = false;
     }
     return Value::string(out);

@@ -14,6 +14,9 @@
 namespace baton::jinja {
 
 std::vector<std::string> code_points(std::string_view s);  // one UTF-8 string per code point
+// haystack.find(needle, from), in time linear in haystack and needle even for long needles (a
+// naive search of 'aa...ab' in 'aa...a' takes haystack × needle steps).
+std::size_t find_text(std::string_view haystack, std::string_view needle, std::size_t from);
 std::string python_strip(std::string_view s, const Value& chars, bool left, bool right);
 std::string python_upper(std::string_view s);
 std::string python_lower(std::string_view s);

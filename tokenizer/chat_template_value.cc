@@ -4,10 +4,75 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <unordered_set>
+
+#include "common/status.h"
 
 namespace baton::jinja {
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+
+[[noreturn]] void too_deep() {
+  throw TemplateError(str_cat("values nest deeper than ", kMaxValueDepth, " levels of lists and dicts"));
+}
+
+// Whether `v` is or holds a namespace; `seen` skips containers already walked (values may share
+// them, so a walk without it could take exponential time).
+bool holds_namespace(const Value& v, std::unordered_set<const void*>& seen) {
+  if (v.is_namespace()) return true;
+  if (v.is_list()) {
+    if (!seen.insert(&v.as_list()).second) return false;
+    RenderBudget::steps(v.as_list().size());
+    for (const auto& item : v.as_list()) {
+      if (holds_namespace(item, seen)) return true;
+    }
+  } else if (v.is_dict()) {
+    if (!seen.insert(&v.as_dict()).second) return false;
+    RenderBudget::steps(v.as_dict().size());
+    for (const auto& [k, item] : v.as_dict()) {
+      if (holds_namespace(item, seen)) return true;
+    }
+  }
+  return false;
+}
+
+void check_namespace_member(const std::string& key, const Value& value) {
+  std::unordered_set<const void*> seen;
+  if (holds_namespace(value, seen)) {
+    throw TemplateError(str_cat("cannot store a namespace in a namespace (attribute '", key,
+                                "'): namespaces may not nest or refer to themselves"));
+  }
+}
+
+}  // namespace
+
+Value Value::list(List items) {
+  RenderBudget::steps(items.size());  // every list built during a render: split(), map, '+', ...
+  Value v;
+  v.kind_ = Kind::kList;
+  for (const auto& item : items) v.depth_ = std::max(v.depth_, item.depth_);
+  if (++v.depth_ > kMaxValueDepth) too_deep();
+  v.list_ = std::make_shared<List>(std::move(items));
+  return v;
+}
+
+Value Value::dict(Dict items, bool is_namespace) {
+  RenderBudget::steps(items.size());
+  Value v;
+  v.kind_ = Kind::kDict;
+  for (const auto& [k, item] : items) {
+    if (is_namespace) check_namespace_member(k, item);
+    v.depth_ = std::max(v.depth_, item.depth_);
+  }
+  if (++v.depth_ > kMaxValueDepth) too_deep();
+  v.dict_ = std::make_shared<Dict>(std::move(items));
+  v.is_namespace_ = is_namespace;
+  return v;
+}
+
+Value Value::from_json(const nlohmann::json& j) { return from_json(j, 0); }
+
+Value Value::from_json(const nlohmann::json& j, int depth) {
   switch (j.type()) {
     case nlohmann::json::value_t::null: return none();
     case nlohmann::json::value_t::boolean: return boolean(j.get<bool>());
@@ -16,18 +81,30 @@ Value Value::from_json(const nlohmann::json& j) {
     case nlohmann::json::value_t::number_float: return floating(j.get<double>());
     case nlohmann::json::value_t::string: return string(j.get<std::string>());
     case nlohmann::json::value_t::array: {
+      if (depth >= kMaxValueDepth) too_deep();
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
+      if (depth >= kMaxValueDepth) too_deep();
       Dict items;
-      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(it.key(), from_json(it.value(), depth + 1));
       return dict(std::move(items));
     }
     default: return Value();
   }
+}
+
+void Value::put(Dict& items, const std::string& key, Value value) {
+  for (auto& [k, v] : items) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  items.emplace_back(key, std::move(value));
 }
 
 const Value* Value::find(std::string_view key) const {
@@ -38,7 +115,9 @@ const Value* Value::find(std::string_view key) const {
   return nullptr;
 }
 
-void Value::set(const std::string& key, Value value) const {
+void Value::set_attribute(const std::string& key, Value value) const {
+  check_namespace_member(key, value);
+  if (value.depth_ + 1 > kMaxValueDepth) too_deep();
   for (auto& [k, v] : *dict_) {
     if (k == key) {
       v = std::move(value);
@@ -134,32 +213,45 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  std::string out;
+  repr_into(out);
+  return out;
+}
+
+void Value::repr_into(std::string& out) const {
+  // Values may share containers ([l, l]), so what is printed can be far larger than what is held:
+  // every element is a step and the text is checked as it grows.
+  RenderBudget::steps();
   switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return int_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(int_);
-    case Kind::kFloat: return python_float_repr(float_);
-    case Kind::kString: return python_string_repr(*string_);
+    case Kind::kUndefined: return;
+    case Kind::kNone: out += "None"; return;
+    case Kind::kBool: out += int_ ? "True" : "False"; return;
+    case Kind::kInt: out += std::to_string(int_); return;
+    case Kind::kFloat: out += python_float_repr(float_); return;
+    case Kind::kString: out += python_string_repr(*string_); break;
     case Kind::kList: {
-      std::string out = "[";
+      out += "[";
       for (std::size_t i = 0; i < list_->size(); ++i) {
         if (i > 0) out += ", ";
-        out += (*list_)[i].repr();
+        (*list_)[i].repr_into(out);
       }
-      return out + "]";
+      out += "]";
+      break;
     }
     case Kind::kDict: {
-      std::string out = is_namespace_ ? "<Namespace {" : "{";
+      out += is_namespace_ ? "<Namespace {" : "{";
       for (std::size_t i = 0; i < dict_->size(); ++i) {
         if (i > 0) out += ", ";
-        out += python_string_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr();
+        out += python_string_repr((*dict_)[i].first);
+        out += ": ";
+        (*dict_)[i].second.repr_into(out);
       }
-      return out + (is_namespace_ ? "}>" : "}");
+      out += is_namespace_ ? "}>" : "}";
+      break;
     }
-    case Kind::kMacro: return "<macro>";
+    case Kind::kMacro: out += "<macro>"; return;
   }
-  return "";
+  check_string_size(out.size(), "printing a value");
 }
 
 std::string Value::type_name() const {
@@ -203,10 +295,15 @@ void json_string(std::string& out, const std::string& s) {
 }
 }  // namespace
 
-void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) const {
+void Value::dump_json(std::string& out, std::int64_t indent, int depth, bool sort_keys) const {
+  // As repr_into: shared containers can print far larger than they are.
+  RenderBudget::steps();
   auto newline = [&](int d) {
+    // indent <= kMaxStringBytes (to_json), d <= 2 * kMaxValueDepth + 1: no overflow.
+    auto pad = static_cast<std::size_t>(indent) * static_cast<std::size_t>(d);
+    check_string_size(out.size() + 1 + pad, "filter 'tojson'");
     out.push_back('\n');
-    out.append(static_cast<std::size_t>(indent * d), ' ');
+    out.append(pad, ' ');
   };
   const char* item_sep = indent >= 0 ? "," : ", ";
   switch (kind_) {
@@ -215,7 +312,10 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
     case Kind::kBool: out += int_ ? "true" : "false"; return;
     case Kind::kInt: out += std::to_string(int_); return;
     case Kind::kFloat: out += python_float_repr(float_); return;
-    case Kind::kString: json_string(out, *string_); return;
+    case Kind::kString:
+      json_string(out, *string_);
+      check_string_size(out.size(), "filter 'tojson'");
+      return;
     case Kind::kMacro: throw TemplateError("tojson: a macro is not JSON serializable");
     case Kind::kList: {
       if (list_->empty()) {
@@ -227,6 +327,7 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
         if (i > 0) out += item_sep;
         if (indent >= 0) newline(depth + 1);
         (*list_)[i].dump_json(out, indent, depth + 1, sort_keys);
+        check_string_size(out.size(), "filter 'tojson'");
       }
       if (indent >= 0) newline(depth);
       out.push_back(']');
@@ -249,6 +350,7 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
         json_string(out, entries[i]->first);
         out += ": ";
         entries[i]->second.dump_json(out, indent, depth + 1, sort_keys);
+        check_string_size(out.size(), "filter 'tojson'");
       }
       if (indent >= 0) newline(depth);
       out.push_back('}');
@@ -259,11 +361,13 @@ void Value::dump_json(std::string& out, int indent, int depth, bool sort_keys) c
 
 std::string Value::to_json(int indent, bool sort_keys) const {
   std::string out;
+  check_string_size(indent < 0 ? 0 : static_cast<std::size_t>(indent), "filter 'tojson' indent");
   dump_json(out, indent, 0, sort_keys);
   return out;
 }
 
 bool operator==(const Value& a, const Value& b) {
+  RenderBudget::steps();  // lists and dicts compare element by element
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_number() == b.as_number();
     return a.int_ == b.int_;

@@ -5,6 +5,14 @@
 // Lists and dicts are shared by reference, as in Python (a namespace mutated inside a loop is seen
 // after it). Dicts keep insertion order.
 //
+// Namespaces are the only values a template can mutate (set_attribute); lists and dicts never
+// change once built. A namespace may not hold another namespace, at any depth of the value
+// assigned: that rules out reference cycles (which shared_ptr would leak, and printing would
+// follow forever), and keeps nesting bounded (kMaxValueDepth, chat_template_limits.h), so the
+// recursive printing, comparison and destruction of values cannot exhaust the stack. Every
+// container records how deep it nests (depth()); one that would nest deeper than kMaxValueDepth
+// is refused when built.
+//
 // Must not: know about templates' syntax or evaluation; it is only the data model.
 #pragma once
 
@@ -17,6 +25,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tokenizer/chat_template_limits.h"
 
 namespace baton::jinja {
 
@@ -41,31 +50,27 @@ class Value {
   static Value integer(std::int64_t i) { Value v; v.kind_ = Kind::kInt; v.int_ = i; return v; }
   static Value floating(double d) { Value v; v.kind_ = Kind::kFloat; v.float_ = d; return v; }
   static Value string(std::string s) {
+    RenderBudget::new_string(s.size());
     Value v;
     v.kind_ = Kind::kString;
     v.string_ = std::make_shared<const std::string>(std::move(s));
     return v;
   }
-  static Value list(List items = {}) {
-    Value v;
-    v.kind_ = Kind::kList;
-    v.list_ = std::make_shared<List>(std::move(items));
-    return v;
-  }
-  static Value dict(Dict items = {}, bool is_namespace = false) {
-    Value v;
-    v.kind_ = Kind::kDict;
-    v.dict_ = std::make_shared<Dict>(std::move(items));
-    v.is_namespace_ = is_namespace;
-    return v;
-  }
+  // Throw TemplateError when the items nest deeper than kMaxValueDepth, or (a namespace) hold a
+  // namespace. Keys of `items` must be unique (put() keeps them so).
+  static Value list(List items = {});
+  static Value dict(Dict items = {}, bool is_namespace = false);
   static Value macro(std::shared_ptr<const MacroDef> def) {
     Value v;
     v.kind_ = Kind::kMacro;
     v.macro_ = std::move(def);
     return v;
   }
+  // Throws TemplateError for JSON nested deeper than kMaxValueDepth.
   static Value from_json(const nlohmann::json& j);
+  // Insert or overwrite `key` in items being built for dict(), keeping the position of an
+  // existing key.
+  static void put(Dict& items, const std::string& key, Value value);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -90,8 +95,14 @@ class Value {
 
   // Dict lookup; nullptr when absent.
   const Value* find(std::string_view key) const;
-  // Insert or overwrite, keeping the original position of an existing key.
-  void set(const std::string& key, Value value) const;
+  // `{% set ns.key = value %}` on a namespace: insert or overwrite, keeping the original position
+  // of an existing key. Throws TemplateError when `value` holds a namespace (this one or any
+  // other, at any depth) or would nest the namespace deeper than kMaxValueDepth.
+  void set_attribute(const std::string& key, Value value) const;
+  // Levels of lists / dicts below and including this value: 0 for scalars, 1 for [1, 2], 2 for
+  // [[1]]. A namespace's is the depth it had when created; what set_attribute stores later nests
+  // at most kMaxValueDepth more.
+  int depth() const { return depth_; }
 
   bool truthy() const;
   // str(value) as Python Jinja2 prints it: None -> "None", True -> "True", 1.0 -> "1.0",
@@ -105,10 +116,13 @@ class Value {
   friend bool operator==(const Value& a, const Value& b);
 
  private:
-  void dump_json(std::string& out, int indent, int depth, bool sort_keys) const;
+  void repr_into(std::string& out) const;
+  void dump_json(std::string& out, std::int64_t indent, int depth, bool sort_keys) const;
+  static Value from_json(const nlohmann::json& j, int depth);
 
   Kind kind_ = Kind::kUndefined;
   bool is_namespace_ = false;
+  int depth_ = 0;
   std::int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> string_;
