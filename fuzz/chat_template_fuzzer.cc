@@ -6,9 +6,9 @@
 // Input: the template source. Inputs over 8 KiB are not compiled (the -max_len of scripts/fuzz.sh
 // is the same; real templates are a few KiB).
 //
-// Bounds: the renderer's only limit is its macro nesting depth (64, chat_template_eval.cc); it has
-// no output, loop or time budget of its own, so a template that loops long or builds a huge string
-// is caught by libFuzzer's -timeout / -rss_limit_mb and reported as a finding (docs/fuzzing.md).
+// Bounds: the renderer bounds itself (tokenizer/chat_template_limits.h: evaluation depth, steps,
+// string, list and range sizes, value nesting) and ends a runaway template with an error, so a
+// template that still hits libFuzzer's -timeout or -rss_limit_mb is a finding (docs/fuzzing.md).
 //
 // Checks: compile and render return a status (never throw, crash or hit undefined behaviour).
 //
