@@ -58,7 +58,9 @@ struct Outcome {
 };
 
 // One Decode stream: its call, what it reads into, and how it ended. Owned by the run from its
-// start until gRPC's OnDone (a cancelled stream outlives its attempt until then).
+// start until gRPC's OnDone (a cancelled stream outlives its attempt until then). Its reactions
+// only post to the run's queue, so the stream holds itself open (AddHold) until the run reads no
+// more: a read is never started on a call gRPC finished meanwhile.
 class RequestRun;
 struct DecodeCall final : public grpc::ClientReadReactor<DecodeResponse> {
   DecodeCall(std::shared_ptr<RequestRun> run, std::unique_ptr<grpc::ClientContext> context, RequestControl& control)
@@ -66,12 +68,30 @@ struct DecodeCall final : public grpc::ClientReadReactor<DecodeResponse> {
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
 
+  // On the run's queue:
+  void start() {
+    AddHold();
+    StartCall();
+  }
+  void read() {
+    reading = true;
+    StartRead(&message);
+  }
+  // No more reads: gRPC may end the call (OnDone) once its status is in.
+  void let_go() {
+    if (!held) return;
+    held = false;
+    RemoveHold();
+  }
+
   std::shared_ptr<RequestRun> run;  // until OnDone: the run outlives its streams
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<RequestControl::CallScope> scope;
   DecodeRequest request;
   DecodeResponse message;
-  std::optional<grpc::Status> ended;  // OnDone came, while a write to the client was pending
+  bool reading = false;               // a read is outstanding
+  bool held = true;                   // start()'s hold, until let_go()
+  std::optional<grpc::Status> ended;  // OnDone came
   bool last_seen = false;             // the message with the finish reason was read
   std::unique_ptr<CallWatchdog::Watch> watch;  // last: it goes before the context it watches
 };
@@ -136,7 +156,7 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   void open_decode(bool local);
   void forward();
   void read_next();
-  // A stream's OnDone came (and no write waits): forget it; this attempt's, ended early, fails it.
+  // A stream's OnDone came: forget it; this attempt's, ended before its last message, fails it.
   void close_stream(DecodeCall* call);
   void cancel_stream();
   // The attempt failed: the next one, or the end.
@@ -398,7 +418,7 @@ void RequestRun::open_decode(bool local) {
   stream_ = call;
   ++in_flight_;  // until its OnDone
   decode().decode().async()->Decode(call->context.get(), &call->request, call);
-  call->StartCall();
+  call->start();
 }
 
 void RequestRun::forward() {
@@ -411,18 +431,14 @@ void RequestRun::forward() {
   read_next();
 }
 
-void RequestRun::read_next() {
-  if (stream_->ended) return close_stream(stream_);
-  stream_->StartRead(&stream_->message);
-}
+void RequestRun::read_next() { stream_->read(); }
 
 void RequestRun::decode_read(DecodeCall* call, bool ok) {
-  // A cancelled stream's late reads, the reads after its last message, and its end (OnDone
-  // follows) need nothing.
-  if (call != stream_ || !ok || call->last_seen) {
-    if (ok) call->StartRead(&call->message);  // drain it until OnDone
-    return;
-  }
+  call->reading = false;
+  // The stream's end (OnDone follows with its status), or a read of a cancelled stream: no more
+  // reads. After the last message, it is read to its end.
+  if (!ok || call != stream_) return call->let_go();
+  if (call->last_seen) return call->read();
   call->watch->progress();
   const DecodeResponse& m = call->message;
   GenerateResponse out;
@@ -443,7 +459,7 @@ void RequestRun::decode_read(DecodeCall* call, bool ok) {
     fill_usage(out.mutable_usage(), &m);
     call->last_seen = true;
     call->watch.reset();
-    call->StartRead(&call->message);  // to its end, whose status is only logged
+    call->read();  // to its end, whose status is only logged
     return write(out, [this](bool written) {
       if (!written) return stop(false, false);
       finish(grpc::Status::OK);
@@ -461,10 +477,8 @@ void RequestRun::decode_read(DecodeCall* call, bool ok) {
 }
 
 void RequestRun::decode_ended(DecodeCall* call, const grpc::Status& status) {
+  // Only after let_go(): the run reads this stream no more.
   call->ended = status;
-  // A stream opened before the prefill ended, or one whose client is taking a message: read_next()
-  // meets its end once the flow reads it.
-  if (call == stream_ && !call->last_seen && (writing_ || state_ != RequestState::kStreaming)) return;
   close_stream(call);
 }
 
@@ -505,14 +519,10 @@ void RequestRun::cancel_stream() {
   if (stream_ == nullptr) return;
   DecodeCall* call = stream_;
   stream_ = nullptr;
-  if (call->ended) {  // its OnDone came while a write was pending: nothing is left to cancel
-    streams_.erase(call);
-    --in_flight_;
-    return;
-  }
   // D aborts a cancelled Decode; the stream is forgotten at its OnDone.
   call->watch.reset();
   call->context->TryCancel();
+  if (!call->reading) call->let_go();  // else its read ends (not ok) and lets go
 }
 
 void RequestRun::attempt_failed(Outcome outcome) {

@@ -2,7 +2,7 @@
 // POST /v1/chat/completions (non-streamed, or server-sent events), GET /health (200 while a decode
 // node is usable and the router is not draining, else 503) and GET /live (200 while the process
 // runs), on the event-driven HttpListener (http_listener.h: connection limit, deadlines, sizes).
-// Requests take the router's own path (RouterService::admit / run), so they count against
+// Requests take the router's own path (RouterService::admit_async / run), so they count against
 // --max-running-requests and are abortable like gRPC ones; a client that closes its connection
 // cancels its request on every node. With API keys configured (the router's --api-keys-file, the
 // same keys as gRPC), every /v1 route needs `Authorization: Bearer KEY` (401 otherwise) and so
