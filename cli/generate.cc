@@ -280,15 +280,10 @@ int generate_main(int argc, char** argv) {
   std::fprintf(stderr, "prompt: %zu tokens, prefill %.1f tokens/s | generated: %zu tokens, decode %.1f tokens/s | finish: %s\n",
                prompt_len, prefill_tps, ids.size(), decode_tps, finish_reason_name(reason));
   if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
-    const std::string method(spec_method_name(config->speculative->method));
-    if (st->num_drafts == 0) {
-      // A rate of nothing is not 0: say so rather than print "0.000".
-      std::fprintf(stderr, "speculative %s: no drafts (no decode step proposed any)\n", method.c_str());
-    } else {
-      std::fprintf(stderr, "speculative %s: %lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
-                   method.c_str(), static_cast<long long>(st->num_drafts), static_cast<long long>(st->num_draft_tokens),
-                   static_cast<long long>(st->num_accepted_tokens), st->acceptance_rate(), st->mean_acceptance_length());
-    }
+    std::fputs(spec_line(std::string(spec_method_name(config->speculative->method)), st->num_drafts,
+                         st->num_draft_tokens, st->num_accepted_tokens)
+                   .c_str(),
+               stderr);
   }
   return 0;
 }

@@ -184,6 +184,12 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
                prompts->size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated), wall,
                wall > 0 ? static_cast<double>(generated) / wall : 0.0,
                failed > 0 ? str_cat("; ", failed, " failed").c_str() : "");
+  if (const SpecDecodeStats* st = engine.spec_stats()) {
+    std::fputs(spec_line(std::string(spec_method_name(engine.speculative_config()->method)), st->num_drafts,
+                         st->num_draft_tokens, st->num_accepted_tokens)
+                   .c_str(),
+               stderr);
+  }
   return failed > 0 ? 1 : 0;
 }
 

@@ -1,4 +1,5 @@
 #include "cli/generate_remote.h"
+#include "cli/report.h"
 
 #include <chrono>
 #include <cstdio>
@@ -188,6 +189,10 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
                results.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated), wall,
                wall > 0 ? static_cast<double>(generated) / wall : 0.0,
                failed > 0 ? str_cat("; ", failed, " failed").c_str() : "");
+  if (!method.empty()) {
+    const v1::SpeculationUsage& sp = spec_total.speculation();
+    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens()).c_str(), stderr);
+  }
   return failed > 0 ? 1 : 0;
 }
 
@@ -252,16 +257,9 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
   }
   std::fprintf(stderr, "prompt: %d tokens, prefill %.1f tokens/s | generated: %zu tokens, decode %.1f tokens/s | finish: %s\n",
                r.usage.prompt_tokens(), prefill_tps, r.ids.size(), decode_tps, reason_name(r.finish_reason));
-  if (!method.empty() && r.usage.speculation().num_drafts() == 0) {
-    std::fprintf(stderr, "speculative %s: no drafts (no decode step proposed any)\n", method.c_str());
-  } else if (!method.empty()) {
-    const json s = spec_json(r.usage, method);
-    const double rate = s["acceptance_rate"].is_null() ? 0.0 : s["acceptance_rate"].get<double>();
-    std::fprintf(stderr, "speculative %s: %lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
-                 method.c_str(), static_cast<long long>(r.usage.speculation().num_drafts()),
-                 static_cast<long long>(r.usage.speculation().num_draft_tokens()),
-                 static_cast<long long>(r.usage.speculation().num_accepted_tokens()), rate,
-                 s["mean_acceptance_length"].get<double>());
+  if (!method.empty()) {
+    const v1::SpeculationUsage& sp = r.usage.speculation();
+    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens()).c_str(), stderr);
   }
   // A router without --expose-topology names no node.
   const auto node = [](const std::string& address) { return address.empty() ? std::string("(hidden)") : address; };

@@ -1,5 +1,9 @@
 #include "cli/report.h"
 
+#include <cstdio>
+
+#include "common/status.h"
+
 namespace baton::cli {
 
 nlohmann::json spec_report(const Engine& engine) {
@@ -27,6 +31,17 @@ nlohmann::json logprobs_report(std::span<const TokenOutput> tokens) {
     out.push_back({{"token_id", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
   }
   return out;
+}
+
+std::string spec_line(const std::string& method, std::int64_t drafts, std::int64_t draft_tokens,
+                      std::int64_t accepted) {
+  if (drafts == 0) return str_cat("speculative ", method, ": no drafts (no decode step proposed any)\n");
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
+                static_cast<long long>(drafts), static_cast<long long>(draft_tokens), static_cast<long long>(accepted),
+                draft_tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(draft_tokens) : 0.0,
+                1.0 + static_cast<double>(accepted) / static_cast<double>(drafts));
+  return str_cat("speculative ", method, ": ", buf);
 }
 
 }  // namespace baton::cli

@@ -1,8 +1,11 @@
-// The JSON pieces `baton generate` prints in its single-prompt and batch modes: the speculative
-// decoding counters of an engine, and a request's logprobs.
+// What `baton generate` reports in its single-prompt and batch modes, local or remote: the
+// speculative decoding counters of an engine as JSON, a request's logprobs, and the one speculation
+// line it prints on stderr.
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <string>
 
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
@@ -13,5 +16,9 @@ namespace baton::cli {
 nlohmann::json spec_report(const Engine& engine);
 // [{token_id, logprob, top_logprobs: [{token_id, logprob}]}] per token.
 nlohmann::json logprobs_report(std::span<const TokenOutput> tokens);
+// "speculative METHOD: D drafts, T draft tokens, A accepted (rate R), mean acceptance length L"
+// (newline included), or "... no drafts ..." when there were none (a rate of nothing is not 0).
+std::string spec_line(const std::string& method, std::int64_t drafts, std::int64_t draft_tokens,
+                      std::int64_t accepted);
 
 }  // namespace baton::cli

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "cli/bundled_files.h"
 #include "cli/prompt_sets.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -10,9 +11,9 @@ namespace baton::cli {
 
 namespace {
 
-std::string default_path(const std::string& dataset) {
-  const std::string data = std::string(BATON_BENCH_DATA_DIR) + "/";
-  return dataset == "humaneval" ? data + "HumanEval.jsonl.gz" : data + "spec_bench_question.jsonl";
+absl::StatusOr<std::string> default_path(const std::string& dataset) {
+  BATON_ASSIGN_OR_RETURN(const std::string data, bundled_prompt_data());
+  return data + (dataset == "humaneval" ? "/HumanEval.jsonl.gz" : "/spec_bench_question.jsonl");
 }
 
 }  // namespace
@@ -37,7 +38,10 @@ absl::StatusOr<std::vector<ServePrompt>> load_serve_prompts(const DatasetOptions
         str_cat("unknown --dataset '", o.dataset, "' (humaneval, spec-bench, random or jsonl)"));
   }
   if (o.dataset == "jsonl" && o.path.empty()) return absl::InvalidArgumentError("--dataset jsonl needs --dataset-path");
-  const std::string path = o.path.empty() ? default_path(o.dataset) : o.path;
+  std::string path = o.path;
+  if (path.empty()) {
+    BATON_ASSIGN_OR_RETURN(path, default_path(o.dataset));
+  }
   BATON_ASSIGN_OR_RETURN(auto lines, read_lines(path));
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].find_first_not_of(" \t\r") == std::string::npos) continue;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bundled_files.h"
 #include "cli/cluster.h"
 #include "common/flags.h"
 #include "common/status.h"
@@ -101,10 +102,10 @@ absl::Status check_port_free(const std::string& host, int port, const char* flag
 
 absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   ClusterOptions o;
-  const std::string family = BATON_DEFAULT_MODEL_FAMILY;
   if (f.has("model")) {
     o.model_dir = *f.get("model");
   } else {
+    BATON_ASSIGN_OR_RETURN(const std::string family, bundled_model_family());
     o.model_dir = family + "/target";
     if (!f.has("speculative-config")) {
       o.speculative_config = str_cat(R"({"method":"eagle3","model":")", family, R"(/eagle3","num_speculative_tokens":4})");

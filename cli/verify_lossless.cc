@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/bundled_files.h"
 #include "cli/prompt_sets.h"
 #include "cli/verify_checks.h"
 #include "common/flags.h"
@@ -137,7 +138,14 @@ int verify_lossless_main(int argc, char** argv) {
 
   std::vector<std::string> prompts;
   if (s.num_prompts > 0) {
-    auto loaded = s.prompts_file ? load_prompt_file(*s.prompts_file) : default_prompt_set(BATON_BENCH_DATA_DIR, s.num_prompts);
+    absl::StatusOr<std::vector<std::string>> loaded = absl::InternalError("unset");
+    if (s.prompts_file) {
+      loaded = load_prompt_file(*s.prompts_file);
+    } else if (absl::StatusOr<std::string> data = bundled_prompt_data(); data.ok()) {
+      loaded = default_prompt_set(*data, s.num_prompts);
+    } else {
+      loaded = data.status();
+    }
     if (!loaded.ok()) return usage_error(loaded.status());
     prompts = std::move(*loaded);
     if (static_cast<int>(prompts.size()) > s.num_prompts) prompts.resize(static_cast<std::size_t>(s.num_prompts));

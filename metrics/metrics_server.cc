@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
       reply.body = "401 Unauthorized: send 'Authorization: Bearer KEY'\n";
     } else {
       reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      reply.body = self->scrape();
+      reply.body = self->text();
     }
     ex->reply(std::move(reply));
   });
@@ -48,11 +48,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   return s;
 }
 
-MetricsServer::~MetricsServer() {
-  http_->stop();  // no scrape runs past this point
+std::unique_ptr<MetricsServer> MetricsServer::unserved() {
+  std::unique_ptr<MetricsServer> s(new MetricsServer());
+  s->registry_ = std::make_shared<prometheus::Registry>();
+  return s;
 }
 
-std::string MetricsServer::scrape() {
+MetricsServer::~MetricsServer() {
+  if (http_) http_->stop();  // no scrape runs past this point
+}
+
+std::string MetricsServer::text() {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
   {

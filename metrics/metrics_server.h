@@ -40,16 +40,20 @@ class MetricsServer {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsServer>> start(const std::string& host, int port,
                                                               MetricsServerOptions options = {});
+  // The registry and collectables without an endpoint of their own: text() is served elsewhere
+  // (the router's HTTP API serves /metrics without --metrics-port). url() and address() are "".
+  static std::unique_ptr<MetricsServer> unserved();
   ~MetricsServer();
 
   prometheus::Registry& registry() { return *registry_; }
   void add(std::shared_ptr<prometheus::Collectable> collectable);
   std::string url() const { return url_; }
   std::string address() const { return address_; }  // host:port
+  // The text exposition of the registry and every collectable: what GET /metrics answers.
+  std::string text();
 
  private:
   MetricsServer() = default;
-  std::string scrape();  // the text exposition of the registry and every collectable
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;  // guards collectables_ (add() runs while scrapes do)

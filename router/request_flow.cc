@@ -150,7 +150,7 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   // Disaggregated: Reserve on D, then Prefill on P.
   void reserve();
   void reserved(const grpc::Status& status);
-  void prefill();
+  void prefill(const KvDestination& destination);
   void prefilled(grpc::Status status);
   // Local prefill, or after P's first token: D's stream to the client.
   void open_decode(bool local);
@@ -330,7 +330,10 @@ void RequestRun::reserved(const grpc::Status& s) {
   transport_ = destination.transport();
   capability_ = destination.capability();
   if (options_.open_decode_before_prefill) open_decode(/*local=*/false);
+  prefill(destination);
+}
 
+void RequestRun::prefill(const KvDestination& destination) {
   enter(RequestState::kPrefilling);
   auto call = std::make_unique<UnaryCall<PrefillRequest, PrefillResponse>>();
   call->context = calls_.context(options_.prefill_timeout);

@@ -370,9 +370,11 @@ absl::StatusOr<int> RouterService::start() {
       return m.status();
     }
     metrics_server_ = std::move(*m);
-    metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, running_, address());
-    live_metrics_.store(metrics_.get(), std::memory_order_release);
+  } else {
+    metrics_server_ = metrics::MetricsServer::unserved();  // the HTTP API's /metrics serves it
   }
+  metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, running_, address());
+  live_metrics_.store(metrics_.get(), std::memory_order_release);
   // Ready: the tokenizer is loaded and the nodes were polled once.
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(true);
@@ -384,6 +386,8 @@ absl::StatusOr<int> RouterService::start() {
 }
 
 std::string RouterService::metrics_url() const { return metrics_server_ ? metrics_server_->url() : ""; }
+
+std::string RouterService::metrics_text() const { return metrics_server_ ? metrics_server_->text() : ""; }
 
 void RouterService::begin_drain() {
   if (draining_.exchange(true)) return;

@@ -172,6 +172,10 @@ class RouterService {
   absl::StatusOr<security::KeyId> authenticate(std::string_view authorization) const;
   bool requires_api_key() const { return options_.api_keys.enabled(); }
   baton::v1::ModelInfo model_info() const;
+  // The Tokenize RPC's encoding (text or chat through the template), for the HTTP /tokenize.
+  absl::StatusOr<EncodedPrompt> tokenize(const baton::v1::TokenizeRequest& request) const {
+    return encoder_->encode(request);
+  }
   // The name clients give as "model": options' served_model_name, else the model directory's base
   // name, else the decode nodes' model name ("" while none is known).
   std::string served_model_name() const;
@@ -189,6 +193,8 @@ class RouterService {
   std::string address() const;  // host:port once started
   std::string internal_address() const;  // host:port of the registry, "" without one
   std::string metrics_url() const;  // http://host:port/metrics, "" without --metrics-port
+  // What GET /metrics answers (with or without --metrics-port): the HTTP API serves it too.
+  std::string metrics_text() const;
   const RouterStats& stats() const { return stats_; }
   // What the /dashboard page draws: requests that finished lately, and the decode nodes'
   // speculative counters sampled at every Info poll.

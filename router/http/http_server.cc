@@ -14,6 +14,7 @@
 #include "router/http/openai_response.h"
 #include "router/router_service.h"
 #include "spdlog/spdlog.h"
+#include "tokenizer/tokenizer.h"
 
 namespace baton::router::http {
 namespace {
@@ -199,9 +200,23 @@ void HttpServer::handle(std::shared_ptr<Exchange> ex) {
       return ex->reply(std::move(*reply));
     }
   }
+  if (get && path == "/metrics") {
+    // vLLM serves /metrics on its API port; the same families as --metrics-port, behind the same
+    // key rule (open with --public-dashboard).
+    if (!options_.public_dashboard && !authorize(*ex)) return;
+    Reply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = router_.metrics_text();
+    return ex->reply(std::move(r));
+  }
   if (get && path == "/v1/models") {
     if (authorize(*ex)) ex->reply(models());
     return;
+  }
+  if (post && (path == "/tokenize" || path == "/detokenize")) {
+    if (!authorize(*ex)) return;
+    const std::string& body = ex->request().body();
+    return ex->reply(path == "/tokenize" ? tokenize(body) : detokenize(body));
   }
   const bool completions = path == "/v1/completions", chat = path == "/v1/chat/completions";
   if (post && (completions || chat)) {
@@ -235,6 +250,29 @@ Reply HttpServer::models() const {
   json model = {{"id", info.model()}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "baton"}};
   if (info.max_model_len() > 0) model["max_model_len"] = info.max_model_len();
   return json_reply(json{{"object", "list"}, {"data", json::array({model})}}.dump());
+}
+
+Reply HttpServer::tokenize(const std::string& body) const {
+  auto parsed = parse_tokenize(body, router_.served_model_name());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_reply(*e);
+  const auto& request = std::get<baton::v1::TokenizeRequest>(parsed);
+  absl::StatusOr<EncodedPrompt> prompt = router_.tokenize(request);
+  if (!prompt.ok()) return error_reply(from_status(prompt.status(), request.has_chat() ? "messages" : "prompt"));
+  json out = {{"count", prompt->ids.size()}, {"tokens", prompt->ids}};
+  if (const std::int32_t len = router_.decode_max_model_len(); len > 0) out["max_model_len"] = len;
+  return json_reply(out.dump());
+}
+
+Reply HttpServer::detokenize(const std::string& body) const {
+  const Tokenizer* tokenizer = router_.tokenizer();
+  if (tokenizer == nullptr) {
+    return error_reply(from_status(absl::FailedPreconditionError(
+        "this router runs in token-id mode (its --model directory has no tokenizer files): it has no text for tokens")));
+  }
+  auto parsed = parse_detokenize(body, router_.served_model_name(), tokenizer->vocab_size());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_reply(*e);
+  const auto& ids = std::get<std::vector<std::int32_t>>(parsed);
+  return json_reply(json{{"prompt", tokenizer->decode(ids, /*skip_special_tokens=*/false)}}.dump());
 }
 
 Reply HttpServer::health() const {

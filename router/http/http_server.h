@@ -1,5 +1,7 @@
 // The OpenAI-compatible HTTP API of baton-router: GET /v1/models, POST /v1/completions,
-// POST /v1/chat/completions (non-streamed, or server-sent events), GET /health (200 while a decode
+// POST /v1/chat/completions (non-streamed, or server-sent events), vLLM's POST /tokenize and
+// /detokenize (with the same API keys as /v1), GET /metrics (the router's metrics, as on
+// --metrics-port: a key unless --public-dashboard), GET /health (200 while a decode
 // node is usable and the router is not draining, else 503) and GET /live (200 while the process
 // runs), on the event-driven HttpListener (http_listener.h: connection limit, deadlines, sizes).
 // Requests take the router's own path (RouterService::admit_async / run), so they count against
@@ -80,6 +82,9 @@ class HttpServer {
   std::optional<security::KeyId> authorize(Exchange& ex, bool browser = false) const;
   std::string scheme() const;  // "https" with TLS, else "http"
   Reply models() const;
+  // vLLM's POST /tokenize and /detokenize (openai_request.h has their bodies), answered here.
+  Reply tokenize(const std::string& body) const;
+  Reply detokenize(const std::string& body) const;
   Reply health() const;
   // Starts one completion (entered already); it is answered from callbacks.
   void generate(int endpoint, const security::KeyId& caller, std::shared_ptr<Exchange> ex);

@@ -178,6 +178,42 @@ class Parser {
     throw bad_field("prompt[0]", str_cat("prompt[0] must be a string or an array of token ids, got ", type_name(only)));
   }
 
+  // POST /tokenize and /detokenize.
+ public:
+  baton::v1::TokenizeRequest tokenize(const std::string& served_model) {
+    check_model_if_given(served_model);
+    baton::v1::TokenizeRequest t;
+    const json* text = field(body_, "prompt");
+    if (text != nullptr) {
+      if (field(body_, "messages") != nullptr) throw bad_field("messages", "send either prompt or messages, not both");
+      t.set_text(string_of(*text, "prompt"));
+      if (const json* a = field(body_, "add_special_tokens")) t.set_add_special_tokens(boolean(*a, "add_special_tokens"));
+      return t;
+    }
+    if (field(body_, "messages") == nullptr) throw bad_field("prompt", "prompt (a string) or messages is required");
+    baton::v1::GenerateRequest g;
+    messages(g);
+    *t.mutable_chat() = std::move(*g.mutable_chat());
+    if (const json* a = field(body_, "add_generation_prompt")) {
+      t.mutable_chat()->set_add_generation_prompt(boolean(*a, "add_generation_prompt"));
+    }
+    return t;
+  }
+
+  std::vector<std::int32_t> detokenize(const std::string& served_model, std::int64_t vocab_size) {
+    check_model_if_given(served_model);
+    const json* tokens = field(body_, "tokens");
+    if (tokens == nullptr) throw bad_field("tokens", "tokens (an array of token ids) is required");
+    if (!tokens->is_array()) throw bad_field("tokens", str_cat("tokens must be an array of token ids, got ", type_name(*tokens)));
+    std::vector<std::int32_t> ids;
+    ids.reserve(tokens->size());
+    for (std::size_t i = 0; i < tokens->size(); ++i) {
+      ids.push_back(static_cast<std::int32_t>(integer((*tokens)[i], str_cat("tokens[", i, "]"), 0, vocab_size - 1)));
+    }
+    return ids;
+  }
+
+ private:
   void messages(baton::v1::GenerateRequest& g) {
     if (field(body_, "prompt") != nullptr) throw bad_field("prompt", "prompt belongs to /v1/completions; send messages");
     const json* m = field(body_, "messages");
@@ -214,6 +250,15 @@ class Parser {
         text += string_of(part["text"], pw + ".text");
       }
       out->set_content(text);
+    }
+  }
+
+  void check_model_if_given(const std::string& served_model) {
+    const json* model = field(body_, "model");
+    if (model == nullptr) return;
+    if (const std::string name = string_of(*model, "model"); name != served_model) {
+      throw ApiError{404, str_cat("The model `", name, "` does not exist; this server serves `", served_model, "`"),
+                     "invalid_request_error", "model", "model_not_found"};
     }
   }
 
@@ -292,6 +337,41 @@ std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std
   if (!j.is_object()) return bad_field("", str_cat("the request body must be a JSON object, got ", j.type_name()));
   try {
     return Parser(endpoint, j).parse(served_model);
+  } catch (const ApiError& e) {
+    return e;
+  }
+}
+
+namespace {
+
+// The body as a JSON object, or the 400 that says why not.
+std::variant<json, ApiError> object_body(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad_field("", "the request body is not valid JSON");
+  if (!j.is_object()) return bad_field("", str_cat("the request body must be a JSON object, got ", j.type_name()));
+  return j;
+}
+
+}  // namespace
+
+std::variant<baton::v1::TokenizeRequest, ApiError> parse_tokenize(const std::string& body,
+                                                                  const std::string& served_model) {
+  auto j = object_body(body);
+  if (auto* e = std::get_if<ApiError>(&j)) return *e;
+  try {
+    return Parser(Endpoint::kChat, std::get<json>(j)).tokenize(served_model);
+  } catch (const ApiError& e) {
+    return e;
+  }
+}
+
+std::variant<std::vector<std::int32_t>, ApiError> parse_detokenize(const std::string& body,
+                                                                   const std::string& served_model,
+                                                                   std::int64_t vocab_size) {
+  auto j = object_body(body);
+  if (auto* e = std::get_if<ApiError>(&j)) return *e;
+  try {
+    return Parser(Endpoint::kChat, std::get<json>(j)).detokenize(served_model, vocab_size);
   } catch (const ApiError& e) {
     return e;
   }

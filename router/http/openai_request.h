@@ -10,12 +10,16 @@
 // repetition_penalty, min_tokens, ignore_eos, stop_token_ids, request_id (the id the Abort RPC
 // and the logs know the request by; unique among running requests). Unknown fields are ignored.
 //
+// Also the bodies of vLLM's /tokenize and /detokenize.
+//
 // Must not: call the router or nodes, or encode prompts (the router's PromptEncoder does).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "baton/v1/api.pb.h"
 #include "router/http/api_error.h"
@@ -38,5 +42,15 @@ struct OpenAiRequest {
 // served_model: the name `model` must equal.
 std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
                                                     const std::string& served_model);
+
+// vLLM's POST /tokenize: `prompt` (a string; add_special_tokens, default true) or `messages` (as
+// chat completions take them; add_generation_prompt, default true); `model` optional, the served
+// name when given.
+std::variant<baton::v1::TokenizeRequest, ApiError> parse_tokenize(const std::string& body,
+                                                                  const std::string& served_model);
+// vLLM's POST /detokenize: `tokens`, ids in [0, vocab_size); `model` as above.
+std::variant<std::vector<std::int32_t>, ApiError> parse_detokenize(const std::string& body,
+                                                                   const std::string& served_model,
+                                                                   std::int64_t vocab_size);
 
 }  // namespace baton::router::http

@@ -366,6 +366,35 @@ TEST(GenerateCliBatch, PromptsFileRunsEveryPromptAndSummarizes) {
   std::filesystem::remove(path);
 }
 
+// A speculative batch reports its speculation without --json too: the line names the same counters
+// the JSON summary has.
+TEST(GenerateCliBatch, PromptsFileWithSpeculationPrintsItsCountersWithoutJson) {
+  const std::string model = testing::fixture_path("llama-f32");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("baton_spec_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream f(path);
+    f << R"({"prompt_tokens": [5, 6, 7, 5, 6, 7, 5, 6], "max_tokens": 12})" << "\n";
+    f << R"({"prompt_tokens": [9, 8, 9, 8, 9, 8], "max_tokens": 12})" << "\n";
+  }
+  const std::string base = "generate --model " + model + " --prompts-file " + path + " --ignore-eos " +
+                           "--speculative-config '{\"method\":\"draft_model\",\"num_speculative_tokens\":3,\"model\":\"" +
+                           testing::fixture_path("spec/") + "draft-llama-f32\"}'";
+  const ProcessResult json_run = run_baton(base + " --json");
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  std::string last;
+  std::istringstream in(json_run.out);
+  for (std::string line; std::getline(in, line);) last = line;
+  const nlohmann::json spec = nlohmann::json::parse(last)["spec"];
+  ASSERT_GT(spec["num_drafts"].get<int>(), 0) << spec.dump();
+  const ProcessResult plain = run_baton(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.err, HasSubstr("speculative draft_model: " + std::to_string(spec["num_drafts"].get<int>()) + " drafts, " +
+                                   std::to_string(spec["num_draft_tokens"].get<int>()) + " draft tokens, " +
+                                   std::to_string(spec["num_accepted_tokens"].get<int>()) + " accepted"));
+  std::filesystem::remove(path);
+}
+
 TEST(GenerateCliBatch, ABadLineIsNamedAndNothingRuns) {
   const std::string path = std::filesystem::temp_directory_path() / ("baton_bad_" + std::to_string(::getpid()) + ".jsonl");
   {

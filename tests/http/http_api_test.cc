@@ -260,6 +260,66 @@ TEST_F(HttpErrors, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
   expect_error(curl(url("/embeddings"), "{}", kKey), 404, "");
 }
 
+// vLLM's /tokenize and /detokenize: the ids a completion of the same prompt counts, text back from
+// its ids, chat through the template, and their errors; they need a key like /v1.
+TEST_F(HttpErrors, TokenizeAndDetokenizeAsVllmDoes) {
+  std::string root = cluster_->router_http_url();
+  root = root.substr(0, root.size() - 3);  // without "/v1"
+  const std::string text = "def add(a, b):\n    return a + b";
+  const HttpResult tokenized = curl(root + "/tokenize", json{{"model", kModelName}, {"prompt", text}}.dump(), kKey);
+  ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+  const json t = tokenized.json_body();
+  ASSERT_TRUE(t["tokens"].is_array() && !t["tokens"].empty()) << tokenized.body;
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_GT(t["max_model_len"].get<int>(), 0);
+  // The decode node counts the same prompt the same.
+  const HttpResult completed = curl(
+      url("/completions"), json{{"model", kModelName}, {"prompt", text}, {"max_tokens", 1}}.dump(), kKey);
+  ASSERT_EQ(completed.status, 200) << completed.body;
+  EXPECT_EQ(completed.json_body()["usage"]["prompt_tokens"], t["count"]);
+
+  const HttpResult plain = curl(root + "/tokenize", json{{"prompt", text}, {"add_special_tokens", false}}.dump(), kKey);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const HttpResult back = curl(root + "/detokenize", json{{"model", kModelName}, {"tokens", plain.json_body()["tokens"]}}.dump(), kKey);
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(back.json_body()["prompt"], text);
+
+  // Chat: rendered with the template; the generation prompt adds the assistant's header.
+  const json messages = json::array({{{"role", "user"}, {"content", "add two numbers"}}});
+  const HttpResult with_header = curl(root + "/tokenize", json{{"messages", messages}}.dump(), kKey);
+  const HttpResult without = curl(
+      root + "/tokenize", json{{"messages", messages}, {"add_generation_prompt", false}}.dump(), kKey);
+  ASSERT_EQ(with_header.status, 200) << with_header.body;
+  ASSERT_EQ(without.status, 200) << without.body;
+  EXPECT_GT(with_header.json_body()["count"].get<int>(), without.json_body()["count"].get<int>());
+  const HttpResult chat_text = curl(root + "/detokenize", json{{"tokens", with_header.json_body()["tokens"]}}.dump(), kKey);
+  EXPECT_NE(chat_text.json_body()["prompt"].get<std::string>().find("add two numbers"), std::string::npos)
+      << chat_text.body;
+
+  expect_error(curl(root + "/tokenize", json{{"prompt", "x"}, {"messages", messages}}.dump(), kKey), 400, "messages");
+  expect_error(curl(root + "/tokenize", json{{"prompt", 7}}.dump(), kKey), 400, "prompt");
+  expect_error(curl(root + "/tokenize", json{{"model", "gpt-4"}, {"prompt", "x"}}.dump(), kKey), 404, "model",
+               "model_not_found");
+  expect_error(curl(root + "/detokenize", json{{"tokens", {1, -1}}}.dump(), kKey), 400, "tokens[1]");
+  expect_error(curl(root + "/detokenize", json{{"tokens", "1 2"}}.dump(), kKey), 400, "tokens");
+  expect_error(curl(root + "/tokenize", json{{"prompt", "x"}}.dump()), 401, "", "invalid_api_key");
+  expect_still_serving();
+}
+
+// GET /metrics on the API port, as vLLM serves it: the router's families, behind the API key.
+TEST_F(HttpErrors, MetricsOnTheApiPortNeedTheKey) {
+  std::string root = cluster_->router_http_url();
+  root = root.substr(0, root.size() - 3);
+  expect_still_serving();  // at least one request counted
+  const HttpResult m = curl(root + "/metrics", "", kKey, /*post=*/false);
+  ASSERT_EQ(m.status, 200) << m.body;
+  EXPECT_NE(m.headers.find("text/plain; version=0.0.4"), std::string::npos) << m.headers;
+  EXPECT_NE(m.body.find("baton_router_requests_total{"), std::string::npos);
+  EXPECT_NE(m.body.find("baton_router_request_state_entered_total{"), std::string::npos);
+  EXPECT_NE(m.body.find("baton_time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_EQ(curl(root + "/metrics", "", "", /*post=*/false).status, 401);
+}
+
 TEST_F(HttpErrors, ApiKeysGuardTheApiAndTheLivePageButNotHealth) {
   const std::string body = json{{"model", kModelName}, {"prompt", "x"}, {"max_tokens", 2}}.dump();
   expect_error(curl(url("/completions"), body), 401, "", "invalid_api_key");
