@@ -1,9 +1,11 @@
 """Builds baton.v1 request messages from keyword arguments and turns responses into the SDK's
 dataclasses. Shared by Client and AsyncClient. Validates only what the router cannot see (the
 prompt's form); the router checks the values and names the field when one is wrong."""
-from typing import Iterable, Optional, Sequence, Union
+from dataclasses import fields
+from typing import Iterable, Mapping, Optional, Sequence
 
 from ._proto import api_pb2
+from .sampling import SamplingParams
 from .values import Delta, ModelInfo, SpeculationUsage, Timings, TokenLogprob, TopLogprob, Usage
 
 _FINISH = {
@@ -13,11 +15,7 @@ _FINISH = {
     api_pb2.FINISH_REASON_ERROR: "error",
 }
 
-_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
-                    "frequency_penalty", "seed", "max_tokens", "min_tokens", "ignore_eos",
-                    "include_stop_str_in_output", "logprobs")
-
-Messages = Sequence[dict]
+Messages = Sequence[Mapping[str, str]]
 
 
 def _set_chat(out: api_pb2.ChatMessages, messages: Messages, add_generation_prompt: Optional[bool]) -> None:
@@ -30,31 +28,34 @@ def _set_chat(out: api_pb2.ChatMessages, messages: Messages, add_generation_prom
         out.add_generation_prompt = add_generation_prompt
 
 
-def generate_request(prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
-                     messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
-                     request_id: str = "", stop: Union[str, Sequence[str], None] = None,
-                     stop_token_ids: Optional[Iterable[int]] = None, force_local_prefill: bool = False,
-                     **sampling) -> api_pb2.GenerateRequest:
+def generate_request(prompt: Optional[str], *, token_ids: Optional[Iterable[int]], messages: Optional[Messages],
+                     add_generation_prompt: Optional[bool], request_id: str, force_local_prefill: bool,
+                     cache_salt: str, sampling: Optional[SamplingParams],
+                     keywords: SamplingParams) -> api_pb2.GenerateRequest:
+    """`keywords`: the sampling fields given as keywords, which override those of `sampling`."""
     given = [name for name, v in (("prompt", prompt), ("token_ids", token_ids), ("messages", messages)) if v is not None]
     if len(given) != 1:
         raise ValueError(f"give exactly one of prompt, token_ids or messages (got {', '.join(given) or 'none'})")
-    unknown = set(sampling) - set(_SAMPLING_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown sampling argument(s): {', '.join(sorted(unknown))}")
-    r = api_pb2.GenerateRequest(request_id=request_id, force_local_prefill=force_local_prefill)
+    if sampling is not None and not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling: expected a baton_client.SamplingParams, got {type(sampling).__name__}")
+    params = sampling.merged(keywords) if sampling is not None else keywords
+    r = api_pb2.GenerateRequest(request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt)
     if prompt is not None:
         r.text = prompt
     elif token_ids is not None:
         r.token_ids.ids.extend(token_ids)
     else:
         _set_chat(r.chat, messages, add_generation_prompt)
-    for name, value in sampling.items():
-        if value is not None:
-            setattr(r.sampling, name, value)
-    if stop is not None:
-        r.sampling.stop.extend([stop] if isinstance(stop, str) else stop)
-    if stop_token_ids is not None:
-        r.sampling.stop_token_ids.extend(stop_token_ids)
+    for f in fields(SamplingParams):
+        value = getattr(params, f.name)
+        if value is None:
+            continue
+        if f.name == "stop":
+            r.sampling.stop.extend([value] if isinstance(value, str) else value)
+        elif f.name == "stop_token_ids":
+            r.sampling.stop_token_ids.extend(value)
+        else:
+            setattr(r.sampling, f.name, value)
     return r
 
 

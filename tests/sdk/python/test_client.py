@@ -1,5 +1,6 @@
 """The Python SDK (sdk/python, baton_client) against a live `baton up` cluster: Client (sync and
-streaming), AsyncClient, abort, timeouts, model info, tokenize and errors. Texts are compared with
+streaming), AsyncClient, abort, timeouts, model info, tokenize, errors, the typed sampling arguments
+(SamplingParams, unknown names refused) and call metadata. Texts are compared with
 local `baton generate` (one engine, no router) and `baton generate --endpoint` (the C++ CLI's
 client through the same router), never with recorded outputs."""
 import asyncio
@@ -9,7 +10,7 @@ import unittest
 
 import grpc
 
-from baton_client import AsyncClient, BatonError, Client
+from baton_client import AsyncClient, BatonError, Client, SamplingParams
 from baton_cluster import FAMILY, Cluster, endpoint_generate, local_generate
 
 PROMPT = "def fibonacci(n):"
@@ -129,6 +130,71 @@ class SyncClientTest(unittest.TestCase):
         with Client("127.0.0.1:1", timeout=5) as nowhere, self.assertRaises(BatonError) as e:
             nowhere.model_info()
         self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+
+class TypedArgumentsTest(unittest.TestCase):
+    """Sampling is typed keywords or a SamplingParams; a misspelt name fails the call (TypeError
+    naming it) instead of being dropped, and so never reaches the router."""
+
+    def setUp(self):
+        self.client = Client(cluster.address, timeout=120)
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_unknown_names_raise_type_error(self):
+        with self.assertRaisesRegex(TypeError, "'temprature'"):
+            self.client.generate(PROMPT, max_tokens=4, temprature=0)
+        with self.assertRaisesRegex(TypeError, "'max_token'"):
+            self.client.stream(PROMPT, max_token=4)  # at the call, before any iteration
+        with self.assertRaisesRegex(TypeError, "'top_pp'"):
+            SamplingParams(top_pp=0.5)
+        with self.assertRaisesRegex(TypeError, "SamplingParams"):
+            self.client.generate(PROMPT, sampling={"max_tokens": 4})
+
+        async def run():
+            async with AsyncClient(cluster.address, timeout=30) as c:
+                with self.assertRaisesRegex(TypeError, "'temprature'"):
+                    await c.generate(PROMPT, temprature=0)
+                with self.assertRaisesRegex(TypeError, "'bogus'"):
+                    c.stream(PROMPT, bogus=1)
+        asyncio.run(run())
+
+    def test_sampling_params_equal_the_keywords(self):
+        local = local_generate(PROMPT, "--max-tokens", "24", "--temperature", "0")
+        greedy = SamplingParams(max_tokens=24, temperature=0)
+        by_object = self.client.generate(PROMPT, sampling=greedy)
+        self.assertEqual(by_object.token_ids, local["token_ids"])
+        self.assertEqual(self.client.generate(PROMPT, max_tokens=24, temperature=0).token_ids, by_object.token_ids)
+        # A keyword overrides the object's field; the object is not changed.
+        shorter = self.client.generate(PROMPT, sampling=greedy, max_tokens=8)
+        self.assertEqual(shorter.token_ids, local["token_ids"][:8])
+        self.assertEqual(greedy.max_tokens, 24)
+        streamed = [t for d in self.client.stream(PROMPT, sampling=greedy) for t in d.token_ids]
+        self.assertEqual(streamed, local["token_ids"])
+
+    def test_max_speculative_tokens(self):
+        # 0 turns speculation off for this request: the same greedy tokens, no drafts.
+        plain = self.client.generate(PROMPT, max_tokens=24, temperature=0, max_speculative_tokens=0)
+        self.assertEqual(plain.token_ids, self.client.generate(PROMPT, max_tokens=24, temperature=0).token_ids)
+        self.assertEqual(plain.usage.speculation.num_drafts, 0)
+
+
+class MetadataTest(unittest.TestCase):
+    """Client and per-call metadata go out with the calls (the router without API keys ignores
+    what it does not read); malformed metadata is refused before any call. test_tls.py checks that
+    the router reads it: an API key sent as metadata authenticates."""
+
+    def test_client_and_call_metadata(self):
+        with Client(cluster.address, timeout=60, metadata={"x-request-tag": "client"}) as c:
+            self.assertEqual(c.generate(PROMPT, max_tokens=4, metadata=[("x-request-tag", "call")])
+                             .usage.completion_tokens, 4)
+            self.assertTrue(c.tokenize(PROMPT, metadata={"x-other": "1", "x-bin": b"\x00\x01"}).ids)
+            for bad in ("x-a: b", [("x-a",)], [("x-a", 1)]):
+                with self.assertRaises(TypeError):
+                    c.model_info(metadata=bad)
+        with self.assertRaises(TypeError):
+            Client(cluster.address, metadata=[("x-a", None)])
 
 
 class AsyncClientTest(unittest.IsolatedAsyncioTestCase):
