@@ -1,5 +1,6 @@
 #include "router/node_calls.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "baton/v1/node.grpc.pb.h"
@@ -19,19 +20,17 @@ NodeCalls::NodeCalls(NodePool& pool, RouterStats& stats, RequestControl& control
       abort_timeout_(abort_timeout) {}
 
 std::unique_ptr<grpc::ClientContext> NodeCalls::context(std::chrono::milliseconds timeout) const {
-  auto c = server_ != nullptr ? grpc::ClientContext::FromServerContext(*server_)
-                              : std::make_unique<grpc::ClientContext>();
+  auto c = std::make_unique<grpc::ClientContext>();
   // gRPC deadlines take system_clock time points.
-  const auto left = std::min<Clock::duration>(timeout, request_deadline_ - Clock::now());
-  c->set_deadline(std::chrono::system_clock::now() + left);
+  auto deadline = std::chrono::system_clock::now() + std::min<Clock::duration>(timeout, request_deadline_ - Clock::now());
+  if (server_ != nullptr) deadline = std::min(deadline, server_->deadline());
+  c->set_deadline(deadline);
   return c;
 }
 
 std::unique_ptr<grpc::ClientContext> NodeCalls::context_until_request_deadline() const {
-  auto c = server_ != nullptr ? grpc::ClientContext::FromServerContext(*server_)
-                              : std::make_unique<grpc::ClientContext>();
-  c->set_deadline(std::chrono::system_clock::now() + (request_deadline_ - Clock::now()));
-  return c;
+  return context(std::chrono::duration_cast<std::chrono::milliseconds>(request_deadline_ - Clock::now()) +
+                 std::chrono::milliseconds(1));
 }
 
 grpc::Status NodeCalls::failed(const Node& node, const grpc::Status& status) {
@@ -68,9 +67,9 @@ void NodeCalls::release(std::shared_ptr<Node> decode, const std::string& id, con
       spdlog::warn("router: Release({}) on {} failed ({}: {}); its lease will reclaim the blocks",
                    owned->request.request_id(), owned->node->label(), grpc_code_name(s.error_code()), s.error_message());
     }
-    auto ended = std::move(owned->ended);
+    auto then = std::move(owned->ended);
     owned.reset();
-    ended();
+    then();
   });
 }
 
@@ -95,9 +94,9 @@ bool NodeCalls::abort(std::shared_ptr<Node> node, const std::string& id, const s
       spdlog::info("router: aborted {} on {} ({})", owned->request.request_id(), n.label(),
                    owned->response.found() ? "it was running there" : "it had ended there");
     }
-    auto ended = std::move(owned->ended);
+    auto then = std::move(owned->ended);
     owned.reset();
-    ended();
+    then();
   };
   if (call->node->kind() == NodeKind::kPrefill) {
     call->node->prefill().async()->Abort(&call->context, &call->request, &call->response, std::move(on_end));

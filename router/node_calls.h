@@ -1,6 +1,8 @@
 // One request's calls to nodes, made the same way every time: each with a deadline (never past the
-// request's own), the client's cancellation propagated (ClientContext::FromServerContext) and the
-// call registered with the request's RequestControl so the Abort RPC wakes it; failures named
+// request's own, nor the client's) and registered with the request's RequestControl, through which
+// the Abort RPC and the client's going away (RequestControl::client_left, from the front end)
+// cancel it. Cancellation is not propagated by gRPC from the client's call: it would race the
+// front end's notice, and a cancelled node call must say why it ended; failures named
 // after the node ("decode node 10.0.0.2:5001: ...", the node's code kept) and reported to the pool
 // (UNAVAILABLE / DEADLINE_EXCEEDED mark the node unusable); best-effort Release and Abort with a
 // short deadline, each sent at most once per node and node-call id (no abort storms), made
@@ -26,25 +28,24 @@ namespace baton::router {
 
 class NodeCalls {
  public:
-  // server: the client's call, whose cancellation (and deadline) node calls inherit; null in tests
-  // that drive a flow without a server.
+  // server: the client's call, whose deadline node calls keep to; null without one (HTTP).
   NodeCalls(NodePool& pool, RouterStats& stats, RequestControl& control, const grpc::ServerContextBase* server,
             Clock::time_point request_deadline, std::chrono::milliseconds abort_timeout);
 
-  // A context whose deadline is min(now + timeout, the request's deadline).
+  // A context whose deadline is min(now + timeout, the request's deadline, the client's deadline).
   std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds timeout) const;
   std::unique_ptr<grpc::ClientContext> context_until_request_deadline() const;
 
   // Why the request stopped, when it did: the Abort RPC, the client going away, or its deadline.
-  bool aborted_by_rpc() const { return control_.cancelled(); }
+  bool aborted_by_rpc() const { return control_.cancelled() && !control_.left(); }
   // The client's own deadline counts as gone too: it propagates to the node calls, whose
   // DEADLINE_EXCEEDED may arrive before the server context shows the call cancelled (gRPC keeps
   // deadlines in milliseconds, hence the slack). Without this a client's short deadline marked the
   // node unusable for every other request.
   bool client_gone() const {
-    return server_ != nullptr &&
-           (server_->IsCancelled() ||
-            std::chrono::system_clock::now() + std::chrono::milliseconds(10) >= server_->deadline());
+    return control_.left() || (server_ != nullptr && (server_->IsCancelled() || std::chrono::system_clock::now() +
+                                                                                    std::chrono::milliseconds(10) >=
+                                                                                server_->deadline()));
   }
   bool request_deadline_passed() const { return Clock::now() >= request_deadline_; }
   bool stopped() const { return aborted_by_rpc() || client_gone() || request_deadline_passed(); }

@@ -110,28 +110,35 @@ class RouterService::GenerateCall final : public grpc::ServerWriteReactor<Genera
     sent(ok);
   }
 
-  // A queued request leaves the queue; a running one sees its node calls cancelled (they inherit
-  // the call's cancellation) and ends.
+  // The client went away (or its deadline passed): a queued request leaves the queue, a running one
+  // has its node calls cancelled and ends CANCELLED.
   void OnCancel() override {
     std::uint64_t ticket = 0;
+    RequestControl* control = nullptr;
     {
       std::lock_guard lock(mu_);
+      client_gone_ = true;
       std::swap(ticket, ticket_);
+      if (admitted_) control = &admitted_->control();
     }
     if (ticket != 0) router_.leave_queue(ticket);
+    if (control != nullptr) control->client_left("the client cancelled the request");
   }
 
   void OnDone() override { delete this; }
 
  private:
   void on_admitted(absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
+    bool gone = false;
     {
       std::lock_guard lock(mu_);
       admission_over_ = true;
       ticket_ = 0;
+      if (admitted.ok()) admitted_ = std::move(*admitted);
+      gone = client_gone_;
     }
     if (!admitted.ok()) return Finish(to_grpc(admitted.status()));
-    admitted_ = std::move(*admitted);
+    if (gone) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request"));
     router_.run(*admitted_, *request_, context_, *this, [this](grpc::Status s) { Finish(s); });
   }
 
@@ -140,8 +147,9 @@ class RouterService::GenerateCall final : public grpc::ServerWriteReactor<Genera
   const GenerateRequest* const request_;
   std::mutex mu_;
   bool admission_over_ = false;
+  bool client_gone_ = false;  // OnCancel came
   std::uint64_t ticket_ = 0;  // while it waits in the admission queue
-  std::unique_ptr<AdmittedRequest> admitted_;
+  std::unique_ptr<AdmittedRequest> admitted_;  // set under mu_, then only read
   GenerateResponse out_;  // the message being written
   std::function<void(bool)> sent_;
 };

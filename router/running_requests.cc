@@ -20,9 +20,22 @@ void RequestControl::cancel(const std::string& reason) {
   for (grpc::ClientContext* c : calls_) c->TryCancel();
 }
 
+void RequestControl::client_left(const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (!cancelled_) client_left_ = true;
+  }
+  cancel(reason);
+}
+
 bool RequestControl::cancelled() const {
   std::lock_guard lock(mu_);
   return cancelled_;
+}
+
+bool RequestControl::left() const {
+  std::lock_guard lock(mu_);
+  return client_left_;
 }
 
 std::string RequestControl::reason() const {

@@ -47,7 +47,11 @@ class RequestControl {
  public:
   // Cancels the calls in flight and every call registered later. The first reason sticks.
   void cancel(const std::string& reason);
+  // The client went away (its call cancelled, its connection closed): cancel() that says so, so
+  // the request ends as cancelled rather than aborted (when nothing cancelled it before).
+  void client_left(const std::string& reason);
   bool cancelled() const;
+  bool left() const;  // cancelled by client_left()
   std::string reason() const;
 
   // Registers a node call for the scope's lifetime so that cancel() can TryCancel it; cancels it at
@@ -67,6 +71,7 @@ class RequestControl {
  private:
   mutable std::mutex mu_;
   bool cancelled_ = false;
+  bool client_left_ = false;
   std::string reason_;
   std::set<grpc::ClientContext*> calls_;
 };

@@ -71,7 +71,7 @@ class HttpCompletion final : public ResponseSink, public std::enable_shared_from
       gone = true;
     }
     if (ticket != 0) router.leave_queue(ticket);
-    if (control != nullptr) control->cancel("the HTTP client closed its connection");
+    if (control != nullptr) control->client_left("the HTTP client closed its connection");
   }
 
   // Non-streamed: collected; streamed: each message's chunks framed as server-sent events.
