@@ -518,9 +518,10 @@ void RouterService::run(AdmittedRequest& request, const GenerateRequest& message
                                           live_metrics_.load(std::memory_order_acquire), request.received());
   flow_->start(message, request.id(), request.node_id(), request.cache_salt(), request.prompt().ids, request.control(),
                server, sinks->measured, request.received(),
-               [this, sinks, node_id = request.node_id(), done = std::move(done)](grpc::Status s) mutable {
+               [this, &request, sinks, node_id = request.node_id(), done = std::move(done)](grpc::Status s) mutable {
                  sinks->measured.set_status(s);
                  sinks.reset();  // the request is observed before its client hears the end
+                 request.leave_running();  // and no longer counted (its owner keeps it until the end)
                  if (!s.ok()) {
                    stats_.requests_failed.fetch_add(1, std::memory_order_relaxed);
                    spdlog::debug("router: request {} ended with {}: {}", node_id, grpc_code_name(s.error_code()),

@@ -3,11 +3,13 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <sys/stat.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
+#include <string>
 
 #include "common/status.h"
 #include "spdlog/spdlog.h"
@@ -55,10 +57,15 @@ absl::StatusOr<std::shared_ptr<Identity>> load_identity(const TlsConfig& c) {
   return id;
 }
 
-std::int64_t mtime_ns(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return -1;
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+// What a file holds now ("" when it cannot be read). Compared by content, not by mtime: a rename
+// keeps the source's mtime, and a file system's coarse clock gives two writes a few milliseconds
+// apart the same one. The files are small and read once per reload interval.
+std::string contents_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
 }
 
 // What the certificate callback serves, and when it last looked at the files.
@@ -88,14 +95,14 @@ class Reloader {
   }
 
  private:
-  std::pair<std::int64_t, std::int64_t> stamps() const {
-    return {mtime_ns(config_.cert_file), mtime_ns(config_.key_file)};
+  std::pair<std::string, std::string> stamps() const {
+    return {contents_of(config_.cert_file), contents_of(config_.key_file)};
   }
 
   const TlsConfig config_;
   std::mutex mu_;
   std::shared_ptr<Identity> identity_;
-  std::pair<std::int64_t, std::int64_t> stamps_;
+  std::pair<std::string, std::string> stamps_;  // the files' contents when last loaded
   std::chrono::steady_clock::time_point checked_ = std::chrono::steady_clock::now();
 };
 

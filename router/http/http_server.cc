@@ -325,7 +325,10 @@ void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
   if (gone || ex.client_gone()) return;  // the hang-up came while it waited
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return ex.reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
+    if (stopping_) {
+      c->admitted->leave_running();
+      return ex.reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
+    }
     running_.insert(&c->admitted->control());
   }
   c->unregister = [this, control = &c->admitted->control()] {
@@ -343,6 +346,7 @@ void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
     if (room > 0) sampling.set_max_tokens(static_cast<std::int32_t>(room));
   }
   if (absl::Status s = router_.check_servable(*c->admitted, sampling); !s.ok()) {
+    c->admitted->leave_running();
     return ex.reply(error_reply(from_status(s, prompt_field)));
   }
   c->context.id = str_cat(c->endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", c->admitted->id());
