@@ -90,8 +90,30 @@ json nodes_json(const NodePool& pool) {
       node["method"] = n.info->speculative_method().empty() ? "none" : n.info->speculative_method();
       node["num_running"] = n.info->load().num_running();
       node["num_waiting"] = n.info->load().num_waiting();
+      node["num_speculative_tokens"] = n.info->num_speculative_tokens();
+      // The resolved config says whether k adapts and whether a sidecar proposes.
+      const json config = json::parse(n.info->speculative_config(), nullptr, false);
+      if (config.is_object()) {
+        node["adaptive_draft_length"] = config.value("adaptive_draft_length", false);
+        if (auto e = config.find("proposer_endpoint"); e != config.end() && e->is_string()) {
+          node["proposer_endpoint"] = *e;
+        }
+      }
     }
     out.push_back(std::move(node));
+  }
+  return out;
+}
+
+// JSON inside <script type="application/json">: every "<" (they occur only inside strings) as
+// \u003c, so no text in the data can close the element or open a comment.
+std::string script_safe(const json& data) {
+  const std::string text = data.dump();
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '<') out += "\\u003c";
+    else out += c;
   }
   return out;
 }
@@ -135,7 +157,16 @@ json dashboard_data(RouterService& router, WallClock::time_point now, const Dash
 }
 
 std::optional<Reply> dashboard_reply(RouterService& router, std::string_view path) {
-  if (path == "/dashboard" || path == "/dashboard/") return file_reply(*find_file("index.html"));
+  if (path == "/dashboard" || path == "/dashboard/") {
+    // The page carries the data as of now, so it draws before its first poll returns (and a
+    // screenshot taken at load shows the charts, not "loading…").
+    Reply page = file_reply(*find_file("index.html"));
+    constexpr std::string_view kSlot = "{{INITIAL_DATA}}";
+    const std::size_t at = page.body.find(kSlot);
+    if (at != std::string::npos) page.body.replace(at, kSlot.size(), script_safe(dashboard_data(router, WallClock::now())));
+    page.headers.emplace_back("Cache-Control", "no-store");
+    return page;
+  }
   if (path == "/dashboard/data") {
     Reply r;
     r.headers.emplace_back("Cache-Control", "no-store");

@@ -1,8 +1,9 @@
 // The router's /dashboard on a real local cluster (cli/cluster.h, as `baton up --http-port 0`)
 // serving EAGLE-3: after real requests, /dashboard/data agrees with what the requests' own usage
 // says (drafts, accepted tokens, output tokens, request count), and headless Chromium, offline,
-// loads the page, draws every chart with data (the page marks it in the DOM) and the screenshot
-// shows the charts' line colours inside each chart's canvas.
+// loads the page and, at load (the data comes in the page), draws every chart with data (the page
+// marks it in the DOM) with numbers in every legend without hovering; the screenshot shows the
+// charts' line colours inside each chart's canvas.
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -43,14 +44,17 @@ std::filesystem::path chromium_profile() {
   return std::filesystem::temp_directory_path() / ("baton-chromium-" + std::to_string(::getpid()));
 }
 
-// Headless Chromium (--headless=new) on `url`: 1280x1000 CSS pixels at scale 1, virtual time run
-// 8 s ahead so the page polls /dashboard/data a few times before the DOM or screenshot is taken.
+// Headless Chromium (--headless=new) on `url`: 1280x1000 CSS pixels at scale 1. With `polls`,
+// virtual time runs 8 s ahead so the page polls /dashboard/data a few times before the DOM or
+// screenshot is taken; without, they are taken at load, when only the data served in the page
+// can have been drawn.
 std::vector<std::string> chromium(const std::string& binary, const std::string& url,
-                                  const std::vector<std::string>& mode) {
+                                  const std::vector<std::string>& mode, bool polls = true) {
   std::vector<std::string> argv = {binary, "--headless=new", "--no-sandbox", "--disable-gpu",
                                    "--force-device-scale-factor=1", "--window-size=1280,1000",
-                                   "--virtual-time-budget=8000", "--no-first-run", "--disable-extensions",
+                                   "--no-first-run", "--disable-extensions",
                                    "--user-data-dir=" + chromium_profile().string()};
+  if (polls) argv.push_back("--virtual-time-budget=8000");
   argv.insert(argv.end(), mode.begin(), mode.end());
   argv.push_back(url);
   return argv;
@@ -171,11 +175,35 @@ TEST(Dashboard, ShowsTheClusterAsItsRequestsSawIt) {
   }
   EXPECT_EQ(client.Get("/dashboard/nothing.js")->status, 404);
 
-  // Headless Chromium: the DOM says every chart drew data, and where each chart's canvas is.
+  // The page arrives with the data in it: nothing to wait for before drawing.
+  {
+    auto page = client.Get("/dashboard");
+    ASSERT_TRUE(page);
+    EXPECT_EQ(page->body.find("{{INITIAL_DATA}}"), std::string::npos);
+    EXPECT_THAT(page->body, ::testing::HasSubstr("\"num_draft_tokens\":" + std::to_string(draft_tokens)));
+  }
+
+  // Headless Chromium at load, before any poll: the DOM says every chart drew data, and where
+  // each chart's canvas is; the status is not "loading…".
   const std::string url = "http://" + http + "/dashboard";
-  const auto [dom_exit, dom] = run_to_exit(chromium(chromium_path, url, {"--dump-dom"}));
+  const auto [dom_exit, dom] = run_to_exit(chromium(chromium_path, url, {"--dump-dom"}, /*polls=*/false));
   ASSERT_EQ(dom_exit, 0) << dom;
   EXPECT_THAT(dom, ::testing::HasSubstr("data-charts-with-data=\"" + std::to_string(kCharts) + "\"")) << dom;
+  EXPECT_THAT(dom, ::testing::Not(::testing::HasSubstr("loading…")));
+
+  // Without hovering, every legend shows values (uPlot's own placeholder is "--"): per chart, the
+  // x value and one per series, each with digits in it.
+  const std::regex value_re(R"re(<td class="u-value">([^<]*)</td>)re");
+  int legend_values = 0;
+  for (std::sregex_iterator it(dom.begin(), dom.end(), value_re), end; it != end; ++it) {
+    ++legend_values;
+    EXPECT_TRUE(std::regex_search((*it)[1].str(), std::regex("[0-9]"))) << "a legend value without a number: '"
+                                                                           << (*it)[1] << "'";
+  }
+  // acceptance 1 + 1 method, positions 1 + 1, ttft 1 + 2, tpot 1 + 2, throughput 1 + 2.
+  EXPECT_EQ(legend_values, 13) << dom;
+  // The decode node's row: k and where its drafts come from.
+  EXPECT_TRUE(std::regex_search(dom, std::regex("<td>eagle3</td><td>4</td><td>on the node</td>"))) << dom;
   std::map<std::string, std::array<int, 4>> rects;
   const std::regex panel_re(R"re(id="(\w+)"[^>]*data-has-data="1"[^>]*data-rect="(\d+),(\d+),(\d+),(\d+)")re");
   for (std::sregex_iterator it(dom.begin(), dom.end(), panel_re), end; it != end; ++it) {

@@ -1,5 +1,7 @@
-// baton-router's live page: polls /dashboard/data (router/http/dashboard.h) and draws it with uPlot.
-// Once every chart has drawn at least one data point, <body> gets data-charts-with-data = the
+// baton-router's live page: draws the data the router put into the page at once, then polls
+// /dashboard/data (router/http/dashboard.h) and draws it with uPlot. Legends show each series'
+// latest value unless the pointer is over the chart. Once every chart has drawn at least one data
+// point, <body> gets data-charts-with-data = the
 // number of charts and each chart's panel data-rect = its canvas's x,y,w,h in CSS pixels (the
 // dashboard test reads both from the DOM and the screenshot).
 "use strict";
@@ -13,8 +15,30 @@ function panelWidth(id) {
   return document.getElementById(id).clientWidth - 18;
 }
 
+const fixed = digits => (u, v) => (v === null || v === undefined) ? "–" : v.toFixed(digits);
+
+// A time series; no line across buckets without data (null), so idle gaps stay gaps.
 function line(label, color, extra) {
-  return Object.assign({label, stroke: color, width: 2, spanGaps: true, points: {show: true, size: 8, fill: color}}, extra || {});
+  return Object.assign({label, stroke: color, width: 2, spanGaps: false, value: fixed(2),
+                        points: {show: true, size: 8, fill: color}}, extra || {});
+}
+
+// Per series, the index of its last value (null when it has none); the x series takes the latest.
+function lastIndexes(data) {
+  const idxs = data.map(s => {
+    for (let i = s.length - 1; i >= 0; --i) if (s[i] !== null && s[i] !== undefined && !Number.isNaN(s[i])) return i;
+    return null;
+  });
+  const found = idxs.slice(1).filter(i => i !== null);
+  idxs[0] = found.length ? Math.max(...found) : null;
+  return idxs;
+}
+
+// With the pointer off the chart the legend shows the latest values, not "--".
+function showLatest(u) {
+  if (u.cursor.idx !== null && u.cursor.idx !== undefined) return;
+  const idxs = lastIndexes(u.data);
+  if (idxs[0] !== null) u.setLegend({idxs}, false);
 }
 
 // Makes the chart anew when its series change (methods appear, k changes), else updates its data.
@@ -25,12 +49,18 @@ function draw(id, key, makeOpts, data) {
     c.plot.setData(data);
   } else {
     if (c) c.plot.destroy();
-    const opts = Object.assign({width: panelWidth(id), height: 210, legend: {show: true}}, makeOpts());
+    const opts = Object.assign({width: panelWidth(id), height: 210, legend: {show: true, live: true},
+                                hooks: {setLegend: [showLatest], draw: [u => markRect(panel, u)]}}, makeOpts());
     charts[id] = {plot: new uPlot(opts, data, panel), key};
   }
+  showLatest(charts[id].plot);
   const hasData = data.slice(1).some(s => s.some(v => v !== null && v !== undefined && !Number.isNaN(v)));
   panel.dataset.hasData = hasData ? "1" : "0";
-  const r = charts[id].plot.over.getBoundingClientRect();
+}
+
+// Where the chart's canvas is, once uPlot has laid it out and drawn (its draw hook).
+function markRect(panel, u) {
+  const r = u.over.getBoundingClientRect();
   panel.dataset.rect = [r.left, r.top, r.width, r.height].map(Math.round).join(",");
 }
 
@@ -41,6 +71,7 @@ function timeAxes(yLabel) {
 function render(d) {
   document.getElementById("model").textContent = d.model ? "model " + d.model : "";
   for (const el of document.querySelectorAll(".window")) el.textContent = d.window_s;
+  for (const el of document.querySelectorAll(".bucket")) el.textContent = d.bucket_s;
   // Time charts start at the first bucket with anything in it (at least MIN_BUCKETS back), so a
   // cluster that just started does not draw a few points at the edge of five empty minutes.
   const q0 = d.requests, spec0 = d.speculation;
@@ -54,18 +85,20 @@ function render(d) {
 
   draw("acceptance", "acc:" + methods.map(m => m.method).join(","), () => ({
     scales: {y: {range: [0, 1]}},
-    axes: timeAxes("accepted / drafted"),
+    axes: timeAxes("accepted / draft tokens"),
     series: [{}].concat(methods.map((m, i) => line(m.method, COLORS[i % COLORS.length]))),
   }), [spec.t].concat(methods.map(m => m.acceptance_rate)));
 
+  // Positions from 0, as Prometheus's position label.
   const k = Math.max(1, ...methods.map(m => m.num_speculative_tokens));
-  const positions = Array.from({length: k}, (_, i) => i + 1);
+  const positions = Array.from({length: k}, (_, i) => i);
   draw("positions", "pos:" + k + ":" + methods.map(m => m.method).join(","), () => ({
-    scales: {x: {time: false, range: [0.5, k + 0.5]}, y: {range: [0, 1]}},
+    scales: {x: {time: false, range: [-0.5, k - 0.5]}, y: {range: [0, 1]}},
     axes: [{label: "draft position", incrs: [1], values: (u, v) => v.map(x => Number.isInteger(x) ? x : "")},
            {label: "accepted / drafts", size: 60}],
-    series: [{label: "position"}].concat(methods.map((m, i) => ({
+    series: [{label: "position", value: fixed(0)}].concat(methods.map((m, i) => ({
       label: m.method, stroke: COLORS[i % COLORS.length], fill: COLORS[i % COLORS.length] + "66", width: 2,
+      value: fixed(2),
       // Several methods: nested bars, each narrower than the one before, so all stay visible.
       paths: uPlot.paths.bars({size: [0.7 - 0.5 * i / Math.max(1, methods.length), 120]}),
       points: {show: false},
@@ -75,25 +108,29 @@ function render(d) {
     return i < r.length ? r[i] : null;
   }))));
 
+  const ms = {value: fixed(1)};
   draw("ttft", "ttft", () => ({axes: timeAxes("ms"),
-    series: [{}, line("p50", COLORS[0]), line("p99", COLORS[1])]}), [q.t, q.ttft_p50_ms, q.ttft_p99_ms]);
+    series: [{}, line("p50", COLORS[0], ms), line("p99", COLORS[1], ms)]}), [q.t, q.ttft_p50_ms, q.ttft_p99_ms]);
   draw("tpot", "tpot", () => ({axes: timeAxes("ms"),
-    series: [{}, line("p50", COLORS[0]), line("p99", COLORS[1])]}), [q.t, q.tpot_p50_ms, q.tpot_p99_ms]);
+    series: [{}, line("p50", COLORS[0], ms), line("p99", COLORS[1], ms)]}), [q.t, q.tpot_p50_ms, q.tpot_p99_ms]);
   // Buckets without requests are zero throughput, not unknown.
   draw("throughput", "tput", () => ({
     scales: {tok: {}, req: {}},
     axes: [{}, {scale: "tok", label: "output tokens/s", size: 60}, {scale: "req", side: 1, label: "requests/s", size: 50, grid: {show: false}}],
     // Tokens/s as an area and requests/s dashed: with steady request lengths the two coincide.
-    series: [{}, line("output tokens/s", COLORS[2], {scale: "tok", fill: COLORS[2] + "33"}),
-             line("requests/s", COLORS[3], {scale: "req", dash: [6, 4]})],
+    series: [{}, line("output tokens/s", COLORS[2], {scale: "tok", fill: COLORS[2] + "33", spanGaps: true, value: fixed(1)}),
+             line("requests/s", COLORS[3], {scale: "req", dash: [6, 4], spanGaps: true})],
   }), [q.t, q.output_tokens_per_s, q.requests_per_s]);
 
   const bySpec = new Map(spec.nodes.map(n => [n.address, n]));
+  const text = v => String(v ?? "").replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})[c]);
   const rows = d.nodes.map(n => {
     const s = bySpec.get(n.address);
     const fmt = v => (v === null || v === undefined) ? "–" : v.toFixed(2);
-    return `<tr><td>${n.kind} ${n.address}</td><td>${n.usable ? "yes" : "no: " + n.problem}</td>` +
-           `<td>${n.method || ""}</td><td>${n.num_running ?? ""}</td>` +
+    const k = n.num_speculative_tokens ? n.num_speculative_tokens + (n.adaptive_draft_length ? " (adaptive)" : "") : "";
+    const proposer = !n.method || n.method === "none" ? "" : n.proposer_endpoint ? "sidecar " + n.proposer_endpoint : "on the node";
+    return `<tr><td>${text(n.kind)} ${text(n.address)}</td><td>${n.usable ? "yes" : "no: " + text(n.problem)}</td>` +
+           `<td>${text(n.method)}</td><td>${text(k)}</td><td>${text(proposer)}</td><td>${n.num_running ?? ""}</td>` +
            `<td>${s ? fmt(s.window.acceptance_rate) : ""}</td><td>${s ? fmt(s.window.mean_acceptance_length) : ""}</td></tr>`;
   });
   document.querySelector("#nodes tbody").innerHTML = rows.join("");
@@ -103,19 +140,33 @@ function render(d) {
   document.title = `Baton dashboard (${drawn}/${Object.keys(charts).length} charts with data)`;
 }
 
-async function poll() {
+function showStatus(message, error) {
   const status = document.getElementById("status");
+  status.textContent = message;
+  status.className = error ? "error" : "";
+}
+
+async function poll() {
   try {
     const res = await fetch("/dashboard/data", {cache: "no-store"});
     if (!res.ok) throw new Error("HTTP " + res.status);
     render(await res.json());
-    status.textContent = "updated " + new Date().toLocaleTimeString();
-    status.className = "";
+    showStatus("updated " + new Date().toLocaleTimeString());
   } catch (e) {
-    status.textContent = "cannot reach the router: " + e.message;
-    status.className = "error";
+    showStatus("cannot reach the router: " + e.message, true);
   }
   setTimeout(poll, POLL_MS);
 }
 
-poll();
+// The data the page was served with: drawn before the first poll returns.
+function renderInitial() {
+  const el = document.getElementById("initial-data");
+  let d = null;
+  try { d = el ? JSON.parse(el.textContent) : null; } catch (e) { d = null; }
+  if (!d || typeof d !== "object") return;
+  render(d);
+  showStatus("as of " + new Date(d.generated_at * 1000).toLocaleTimeString());
+}
+
+renderInitial();
+setTimeout(poll, POLL_MS);
