@@ -39,15 +39,6 @@ Value call_method(const Value& object, const std::string& name, const CallArgs& 
 Value call_global(const std::string& name, const CallArgs& args);
 bool is_global_function(const std::string& name);
 
-// Python's integer operators on int64: op is one of + - * // % ** (** with b >= 0, // and % with
-// b != 0). Python's integers have no bound; where its result would not fit in 64 bits this throws
-// TemplateError("integer overflow in '+'") instead of overflowing.
-std::int64_t int_arithmetic(const std::string& op, std::int64_t a, std::int64_t b);
-std::int64_t int_negate(std::int64_t a, const std::string& what);
-// A float converted to an integer as Python's int(): truncated toward zero; TemplateError naming
-// `what` when it is NaN, infinite or outside the int64 range.
-std::int64_t float_to_int(double d, const std::string& what);
-
 // Shared by the evaluator's operators.
 bool contains(const Value& container, const Value& item);
 int compare(const Value& a, const Value& b);  // <0, 0, >0; throws on incomparable types

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/status.h"
+#include "tokenizer/chat_template_arithmetic.h"
 #include "tokenizer/chat_template_limits.h"
 
 namespace baton::jinja {
