@@ -3,7 +3,7 @@
 #include "common/draining.h"
 #include "common/status.h"
 #include "node_common/convert.h"
-#include "node_common/status_convert.h"
+#include "proto/status_convert.h"
 #include "security/capability.h"
 #include "spdlog/spdlog.h"
 

@@ -6,7 +6,7 @@
 #include "decode_node/decode_service.h"
 
 #include "common/status.h"
-#include "node_common/status_convert.h"
+#include "proto/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace baton {

@@ -6,7 +6,7 @@
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "node_common/convert.h"
-#include "node_common/status_convert.h"
+#include "proto/status_convert.h"
 #include "spdlog/spdlog.h"
 #include "security/capability.h"
 #include "security/grpc_credentials.h"

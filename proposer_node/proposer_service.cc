@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "node_common/status_convert.h"
+#include "proto/status_convert.h"
 #include "proposer_node/proposer_session.h"
 
 namespace baton {

@@ -11,6 +11,7 @@
 #include "common/serial_queue.h"
 #include "common/status.h"
 #include "grpcpp/support/client_callback.h"
+#include "proto/status_convert.h"
 #include "router/node_calls.h"
 #include "router/prompt.h"
 #include "security/capability.h"
@@ -30,10 +31,6 @@ using baton::v1::GenerateResponse;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-grpc::Status to_grpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 // Failures of a node that another node may not share: worth the one retry before the first token.
@@ -251,7 +248,7 @@ void RequestRun::next_attempt() {
   chosen_.reset();  // the last attempt's claims go before this one's placement
   absl::StatusOr<ChosenNodes> chosen = pool_.choose(placement, excluded_);
   if (!chosen.ok()) {
-    if (attempt_ == 1) return finish(to_grpc(chosen.status()));
+    if (attempt_ == 1) return finish(to_grpc_status(chosen.status()));
     // Nowhere to retry: the first failure is what the client needs to know.
     return finish(grpc::Status(previous_.error_code(),
                                str_cat(previous_.error_message(), " (not retried: ", chosen.status().message(), ")")));
@@ -260,7 +257,7 @@ void RequestRun::next_attempt() {
     const auto& info = chosen->decode_info;
     absl::Status limits = check_prompt_limits(prompt_, request_.sampling(), info.vocab_size(), info.max_model_len(),
                                               chosen->decode->label());
-    if (!limits.ok()) return finish(to_grpc(limits));
+    if (!limits.ok()) return finish(to_grpc_status(limits));
   }
   chosen_ = std::move(*chosen);
   id_ = str_cat(rid_, ".", attempt_);

@@ -14,6 +14,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "proto/status_convert.h"
 #include "router/prompt.h"
 #include "router/topology.h"
 #include "security/grpc_credentials.h"
@@ -27,10 +28,6 @@ constexpr int kMaxShortCallThreads = 64;
 
 using baton::v1::GenerateRequest;
 using baton::v1::GenerateResponse;
-
-grpc::Status to_grpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // Takes node addresses out of what a client is sent (topology.h): errors, and usage's nodes.
 class RedactingSink final : public ResponseSink {
@@ -63,14 +60,6 @@ struct RunSinks {
   MeasuringSink measured;  // observes the request when it goes
 };
 
-absl::StatusOr<security::KeyId> caller_of(const RouterService& router, const grpc::ServerContextBase& context) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  const std::string_view value =
-      it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
-  return router.authenticate(value);
-}
-
 std::string model_name_of(const std::string& dir) {
   std::filesystem::path p(dir);
   if (!p.has_filename()) p = p.parent_path();
@@ -78,127 +67,6 @@ std::string model_name_of(const std::string& dir) {
 }
 
 }  // namespace
-
-// ---- baton.v1.Baton ---------------------------------------------------------------------------
-
-// One Generate call on gRPC's callback API: authenticated, admitted (perhaps after a wait in the
-// queue, which the client's cancel leaves), then run by the request flow, whose messages it writes
-// one at a time. Deletes itself when gRPC is done with the call.
-class RouterService::GenerateCall final : public grpc::ServerWriteReactor<GenerateResponse>, public ResponseSink {
- public:
-  GenerateCall(RouterService& router, grpc::CallbackServerContext* context, const GenerateRequest* request)
-      : router_(router), context_(context), request_(request) {}
-
-  void start() {
-    auto caller = caller_of(router_, *context_);
-    if (!caller.ok()) return Finish(to_grpc(caller.status()));
-    const std::uint64_t ticket = router_.admit_async(
-        *request_, Clock::now(), *caller,
-        [this](absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) { on_admitted(std::move(admitted)); });
-    std::lock_guard lock(mu_);
-    if (!admission_over_) ticket_ = ticket;
-  }
-
-  void write(const GenerateResponse& response, std::function<void(bool)> sent) override {
-    out_ = response;
-    sent_ = std::move(sent);
-    StartWrite(&out_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    auto sent = std::move(sent_);
-    sent(ok);
-  }
-
-  // The client went away (or its deadline passed): a queued request leaves the queue, a running one
-  // has its node calls cancelled and ends CANCELLED.
-  void OnCancel() override {
-    std::uint64_t ticket = 0;
-    RequestControl* control = nullptr;
-    {
-      std::lock_guard lock(mu_);
-      client_gone_ = true;
-      std::swap(ticket, ticket_);
-      if (admitted_) control = &admitted_->control();
-    }
-    if (ticket != 0) router_.leave_queue(ticket);
-    if (control != nullptr) control->client_left("the client cancelled the request");
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void on_admitted(absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
-    bool gone = false;
-    {
-      std::lock_guard lock(mu_);
-      admission_over_ = true;
-      ticket_ = 0;
-      if (admitted.ok()) admitted_ = std::move(*admitted);
-      gone = client_gone_;
-    }
-    if (!admitted.ok()) return Finish(to_grpc(admitted.status()));
-    if (gone) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request"));
-    router_.run(*admitted_, *request_, context_, *this, [this](grpc::Status s) { Finish(s); });
-  }
-
-  RouterService& router_;
-  grpc::CallbackServerContext* const context_;
-  const GenerateRequest* const request_;
-  std::mutex mu_;
-  bool admission_over_ = false;
-  bool client_gone_ = false;  // OnCancel came
-  std::uint64_t ticket_ = 0;  // while it waits in the admission queue
-  std::unique_ptr<AdmittedRequest> admitted_;  // set under mu_, then only read
-  GenerateResponse out_;  // the message being written
-  std::function<void(bool)> sent_;
-};
-
-// Generate on the callback API (no thread per stream); the short calls stay synchronous.
-class RouterService::BatonImpl final : public baton::v1::Baton::WithCallbackMethod_Generate<baton::v1::Baton::Service> {
- public:
-  BatonImpl(RouterService& router, const PromptEncoder& encoder) : router_(router), encoder_(encoder) {}
-
-  grpc::ServerWriteReactor<GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                      const GenerateRequest* request) override {
-    auto* call = new GenerateCall(router_, context, request);
-    call->start();
-    return call;
-  }
-
-  grpc::Status Abort(grpc::ServerContext* context, const baton::v1::AbortRequest* request,
-                     baton::v1::AbortResponse* response) override {
-    auto caller = caller_of(router_, *context);
-    if (!caller.ok()) return to_grpc(caller.status());
-    if (request->request_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty");
-    // Only the caller that started a request can stop it (another caller's id is "not found").
-    response->set_found(router_.running_.cancel(*caller, request->request_id(), "aborted by the Abort RPC"));
-    return grpc::Status::OK;
-  }
-
-  grpc::Status GetModelInfo(grpc::ServerContext* context, const baton::v1::GetModelInfoRequest*,
-                            baton::v1::ModelInfo* info) override {
-    auto caller = caller_of(router_, *context);
-    if (!caller.ok()) return to_grpc(caller.status());
-    *info = router_.model_info();
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Tokenize(grpc::ServerContext* context, const baton::v1::TokenizeRequest* request,
-                        baton::v1::TokenizeResponse* response) override {
-    auto caller = caller_of(router_, *context);
-    if (!caller.ok()) return to_grpc(caller.status());
-    absl::StatusOr<EncodedPrompt> prompt = encoder_.encode(*request);
-    if (!prompt.ok()) return to_grpc(prompt.status());
-    response->mutable_ids()->Assign(prompt->ids.begin(), prompt->ids.end());
-    response->set_prompt(prompt->rendered);
-    return grpc::Status::OK;
-  }
-
- private:
-  RouterService& router_;
-  const PromptEncoder& encoder_;
-};
 
 // ---- baton.node.v1.Registry -------------------------------------------------------------------
 
@@ -228,10 +96,10 @@ class RouterService::RegistryImpl final : public baton::node::v1::Registry::Serv
     else {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "role is not \"prefill\", \"decode\" or \"both\"");
     }
-    if (absl::Status s = check_registered_address(request->address()); !s.ok()) return to_grpc(s);
+    if (absl::Status s = check_registered_address(request->address()); !s.ok()) return to_grpc_status(s);
     if (absl::Status s = pool_.add(kind, request->address(), NodeSource::kRegistration, max_nodes_); !s.ok()) {
       spdlog::warn("router: registration refused: {}", std::string(s.message()));
-      return to_grpc(absl::ResourceExhaustedError("the router takes no more registered nodes (--max-registered-nodes)"));
+      return to_grpc_status(absl::ResourceExhaustedError("the router takes no more registered nodes (--max-registered-nodes)"));
     }
     spdlog::info("router: {} registered", node_label(kind, request->address()));
     pool_.poll_soon();
@@ -300,7 +168,7 @@ absl::StatusOr<int> RouterService::start() {
   watchdog_ = std::make_unique<CallWatchdog>();
   flow_ = std::make_unique<RequestFlow>(*pool_, stats_, *watchdog_, options_.flow);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get());
-  baton_ = std::make_unique<BatonImpl>(*this, *encoder_);
+  baton_ = make_public_service();
   registry_ = std::make_unique<RegistryImpl>(*pool_, options_.max_registered_nodes);
   if (!options_.dns_targets.empty()) {
     DnsDiscoveryOptions dns;

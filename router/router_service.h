@@ -46,6 +46,7 @@
 
 namespace grpc {
 class Server;
+class Service;
 }
 
 namespace baton {
@@ -211,10 +212,12 @@ class RouterService {
   std::size_t running_requests() const { return running_.size(); }
 
  private:
-  class BatonImpl;
-  class GenerateCall;
+  class BatonImpl;     // public_service.cc
+  class GenerateCall;  // public_service.cc
   class RegistryImpl;
 
+  // baton.v1.Baton over this router (public_service.cc).
+  std::unique_ptr<grpc::Service> make_public_service();
   absl::Status servable(const AdmittedRequest& request, const baton::v1::SamplingParams& sampling) const;
   // Limits the operator left unset follow the decode nodes: recomputed after every poll.
   void follow_nodes();
@@ -230,7 +233,7 @@ class RouterService {
   std::unique_ptr<DnsDiscovery> dns_;
   std::unique_ptr<CallWatchdog> watchdog_;
   std::unique_ptr<RequestFlow> flow_;
-  std::unique_ptr<BatonImpl> baton_;
+  std::unique_ptr<grpc::Service> baton_;  // baton.v1.Baton
   std::unique_ptr<RegistryImpl> registry_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> internal_server_;  // the Registry (internal_port)

@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "proto/status_convert.h"
 #include "router/http/api_error.h"
 #include "router/http/dashboard.h"
 #include "router/http/openai_request.h"
@@ -41,10 +42,6 @@ Reply json_reply(std::string body) {
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-absl::Status from_grpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 }  // namespace
@@ -360,7 +357,7 @@ void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
   if (!c->api.stream) {
     c->body.emplace(c->context);
     return router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
-      if (!s.ok()) return c->ex->reply(error_reply(from_status(from_grpc(s))));
+      if (!s.ok()) return c->ex->reply(error_reply(from_status(to_absl_status(s))));
       if (c->body->finish_reason() == baton::v1::FINISH_REASON_ERROR) {
         return c->ex->reply(error_reply(ApiError{500, c->body->error(), "internal_error", "", "internal_error"}));
       }
@@ -374,7 +371,7 @@ void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
   router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
     if (c->ex->client_gone()) return;
     std::string tail;
-    if (!s.ok()) tail = str_cat("data: ", from_status(from_grpc(s)).body().dump(), "\n\n");
+    if (!s.ok()) tail = str_cat("data: ", from_status(to_absl_status(s)).body().dump(), "\n\n");
     tail += "data: [DONE]\n\n";
     c->ex->write_async(std::move(tail), [c](bool written) {
       if (written) c->ex->finish();
