@@ -82,7 +82,8 @@ struct Result {
   RequestOutput last;
 };
 
-json result_json(std::size_t index, const Result& r, bool with_text, std::int32_t logprobs) {
+// `method`: the engine's speculative method ("" without speculation).
+json result_json(std::size_t index, const Result& r, bool with_text, std::int32_t logprobs, const std::string& method) {
   const RequestOutput& o = r.last;
   const double ttft = seconds(o.first_token_time - o.arrival_time);
   const double decode = seconds(o.finish_time - o.first_token_time);
@@ -100,6 +101,7 @@ json result_json(std::size_t index, const Result& r, bool with_text, std::int32_
   j["time_to_first_token_s"] = ttft;
   j["total_s"] = seconds(o.finish_time - o.arrival_time);
   if (logprobs >= 0) j["logprobs"] = logprobs_report(r.tokens);
+  if (!method.empty()) j["spec"] = request_spec_report(method, o.spec);
   return j;
 }
 
@@ -128,6 +130,8 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
   std::int64_t prompt_tokens = 0, generated = 0;
   int failed = 0;
   const bool with_text = tokenizer != nullptr && !o.token_ids;
+  const std::string method =
+      engine.speculative_config() ? std::string(spec_method_name(engine.speculative_config()->method)) : std::string();
   while (engine.has_unfinished()) {
     auto outs = engine.step();
     if (!outs.ok()) {
@@ -147,7 +151,7 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
       prompt_tokens += r.last.num_prompt_tokens;
       generated += static_cast<std::int64_t>(r.ids.size());
       failed += r.last.finish_reason == FinishReason::kError;
-      if (o.json) print_json(result_json(index, r, with_text, (*prompts)[index].params.logprobs));
+      if (o.json) print_json(result_json(index, r, with_text, (*prompts)[index].params.logprobs, method));
     }
   }
   const double wall = seconds(EngineClock::now() - start);

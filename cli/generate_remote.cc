@@ -39,7 +39,15 @@ json spec_json(const v1::Usage& u, const std::string& method) {
           // null, not 0, when there was nothing to measure
           {"acceptance_rate", tokens > 0 ? json(static_cast<double>(s.num_accepted_tokens()) / tokens) : json(nullptr)},
           {"mean_acceptance_length",
-           drafts > 0 ? json(1.0 + static_cast<double>(s.num_accepted_tokens()) / drafts) : json(nullptr)}};
+           drafts > 0 ? json(1.0 + static_cast<double>(s.num_accepted_tokens()) / drafts) : json(nullptr)},
+          {"accepted_per_position", std::vector<std::int64_t>(s.accepted_per_position().begin(), s.accepted_per_position().end())},
+          {"proposals_by_length", std::vector<std::int64_t>(s.proposals_by_length().begin(), s.proposals_by_length().end())}};
+}
+
+// Adds `from` to `into` element by element (the longer decides the length).
+void add_counts(google::protobuf::RepeatedField<std::int64_t>& into, const google::protobuf::RepeatedField<std::int64_t>& from) {
+  while (into.size() < from.size()) into.Add(0);
+  for (int i = 0; i < from.size(); ++i) into.Set(i, into.Get(i) + from.Get(i));
 }
 
 json result_json(const RemoteResult& r, bool with_text, bool logprobs) {
@@ -135,6 +143,7 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
       if (as_json) {
         json j = result_json(results[i], with_text, p.params.logprobs >= 0);
         j["index"] = i;
+        j["spec"] = spec_json(results[i].usage, method);
         if (!results[i].status.ok()) j["error"] = results[i].status.error_message();
         std::lock_guard<std::mutex> lock(print_mu);
         print_json(j);
@@ -154,6 +163,8 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
     s->set_num_drafts(s->num_drafts() + r.usage.speculation().num_drafts());
     s->set_num_draft_tokens(s->num_draft_tokens() + r.usage.speculation().num_draft_tokens());
     s->set_num_accepted_tokens(s->num_accepted_tokens() + r.usage.speculation().num_accepted_tokens());
+    add_counts(*s->mutable_accepted_per_position(), r.usage.speculation().accepted_per_position());
+    add_counts(*s->mutable_proposals_by_length(), r.usage.speculation().proposals_by_length());
   }
   if (as_json) {
     json s;
@@ -170,6 +181,7 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
     s["total_tokens_per_s"] = wall > 0 ? static_cast<double>(prompt_tokens + generated) / wall : 0.0;
     s["requests_per_s"] = wall > 0 ? static_cast<double>(results.size()) / wall : 0.0;
     s["spec"] = spec_json(spec_total, method);
+    s["backend"] = info.backend();
     print_json(s);
   } else {
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -248,6 +260,7 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
     j["model"] = info.model();
     j["endpoint"] = endpoint;
     j["spec"] = spec_json(r.usage, method);
+    j["backend"] = info.backend();
     print_json(j);
   } else if (stream_text) {
     std::cout << std::endl;

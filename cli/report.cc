@@ -23,6 +23,22 @@ nlohmann::json spec_report(const Engine& engine) {
            st->num_drafts > 0 ? nlohmann::json(st->mean_acceptance_length()) : nlohmann::json(nullptr)}};
 }
 
+nlohmann::json request_spec_report(const std::string& method, const RequestSpecCounts& c) {
+  return {{"method", method},
+          {"num_drafts", c.num_drafts},
+          {"num_draft_tokens", c.num_draft_tokens},
+          {"num_accepted_tokens", c.num_accepted_tokens},
+          {"accepted_per_position", c.accepted_per_position},
+          {"proposals_by_length", c.proposals_by_length},
+          // null, not 0, when there was nothing to measure
+          {"acceptance_rate", c.num_draft_tokens > 0 ? nlohmann::json(static_cast<double>(c.num_accepted_tokens) /
+                                                                      static_cast<double>(c.num_draft_tokens))
+                                                     : nlohmann::json(nullptr)},
+          {"mean_acceptance_length", c.num_drafts > 0 ? nlohmann::json(1.0 + static_cast<double>(c.num_accepted_tokens) /
+                                                                              static_cast<double>(c.num_drafts))
+                                                      : nlohmann::json(nullptr)}};
+}
+
 nlohmann::json logprobs_report(std::span<const TokenOutput> tokens) {
   nlohmann::json out = nlohmann::json::array();
   for (const TokenOutput& t : tokens) {
@@ -33,14 +49,21 @@ nlohmann::json logprobs_report(std::span<const TokenOutput> tokens) {
   return out;
 }
 
+std::string percent_text(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %%", 100.0 * fraction);
+  return buf;
+}
+
 std::string spec_line(const std::string& method, std::int64_t drafts, std::int64_t draft_tokens,
                       std::int64_t accepted) {
   if (drafts == 0) return str_cat("speculative ", method, ": no drafts (no decode step proposed any)\n");
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%lld drafts, %lld draft tokens, %lld accepted (rate %.3f), mean acceptance length %.3f\n",
+  const std::string rate =
+      percent_text(draft_tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(draft_tokens) : 0.0);
+  std::snprintf(buf, sizeof buf, "%lld drafts, %lld draft tokens, %lld accepted (acceptance rate %s), mean acceptance length %.3f\n",
                 static_cast<long long>(drafts), static_cast<long long>(draft_tokens), static_cast<long long>(accepted),
-                draft_tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(draft_tokens) : 0.0,
-                1.0 + static_cast<double>(accepted) / static_cast<double>(drafts));
+                rate.c_str(), 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts));
   return str_cat("speculative ", method, ": ", buf);
 }
 

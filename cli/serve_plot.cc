@@ -26,22 +26,24 @@ std::string quoted(const std::string& s) {
 std::string latency_plot_script(const std::vector<ServeSummary>& runs, const std::string& png_path) {
   std::string data;
   for (const ServeSummary& s : runs) {
-    const double x = std::isinf(s.request_rate) ? s.request_throughput : s.request_rate;
+    // An unlimited rate ("inf": every request at once) sits at the rate it achieved, labelled so.
+    const bool unlimited = std::isinf(s.request_rate);
+    const double x = unlimited ? s.request_throughput : s.request_rate;
     data += str_cat(x, " ", s.ttft.p50_ms, " ", s.ttft.p90_ms, " ", s.ttft.p99_ms, " ", s.tpot.p50_ms, " ",
-                    s.tpot.p90_ms, " ", s.tpot.p99_ms, "\n");
+                    s.tpot.p90_ms, " ", s.tpot.p99_ms, unlimited ? " \"all at once\"" : " \"\"", "\n");
   }
   std::string script;
   script += "set terminal pngcairo size 1200,500 font 'sans,10'\n";
   script += "set output " + quoted(png_path) + "\n";
   script += "$runs << EOD\n" + data + "EOD\n";
   script += "set multiplot layout 1,2 title 'baton bench serve: latency percentiles vs request rate'\n";
-  script += "set grid\nset key top left\nset xlabel 'request rate (req/s)'\n";
+  script += "set grid\nset key top left\nset offsets graph 0.02, graph 0.1, graph 0.12, 0\nset xlabel 'request rate (req/s; \"all at once\" at the rate it achieved)'\n";
   script += "set ylabel 'TTFT (ms)'\nset title 'Time to first token'\n";
   script += "plot $runs using 1:2 with linespoints title 'p50', '' using 1:3 with linespoints title 'p90', "
-            "'' using 1:4 with linespoints title 'p99'\n";
+            "'' using 1:4 with linespoints title 'p99', '' using 1:4:8 with labels offset char 0,1 notitle\n";
   script += "set ylabel 'TPOT (ms)'\nset title 'Time per output token'\n";
   script += "plot $runs using 1:5 with linespoints title 'p50', '' using 1:6 with linespoints title 'p90', "
-            "'' using 1:7 with linespoints title 'p99'\n";
+            "'' using 1:7 with linespoints title 'p99', '' using 1:7:8 with labels offset char 0,1 notitle\n";
   script += "unset multiplot\n";
   return script;
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "cli/router_client.h"
@@ -17,14 +18,26 @@ namespace {
 // positions are verified with drafts too (the engine never drafts past max_tokens).
 constexpr int kDraftRoom = 2;
 
-// Runs fn(0..n) on `concurrency` threads; returns once every call has returned.
-void for_each_parallel(int n, int concurrency, const std::function<void(int)>& fn) {
+// Runs fn(0..n) on `concurrency` threads; returns once every call has returned. Reports
+// progress (VerifyOptions::progress) at each tenth of n and at the end.
+void for_each_parallel(int n, const VerifyOptions& o, std::string_view check, const std::function<void(int)>& fn) {
   std::atomic<int> next{0};
+  std::mutex progress_mu;
+  int done = 0, reported_tenths = 0;
   std::vector<std::thread> threads;
-  const int workers = std::max(1, std::min(concurrency, n));
+  const int workers = std::max(1, std::min(o.concurrency, n));
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
-      for (int i = next++; i < n; i = next++) fn(i);
+      for (int i = next++; i < n; i = next++) {
+        fn(i);
+        if (!o.progress) continue;
+        std::lock_guard lock(progress_mu);
+        const int tenths = 10 * ++done / n;
+        if (tenths > reported_tenths) {
+          reported_tenths = tenths;
+          o.progress(check, done, n);
+        }
+      }
     });
   }
   for (std::thread& t : threads) t.join();
@@ -93,7 +106,7 @@ GreedyReport run_greedy_check(v1::Baton::Stub& stub, const std::vector<std::stri
   const int n = static_cast<int>(prompts.size());
   std::vector<RemoteResult> on(prompts.size()), off(prompts.size());
   // Request 2i is prompt i with speculation, 2i + 1 without; both are in flight together.
-  for_each_parallel(2 * n, o.concurrency, [&](int j) {
+  for_each_parallel(2 * n, o, "greedy", [&](int j) {
     const bool speculation = j % 2 == 0;
     const v1::GenerateRequest r = request_for(prompts[static_cast<std::size_t>(j / 2)], speculation, o.max_tokens, 0.0f, std::nullopt);
     (speculation ? on : off)[static_cast<std::size_t>(j / 2)] = run_request(stub, r, nullptr, o.timeout);
@@ -130,7 +143,7 @@ SampledReport run_sampled_check(v1::Baton::Stub& stub, const std::vector<std::st
   const int per_prompt = 2 * o.samples;
   std::vector<RemoteResult> results(prompts.size() * static_cast<std::size_t>(per_prompt));
   // Request j: prompt j / per_prompt, sample s = (j % per_prompt) / 2, speculation on when j is even.
-  for_each_parallel(static_cast<int>(results.size()), o.concurrency, [&](int j) {
+  for_each_parallel(static_cast<int>(results.size()), o, "sampled", [&](int j) {
     const int s = (j % per_prompt) / 2;
     const bool speculation = j % 2 == 0;
     const std::uint64_t seed = o.seed + 2 * static_cast<std::uint64_t>(s) + (speculation ? 0 : 1);

@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baton/v1/api.grpc.pb.h"
@@ -28,6 +30,9 @@ struct VerifyOptions {
   int sample_tokens = 3;       // sampled: generated tokens 2..N, jointly, are one category
   float temperature = 1.0f;
   std::uint64_t seed = 0;      // sampled: on uses seed + 2i, off seed + 2i + 1 (disjoint, independent)
+  // Called as requests finish, at most once per tenth of a check (and at its end), from the
+  // check's threads one at a time: the check's name, requests done, requests in all.
+  std::function<void(std::string_view check, int done, int total)> progress;
 };
 
 // Speculation counters summed over the requests with speculation on (and, separately, off).

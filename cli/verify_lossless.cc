@@ -1,5 +1,6 @@
 #include "cli/verify_lossless.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -7,6 +8,7 @@
 
 #include "cli/bundled_files.h"
 #include "cli/prompt_sets.h"
+#include "cli/report.h"
 #include "cli/verify_checks.h"
 #include "common/flags.h"
 #include "common/status.h"
@@ -134,7 +136,7 @@ int verify_lossless_main(int argc, char** argv) {
   }
   auto settings = settings_from_flags(*parsed);
   if (!settings.ok()) return usage_error(settings.status());
-  const Settings& s = *settings;
+  Settings& s = *settings;
 
   std::vector<std::string> prompts;
   if (s.num_prompts > 0) {
@@ -171,6 +173,13 @@ int verify_lossless_main(int argc, char** argv) {
   std::printf("verifying %s: greedy and sampled output with speculation against without (this takes a while)\n",
               s.endpoint.c_str());
   std::fflush(stdout);
+  // Progress on stderr (stdout may carry --json -): a line per tenth of each check.
+  const auto started = std::chrono::steady_clock::now();
+  s.verify.progress = [started](std::string_view check, int done, int total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::fprintf(stderr, "  %.*s: %d/%d requests done (%d %%), %.0f s\n", static_cast<int>(check.size()), check.data(),
+                 done, total, 100 * done / total, elapsed);
+  };
   std::vector<std::string> failures;  // why the verdict is FAIL
   json report = {{"endpoint", s.endpoint}};
   SpeculationSeen seen;
@@ -227,9 +236,9 @@ int verify_lossless_main(int argc, char** argv) {
     report["sampled"] = sj;
   }
 
-  std::printf("speculation seen: %lld draft tokens, %lld accepted (acceptance rate %.3f)\n",
+  std::printf("speculation seen: %lld draft tokens, %lld accepted (acceptance rate %s)\n",
               static_cast<long long>(seen.draft_tokens), static_cast<long long>(seen.accepted_tokens),
-              seen.acceptance_rate());
+              percent_text(seen.acceptance_rate()).c_str());
   if (seen.off_draft_tokens > 0) {
     failures.push_back(str_cat("requests with max_speculative_tokens = 0 still drafted ", seen.off_draft_tokens,
                                " tokens: the deployment ignores the cap, so on and off were not compared"));

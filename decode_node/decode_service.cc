@@ -29,6 +29,10 @@ node::v1::DecodeResponse to_message(const RequestOutput& o, bool logprobs, bool 
   m.mutable_speculation()->set_num_drafts(o.spec.num_drafts);
   m.mutable_speculation()->set_num_draft_tokens(o.spec.num_draft_tokens);
   m.mutable_speculation()->set_num_accepted_tokens(o.spec.num_accepted_tokens);
+  m.mutable_speculation()->mutable_accepted_per_position()->Add(o.spec.accepted_per_position.begin(),
+                                                                o.spec.accepted_per_position.end());
+  m.mutable_speculation()->mutable_proposals_by_length()->Add(o.spec.proposals_by_length.begin(),
+                                                              o.spec.proposals_by_length.end());
   if (local && o.first_token_time != EngineClock::time_point{}) {
     m.set_prefill_ms(std::chrono::duration<double, std::milli>(o.first_token_time - o.arrival_time).count());
   }

@@ -32,6 +32,10 @@ struct RequestSpecCounts {
   std::int64_t num_drafts = 0;  // verification steps that checked at least one draft token
   std::int64_t num_draft_tokens = 0;
   std::int64_t num_accepted_tokens = 0;
+  std::vector<std::int64_t> accepted_per_position;  // [k]: accepted drafts at each position (0-based)
+  // [k + 1]: this request's proposals by the draft length its step asked of it (k, or less when
+  // adaptive_draft_length, disable_by_batch_size or its max_speculative_tokens lowered it).
+  std::vector<std::int64_t> proposals_by_length;
 };
 
 struct Request {

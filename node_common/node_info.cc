@@ -31,6 +31,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
   info.set_instance_id(id.instance_id);
   info.set_address(id.address);
   info.set_device(device_name(engine.backend().device()));
+  info.set_backend(engine.describe());
   info.set_kv_host_mirrors(engine.kv_host_mirrored());
   info.set_graph_max_batch_size(engine.graph_max_batch_size());
   info.set_max_num_seqs(engine.max_num_seqs());

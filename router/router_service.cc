@@ -422,6 +422,7 @@ baton::v1::ModelInfo RouterService::model_info() const {
   if (decode != nullptr) {
     info.set_vocab_size(decode->vocab_size());
     info.set_max_model_len(decode->max_model_len());
+    info.set_backend(decode->backend());
     info.set_speculative_config(options_.expose_topology ? decode->speculative_config()
                                                          : redact_speculative_config(decode->speculative_config()));
   } else if (tokenizer != nullptr) {

@@ -1,5 +1,6 @@
 #include "engine/spec/speculator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/status.h"
@@ -150,8 +151,10 @@ VerifiedTokens Speculator::accept(Request& r, const VerifyResult& res, std::span
     ++r.spec.num_drafts;
     r.spec.num_draft_tokens += k;
     r.spec.num_accepted_tokens += res.num_accepted;
+    r.spec.accepted_per_position.resize(stats_.accepted_per_position.size());
     for (std::int32_t i = 0; i < res.num_accepted && i < static_cast<std::int32_t>(stats_.accepted_per_position.size()); ++i) {
       ++stats_.accepted_per_position[static_cast<std::size_t>(i)];
+      ++r.spec.accepted_per_position[static_cast<std::size_t>(i)];
     }
     if (draft_length_) draft_length_->record_verification(r.key, k, res.num_accepted);
   }
@@ -172,6 +175,8 @@ void Speculator::prepare(Request* r, std::int32_t max_model_len, std::size_t i, 
   // So may the step (`length`: disable_by_batch_size, adaptive_draft_length).
   const std::int32_t k = std::min(length, r->params.max_speculative_tokens.value_or(length));
   const std::int32_t max_drafts = std::max(0, std::min(k, room));
+  r->spec.proposals_by_length.resize(stats_.proposals_by_length.size());
+  ++r->spec.proposals_by_length[static_cast<std::size_t>(std::clamp(k, 0, static_cast<std::int32_t>(stats_.proposals_by_length.size()) - 1))];
   // Drafts are sampled from the stream of the step that verifies them (random.h).
   streams_[i] = RandomStream(r->seed, RandomPurpose::kDraft, r->num_tokens());
   ProposalRequest& p = batch_[i];

@@ -284,6 +284,8 @@ TEST(GenerateCliSpec, EveryMethodGivesThePlainGreedyTokensAndReportsCounters) {
     }
     EXPECT_GT(j["spec"]["num_draft_tokens"].get<int>(), 0) << c;
     EXPECT_THAT(r.err, HasSubstr("mean acceptance length"));
+    // Rates read as percentages in every command's text, as `bench serve` prints them.
+    EXPECT_THAT(r.err, ::testing::ContainsRegex("accepted \\(acceptance rate [0-9]+\\.[0-9][0-9] %\\)"));
   }
   const ProcessResult bad = run_baton(base + " --speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3}'");
   EXPECT_EQ(bad.exit_code, 1);
@@ -383,10 +385,43 @@ TEST(GenerateCliBatch, PromptsFileWithSpeculationPrintsItsCountersWithoutJson) {
   const ProcessResult json_run = run_baton(base + " --json");
   ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
   std::string last;
+  std::vector<nlohmann::json> per_prompt;
   std::istringstream in(json_run.out);
-  for (std::string line; std::getline(in, line);) last = line;
+  for (std::string line; std::getline(in, line);) {
+    if (!last.empty()) per_prompt.push_back(nlohmann::json::parse(last));
+    last = line;
+  }
   const nlohmann::json spec = nlohmann::json::parse(last)["spec"];
   ASSERT_GT(spec["num_drafts"].get<int>(), 0) << spec.dump();
+  // Each prompt's line has its own counters, per position and by draft length too, and they add
+  // up to the summary's (per position; proposals are counted per request there, per step in the
+  // summary).
+  ASSERT_EQ(per_prompt.size(), 2u) << json_run.out;
+  std::int64_t drafts = 0, accepted = 0;
+  std::vector<std::int64_t> per_position(3, 0);
+  for (const nlohmann::json& p : per_prompt) {
+    const nlohmann::json& s = p["spec"];
+    ASSERT_TRUE(s.is_object()) << p.dump();
+    EXPECT_EQ(s["method"], "draft_model");
+    const auto positions = s["accepted_per_position"].get<std::vector<std::int64_t>>();
+    ASSERT_EQ(positions.size(), 3u) << p.dump();
+    const auto lengths = s["proposals_by_length"].get<std::vector<std::int64_t>>();
+    ASSERT_EQ(lengths.size(), 4u) << p.dump();
+    // Every step asked for k = 3 (the last ones may have had no room left to draft).
+    EXPECT_EQ(lengths[0] + lengths[1] + lengths[2], 0) << p.dump();
+    EXPECT_GE(lengths[3], s["num_drafts"].get<std::int64_t>()) << p.dump();
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < 3; ++i) {
+      per_position[i] += positions[i];
+      sum += positions[i];
+    }
+    EXPECT_EQ(sum, s["num_accepted_tokens"].get<std::int64_t>()) << p.dump();
+    drafts += s["num_drafts"].get<std::int64_t>();
+    accepted += s["num_accepted_tokens"].get<std::int64_t>();
+  }
+  EXPECT_EQ(drafts, spec["num_drafts"].get<std::int64_t>());
+  EXPECT_EQ(accepted, spec["num_accepted_tokens"].get<std::int64_t>());
+  EXPECT_EQ(per_position, spec["accepted_per_position"].get<std::vector<std::int64_t>>());
   const ProcessResult plain = run_baton(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_THAT(plain.err, HasSubstr("speculative draft_model: " + std::to_string(spec["num_drafts"].get<int>()) + " drafts, " +

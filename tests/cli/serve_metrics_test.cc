@@ -164,8 +164,10 @@ TEST(ServePlot, ScriptCarriesEveryRunsPercentiles) {
   b.request_throughput = 5.5;  // plotted at the achieved rate
   const std::string script = latency_plot_script({a, b}, "/tmp/x'y.png");
   EXPECT_THAT(script, HasSubstr("set output '/tmp/x''y.png'"));
-  EXPECT_THAT(script, HasSubstr("\n2 11 0 0 0 0 33\n"));
-  EXPECT_THAT(script, HasSubstr("\n5.5 0 0 0 0 0 0\n"));
+  EXPECT_THAT(script, HasSubstr("\n2 11 0 0 0 0 33 \"\"\n"));
+  // The unlimited run is labelled where it is drawn.
+  EXPECT_THAT(script, HasSubstr("\n5.5 0 0 0 0 0 0 \"all at once\"\n"));
+  EXPECT_THAT(script, HasSubstr("using 1:4:8 with labels"));
 }
 
 }  // namespace

@@ -110,6 +110,9 @@ TEST_F(SecureCluster, GenerateWithTheCaAndAKeyGivesTheLocalTokens) {
   ASSERT_EQ(got.code, 0) << got.out;
   EXPECT_EQ(json_line(got.out)["token_ids"], json_line(expected.out)["token_ids"]);
   EXPECT_FALSE(json_line(got.out)["token_ids"].empty());
+  // The remote JSON names the engine that decoded, as the local one names its own.
+  EXPECT_THAT(json_line(got.out).value("backend", ""), HasSubstr("decode role"));
+  EXPECT_THAT(json_line(expected.out).value("backend", ""), HasSubstr("colocated role"));
   // The hashed key works as well as the plain one.
   const ProcessOutput second = baton_generate(remote, "second-key");
   EXPECT_EQ(second.code, 0) << second.out;

@@ -88,6 +88,17 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
     if (c.spec.config && expected[i].ids.size() > 2 && !c.spec.label.ends_with("_adaptive")) {
       EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
     }
+    // Per position and by draft length, from the decode node to the client: the positions add up
+    // to the accepted tokens, and steps that drafted are among the proposals.
+    const v1::SpeculationUsage& spec = got[i].usage.speculation();
+    if (spec.num_drafts() > 0) {
+      std::int64_t accepted = 0, proposals = 0;
+      for (std::int64_t n : spec.accepted_per_position()) accepted += n;
+      for (std::int64_t n : spec.proposals_by_length()) proposals += n;
+      EXPECT_EQ(accepted, spec.num_accepted_tokens());
+      EXPECT_GE(proposals, spec.num_drafts());
+      EXPECT_EQ(spec.proposals_by_length_size(), spec.accepted_per_position_size() + 1);
+    }
   }
   if (c.graphs) {
     // The decode nodes really replayed graphs, or this case would test nothing new.

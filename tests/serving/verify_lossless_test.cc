@@ -55,6 +55,11 @@ TEST(VerifyLossless, PassesAgainstACorrectCluster) {
   const Verdict v = verify(**cluster, "verify-ok");
   EXPECT_EQ(v.exit_code, 0) << v.output;
   EXPECT_THAT(v.output, ::testing::HasSubstr("PASS"));
+  // It says how far it is while it runs (8 prompts on and off; 4 sample prompts x 150 x 2).
+  EXPECT_THAT(v.output, ::testing::HasSubstr("greedy: 16/16 requests done (100 %)"));
+  EXPECT_THAT(v.output, ::testing::HasSubstr("sampled: 1200/1200 requests done (100 %)"));
+  EXPECT_THAT(v.output, ::testing::HasSubstr("sampled: 120/1200 requests done (10 %)"));
+  EXPECT_THAT(v.output, ::testing::ContainsRegex("accepted \\(acceptance rate [0-9]+\\.[0-9][0-9] %\\)"));
   ASSERT_TRUE(v.report.is_object()) << v.output;
   EXPECT_EQ(v.report["verdict"], "PASS");
   EXPECT_EQ(v.report["greedy"]["prompts_compared"].get<int>() + v.report["greedy"]["prompts_skipped"].get<int>(), 8);

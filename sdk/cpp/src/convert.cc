@@ -53,6 +53,10 @@ Usage from_proto(const v1::Usage& u) {
   out.speculation.num_drafts = u.speculation().num_drafts();
   out.speculation.num_draft_tokens = u.speculation().num_draft_tokens();
   out.speculation.num_accepted_tokens = u.speculation().num_accepted_tokens();
+  out.speculation.accepted_per_position.assign(u.speculation().accepted_per_position().begin(),
+                                               u.speculation().accepted_per_position().end());
+  out.speculation.proposals_by_length.assign(u.speculation().proposals_by_length().begin(),
+                                             u.speculation().proposals_by_length().end());
   const v1::Timings& t = u.timings();
   out.timings = {t.time_to_first_token_ms(), t.end_to_end_ms(), t.prefill_ms(), t.kv_transfer_ms(), t.router_queue_ms()};
   out.prefill_node = u.prefill_node();
@@ -115,7 +119,8 @@ Delta from_proto(v1::GenerateResponse& m) {
 
 ModelInfo from_proto(const v1::ModelInfo& i) {
   return {i.model(),         i.vocab_size(),         i.max_model_len(),     i.has_tokenizer(),
-          i.has_chat_template(), i.speculative_config(), i.num_prefill_nodes(), i.num_decode_nodes()};
+          i.has_chat_template(), i.speculative_config(), i.num_prefill_nodes(), i.num_decode_nodes(),
+          i.backend()};
 }
 
 Status from_grpc(const grpc::Status& status) {

@@ -78,7 +78,8 @@ def _usage(u: api_pb2.Usage) -> Usage:
     s, t = u.speculation, u.timings
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                  cached_prompt_tokens=u.cached_prompt_tokens,
-                 speculation=SpeculationUsage(s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens),
+                 speculation=SpeculationUsage(s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
+                                              list(s.accepted_per_position), list(s.proposals_by_length)),
                  timings=Timings(t.time_to_first_token_ms, t.end_to_end_ms, t.prefill_ms, t.kv_transfer_ms,
                                  t.router_queue_ms),
                  prefill_node=u.prefill_node, decode_node=u.decode_node, local_prefill=u.local_prefill,
@@ -98,4 +99,4 @@ def delta(m: api_pb2.GenerateResponse) -> Delta:
 
 def model_info(i: api_pb2.ModelInfo) -> ModelInfo:
     return ModelInfo(i.model, i.vocab_size, i.max_model_len, i.has_tokenizer, i.has_chat_template,
-                     i.speculative_config, i.num_prefill_nodes, i.num_decode_nodes)
+                     i.speculative_config, i.num_prefill_nodes, i.num_decode_nodes, i.backend)

@@ -22,6 +22,8 @@ class SpeculationUsage:
     num_drafts: int = 0          # verification steps that checked at least one draft token
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
+    accepted_per_position: List[int] = field(default_factory=list)  # [k], positions from 0
+    proposals_by_length: List[int] = field(default_factory=list)    # [k + 1], by the draft length asked
 
     @property
     def acceptance_rate(self) -> float:
@@ -104,6 +106,7 @@ class ModelInfo:
     speculative_config: str      # the decode nodes' config as JSON ("" without speculation)
     num_prefill_nodes: int
     num_decode_nodes: int
+    backend: str = ""            # a decode node's engine, described
 
 
 @dataclass

@@ -53,6 +53,17 @@ class SyncClientTest(unittest.TestCase):
         self.assertEqual(r.usage.completion_tokens, len(r.token_ids))
         self.assertGreater(r.usage.speculation.num_drafts, 0)  # baton up drafts with EAGLE-3
         self.assertGreater(r.usage.timings.end_to_end_ms, 0)
+        # Per position (k = 4) and by draft length (0..4), in the SDK and in the CLI's JSON alike.
+        s = r.usage.speculation
+        self.assertEqual(len(s.accepted_per_position), 4)
+        self.assertEqual(sum(s.accepted_per_position), s.num_accepted_tokens)
+        self.assertEqual(len(s.proposals_by_length), 5)
+        self.assertGreaterEqual(sum(s.proposals_by_length), s.num_drafts)
+        cli_spec = via_cli["spec"]
+        self.assertEqual(len(cli_spec["accepted_per_position"]), 4)
+        self.assertEqual(sum(cli_spec["accepted_per_position"]), cli_spec["num_accepted_tokens"])
+        self.assertEqual(len(cli_spec["proposals_by_length"]), 5)
+        self.assertIn("decode role", via_cli["backend"])
 
     def test_stop_string_and_seed(self):
         local = local_generate(PROMPT, "--max-tokens", "64", "--temperature", "0", "--stop", "isinstance")
@@ -112,6 +123,7 @@ class SyncClientTest(unittest.TestCase):
         self.assertTrue(info.has_tokenizer)
         self.assertIn("eagle3", info.speculative_config)
         self.assertEqual((info.num_prefill_nodes, info.num_decode_nodes), (1, 1))
+        self.assertIn("speculative eagle3 k=4", info.backend)
         t = self.client.tokenize(PROMPT)
         self.assertEqual(t.prompt, PROMPT)
         by_text = self.client.generate(PROMPT, max_tokens=16, temperature=0)

@@ -80,6 +80,8 @@ struct SpeculationUsage {
   std::int64_t num_drafts = 0;  // verification steps that checked at least one draft token
   std::int64_t num_draft_tokens = 0;
   std::int64_t num_accepted_tokens = 0;
+  std::vector<std::int64_t> accepted_per_position;  // [k]: accepted drafts per position, from 0
+  std::vector<std::int64_t> proposals_by_length;    // [k + 1]: steps by the draft length asked
   double acceptance_rate() const {
     return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / static_cast<double>(num_draft_tokens) : 0.0;
   }
@@ -151,6 +153,7 @@ struct ModelInfo {
   std::string speculative_config;  // the decode nodes' config as JSON ("" without speculation)
   std::int32_t num_prefill_nodes = 0;  // healthy ones
   std::int32_t num_decode_nodes = 0;
+  std::string backend;  // a decode node's engine, described
 };
 
 struct TokenizeRequest {
