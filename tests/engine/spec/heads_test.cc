@@ -5,6 +5,7 @@
 // tensor names, shapes, fusions and feedback rules; a mismatched vocabulary is refused.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "engine/spec/draft_head.h"
@@ -378,6 +379,32 @@ TEST(DraftHeads, MtpOnATargetWithoutMtpLayersSaysWhatToGive) {
   EXPECT_THAT(p.status().message(), ::testing::HasSubstr("num_nextn_predict_layers"));
   EXPECT_THAT(p.status().message(), ::testing::HasSubstr("no MTP layers"));
   EXPECT_THAT(p.status().message(), ::testing::HasSubstr("\"model\""));
+}
+
+// A head directory that is not there: a relative one is named with the directory it was resolved
+// against (processes `baton up` starts, or a service manager, may run elsewhere than the user's
+// shell), an absolute one as given; a file is not a directory.
+TEST(DraftHeads, AMissingHeadDirectorySaysWhereItWasLookedFor) {
+  auto h = ModelHarness::load(fixture_path("llama-f32"));
+  SpeculativeConfig sc;
+  sc.method = SpecMethod::kEagle3;
+  sc.num_speculative_tokens = 2;
+  sc.model = "no-such-dir/eagle3";
+  auto p = make_proposer(sc, context_for(h, "llama-f32"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("`model` no-such-dir/eagle3 (relative to the current directory " + cwd));
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr(cwd + "/no-such-dir/eagle3"));
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("does not exist"));
+  sc.model = "/no-such-dir/eagle3";
+  p = make_proposer(sc, context_for(h, "llama-f32"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("`model` /no-such-dir/eagle3 does not exist"));
+  sc.model = fixture_path("llama-f32") + "/config.json";
+  p = make_proposer(sc, context_for(h, "llama-f32"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("is not a directory"));
 }
 
 }  // namespace
