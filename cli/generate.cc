@@ -15,6 +15,7 @@
 #include "engine/model/config.h"
 #include "node_common/engine_flags.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/chat_template_arg.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_text_decoder.h"
 
@@ -32,6 +33,8 @@ std::vector<FlagSpec> generate_flags() {
       {"prompts-file", "FILE", "JSONL, one {\"prompt\" or \"prompt_tokens\", optional \"seed\", \"max_tokens\", \"temperature\"} "
                                "a line: run all through one engine (continuous batching)"},
       {"chat", "JSON", "messages, e.g. '[{\"role\":\"user\",\"content\":\"hi\"}]', rendered with the model's chat template"},
+      {"chat-template", "FILE|TEMPLATE", "a Jinja chat template (a file, or the template itself) instead of the "
+                                         "model's tokenizer_config.json one"},
       {"stop", "TEXT", "stop when the output contains TEXT (not included in the output)"},
       {"max-tokens", "N", "tokens to generate at most (default 64)"},
       {"temperature", "T", "0 = greedy (default 0)"},
@@ -142,6 +145,11 @@ int generate_main(int argc, char** argv) {
                            "their model\n");
       return 2;
     }
+    if (f.has("chat-template")) {
+      std::fprintf(stderr, "baton generate: --chat-template renders chats where the tokenizer is: with --endpoint "
+                           "that is the router (baton-router --chat-template, or baton up --chat-template)\n");
+      return 2;
+    }
     for (const FlagSpec& e : engine_flags()) {
       if (f.has(e.name)) {
         std::fprintf(stderr, "baton generate: --%s configures a local engine; with --endpoint the cluster's nodes "
@@ -163,6 +171,14 @@ int generate_main(int argc, char** argv) {
     auto t = Tokenizer::load(config->model_dir);
     if (!t.ok()) return fail(t.status());
     tokenizer = std::move(*t);
+    if (auto arg = f.get("chat-template")) {
+      auto source = chat_template_from_arg(*arg);
+      if (!source.ok()) return fail(source.status());
+      if (auto s = tokenizer->set_chat_template(*source, "--chat-template"); !s.ok()) return fail(s);
+    }
+  } else if (f.has("chat-template")) {
+    return fail(absl::InvalidArgumentError(str_cat("--chat-template: ", config->model_dir,
+                                                   " has no tokenizer files to render chats with")));
   }
   const std::string output_format = f.get("output").value_or(tokenizer ? "text" : "token-ids");
   if (output_format != "text" && output_format != "token-ids") {

@@ -41,6 +41,8 @@ const std::vector<FlagSpec>& up_flags() {
       {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
       {"served-model-name", "NAME", "the model id clients send (OpenAI's \"model\"; default: the model directory's "
                                     "base name)"},
+      {"chat-template", "FILE|TEMPLATE", "the router's chat template (a file, or the template itself) instead of the "
+                                         "model's tokenizer_config.json one"},
       {"max-running-requests", "N", "the router's admission limit (default: derived from the decode nodes; "
                                     "docs/serving.md#admission-limits)"},
       {"max-queued-requests", "N", "requests that wait for room at the router (default: derived likewise)"},
@@ -132,7 +134,8 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   }
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
   // The router's own flags, passed through as given (the router checks them).
-  for (const char* flag : {"local-prefill-max-tokens", "served-model-name", "max-running-requests", "max-queued-requests"}) {
+  for (const char* flag :
+       {"local-prefill-max-tokens", "served-model-name", "chat-template", "max-running-requests", "max-queued-requests"}) {
     if (auto v = f.get(flag)) {
       o.router_args.push_back(str_cat("--", flag));
       o.router_args.push_back(*v);

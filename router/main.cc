@@ -60,6 +60,8 @@ const std::vector<FlagSpec> kFlags = {
     {"internal-host", "HOST", "address the registry listens on (default: --host), e.g. the cluster network's"},
     {"max-registered-nodes", "N", "registered nodes the router keeps at most; more are refused (default 256)"},
     {"served-model-name", "NAME", "the model id of the OpenAI API and GetModelInfo (default: --model's base name)"},
+    {"chat-template", "FILE|TEMPLATE", "a Jinja chat template (a file, or the template itself) for chat requests, "
+                                       "instead of --model's tokenizer_config.json one"},
     {"max-running-requests", "N", "requests running at once; more wait for room, else are refused (gRPC "
                                   "RESOURCE_EXHAUSTED, HTTP 429). Default: twice the decode nodes' batch slots, "
                                   "min(--max-num-seqs, KV blocks) each, followed as nodes come and go; 0: no limit"},
@@ -129,6 +131,7 @@ absl::StatusOr<baton::router::RouterOptions> options_from_flags(const baton::Par
   if (auto host = f.get("host")) o.host = *host;
   if (auto model = f.get("model")) o.model_dir = *model;
   if (auto name = f.get("served-model-name")) o.served_model_name = *name;
+  if (auto t = f.get("chat-template")) o.chat_template = *t;
   BATON_ASSIGN_OR_RETURN(auto max_running, f.get_int("max-running-requests"));
   if (max_running) {
     if (*max_running < 0) return absl::InvalidArgumentError("--max-running-requests must be >= 0");

@@ -19,6 +19,7 @@
 #include "router/topology.h"
 #include "security/grpc_credentials.h"
 #include "spdlog/spdlog.h"
+#include "tokenizer/chat_template_arg.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router {
@@ -147,8 +148,15 @@ absl::StatusOr<int> RouterService::start() {
   if (server_) return absl::FailedPreconditionError("the router is started already");
   if (!options_.model_dir.empty() && Tokenizer::has_tokenizer_files(options_.model_dir)) {
     BATON_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::load(options_.model_dir));
+    if (!options_.chat_template.empty()) {
+      BATON_ASSIGN_OR_RETURN(const std::string source, chat_template_from_arg(options_.chat_template));
+      BATON_RETURN_IF_ERROR(tokenizer_->set_chat_template(source, "--chat-template"));
+    }
     spdlog::info("router: tokenizer from {} (chat template: {})", options_.model_dir,
                  tokenizer_->has_chat_template() ? "yes" : "no");
+  } else if (!options_.chat_template.empty()) {
+    return absl::InvalidArgumentError(str_cat("--chat-template: ", options_.model_dir.empty() ? "no --model" : options_.model_dir,
+                                              " has no tokenizer files to render chats with"));
   } else {
     spdlog::info("router: no tokenizer files{}{}: token-id mode (prompts and output as token ids)",
                  options_.model_dir.empty() ? "" : " in ", options_.model_dir);

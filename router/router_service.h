@@ -60,6 +60,7 @@ struct RouterOptions {
   int port = 0;                                  // 0: pick a free port
   std::string model_dir;                         // tokenizer files only; "" or none there: token-id mode
   std::string served_model_name;                 // "" : model_dir's base name (else the decode node's)
+  std::string chat_template;                     // --chat-template FILE|TEMPLATE; "": tokenizer_config.json's
   // Requests running at once; more wait in the queue or are RESOURCE_EXHAUSTED. 0: no limit;
   // unset: derived from the decode nodes (admission_limits.h).
   std::optional<std::size_t> max_running_requests;

@@ -102,6 +102,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& di
   return tokenizer;
 }
 
+absl::Status Tokenizer::set_chat_template(const std::string& source, const std::string& origin) {
+  auto compiled = ChatTemplate::compile(source);
+  if (!compiled.ok()) return absl::Status(compiled.status().code(), str_cat(origin, ": ", compiled.status().message()));
+  chat_template_ = std::move(compiled).value();
+  return absl::OkStatus();
+}
+
 void Tokenizer::encode_text(std::string_view text, bool at_input_start, std::vector<std::int32_t>& ids) const {
   thread_local PieceList input, output;
   input.clear();

@@ -51,6 +51,9 @@ class Tokenizer {
   std::optional<std::int32_t> bos_token_id() const;  // from tokenizer_config.json
   std::vector<std::int32_t> eos_token_ids() const;   // from tokenizer_config.json
   bool has_chat_template() const { return chat_template_ != nullptr; }
+  // Replaces tokenizer_config.json's chat template (vLLM's --chat-template): `source` is the Jinja
+  // text, `origin` what errors name (e.g. "--chat-template FILE").
+  absl::Status set_chat_template(const std::string& source, const std::string& origin);
   // messages: JSON array of {"role","content"}; renders tokenizer_config.json's chat_template.
   absl::StatusOr<std::string> apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const;
 

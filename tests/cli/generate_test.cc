@@ -217,6 +217,49 @@ TEST(GenerateCliText, ChatPromptUsesTheTemplate) {
   EXPECT_THAT(bad.err, HasSubstr("--chat must be a JSON array"));
 }
 
+// --chat-template gives the bundled model (which has no chat template) one, as the template itself
+// or as a file: the chat's tokens are then those of the rendered text given as a prompt. Refused
+// with --endpoint (the router renders there), and a template that does not compile or a file that
+// is not there is an error naming the flag.
+TEST(GenerateCliText, AChatTemplateFlagRendersChatsWithIt) {
+  const std::string model = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/target";
+  const std::string source = "{% for m in messages %}{{ m.role }}: {{ m.content }} {% endfor %}assistant:";
+  const std::string chat = " --chat '[{\"role\":\"user\",\"content\":\"def fib(n):\"}]' --max-tokens 8 --output token-ids --json";
+  // A rendered chat is encoded without BOS (as transformers' apply_chat_template), as `baton
+  // tokenize` encodes a line.
+  const ProcessResult ids = run_baton("tokenize --model " + model + " <<< 'user: def fib(n): assistant:'");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  std::string id_list = nlohmann::json::parse(ids.out).dump();
+  id_list = id_list.substr(1, id_list.size() - 2);
+  const ProcessResult plain = run_baton("generate --model " + model + " --prompt-tokens " + id_list +
+                                        " --max-tokens 8 --output token-ids --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const nlohmann::json expected = nlohmann::json::parse(plain.out);
+  const ProcessResult without = run_baton("generate --model " + model + chat);
+  EXPECT_EQ(without.exit_code, 1);
+  EXPECT_THAT(without.err, HasSubstr("no chat_template"));
+  const std::string file =
+      std::filesystem::temp_directory_path() / ("baton_chat_template_" + std::to_string(::getpid()) + ".jinja");
+  std::ofstream(file) << source;
+  for (const std::string& arg : {"'" + source + "'", file}) {
+    const ProcessResult r = run_baton("generate --model " + model + " --chat-template " + arg + chat);
+    ASSERT_EQ(r.exit_code, 0) << arg << ": " << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"], expected["prompt_tokens"]) << arg;
+    EXPECT_EQ(j["token_ids"], expected["token_ids"]) << arg;
+  }
+  std::filesystem::remove(file);
+  const ProcessResult broken = run_baton("generate --model " + model + " --chat-template '{% if %}'" + chat);
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_THAT(broken.err, HasSubstr("--chat-template"));
+  const ProcessResult missing = run_baton("generate --model " + model + " --chat-template no-such.jinja" + chat);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--chat-template no-such.jinja: no such file"));
+  const ProcessResult remote = run_baton("generate --endpoint 127.0.0.1:1 --chat-template x --prompt x");
+  EXPECT_EQ(remote.exit_code, 2);
+  EXPECT_THAT(remote.err, HasSubstr("router"));
+}
+
 // Stop strings and streamed text go through the engine's TextDecoder and StopChecker: the text
 // with --stop is the text without it, cut before the first occurrence of the stop string, and what
 // streams to stdout is exactly the text --json reports.

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "baton/v1/node.grpc.pb.h"
@@ -234,6 +236,51 @@ TEST(RouterTokenIdMode, RefusesTextAndServesIds) {
   baton::v1::ModelInfo info;
   ASSERT_TRUE(client.stub().GetModelInfo(&context, {}, &info).ok());
   EXPECT_FALSE(info.has_tokenizer());
+}
+
+// --chat-template: a model without a template of its own serves chats with the given one, as a
+// file or as the template itself; a template that does not compile stops the start, naming the flag.
+TEST(RouterStart, AChatTemplateFlagGivesTheModelAChatTemplate) {
+  const std::string source = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:";
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("baton-chat-template-" + std::to_string(::getpid()) + ".jinja");
+  std::ofstream(file) << source;
+  for (const std::string& arg : {source, file.string()}) {
+    SCOPED_TRACE(arg);
+    RouterOptions options;
+    options.model_dir = bundled_dir();
+    options.chat_template = arg;
+    RouterService router(options);
+    auto port = router.start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_TRUE(router.model_info().has_chat_template());
+    testing::RouterClient client(*port);
+    grpc::ClientContext context;
+    baton::v1::TokenizeRequest chat;
+    auto* m = chat.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content("def f");
+    baton::v1::TokenizeResponse response;
+    const grpc::Status s = client.stub().Tokenize(&context, chat, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.prompt(), "user: def f\nassistant:");
+    router.shutdown();
+  }
+  std::filesystem::remove(file);
+  RouterOptions broken;
+  broken.model_dir = bundled_dir();
+  broken.chat_template = "{% if %}";
+  RouterService router(broken);
+  const auto refused = router.start();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("--chat-template"));
+  RouterOptions missing;
+  missing.model_dir = bundled_dir();
+  missing.chat_template = "no-such-template.jinja";
+  RouterService router2(missing);
+  const auto absent = router2.start();
+  ASSERT_FALSE(absent.ok());
+  EXPECT_THAT(absent.status().message(), HasSubstr("no such file"));
 }
 
 TEST(RouterStart, RefusesAPortInUse) {
