@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <utility>
 
 #include "baton/v1/node.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -267,20 +268,17 @@ TEST(RouterStart, AChatTemplateFlagGivesTheModelAChatTemplate) {
     router.shutdown();
   }
   std::filesystem::remove(file);
-  RouterOptions broken;
-  broken.model_dir = bundled_dir();
-  broken.chat_template = "{% if %}";
-  RouterService router(broken);
-  const auto refused = router.start();
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("--chat-template"));
-  RouterOptions missing;
-  missing.model_dir = bundled_dir();
-  missing.chat_template = "no-such-template.jinja";
-  RouterService router2(missing);
-  const auto absent = router2.start();
-  ASSERT_FALSE(absent.ok());
-  EXPECT_THAT(absent.status().message(), HasSubstr("no such file"));
+  // A template that does not compile, and a file that is not there.
+  for (const auto& [arg, said] : {std::pair<std::string, std::string>{"{% if %}", "--chat-template"},
+                                  {"no-such-template.jinja", "no such file"}}) {
+    RouterOptions options;
+    options.model_dir = bundled_dir();
+    options.chat_template = arg;
+    RouterService router(options);
+    const auto refused = router.start();
+    ASSERT_FALSE(refused.ok()) << arg;
+    EXPECT_THAT(refused.status().message(), HasSubstr(said)) << arg;
+  }
 }
 
 TEST(RouterStart, RefusesAPortInUse) {
