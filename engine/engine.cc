@@ -173,11 +173,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     if (e->hooks_.step_clock) e->speculator_->set_step_clock(e->hooks_.step_clock);
     const TargetStateSpec states = e->speculator_->target_states();
     BATON_RETURN_IF_ERROR(e->model_->reserve_captures(states.layer_inputs.size(), states.final_hidden));
-    if (sc.enable_prefix_caching && (!states.layer_inputs.empty() || states.final_hidden)) {
-      // A prefix-cache hit skips the target forward over those positions, but EAGLE/MTP heads need
-      // the target's hidden state at every position. Until the heads' KV lives in the target's
-      // block tables (and is shared with the prefix), the two do not mix. Info, not a warning: prefix
-      // caching is on by default, so the user asked for nothing that is being refused.
+    TargetStateConsumer* consumer = e->speculator_->state_consumer();
+    if (sc.enable_prefix_caching && consumer != nullptr && !consumer->enable_prefix_cache()) {
+      // A prefix-cache hit skips the target forward over those positions, whose hidden states this
+      // proposer needs and does not cache itself. Info, not a warning: prefix caching is on by
+      // default, so the user asked for nothing that is being refused.
       spdlog::info("prefix caching is off: the {} proposer needs the target's hidden states of every prompt position",
                    spec_method_name(config.speculative->method));
       sc.enable_prefix_caching = false;
@@ -192,6 +192,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     }
   }
   e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
+  if (TargetStateConsumer* c = e->speculator_ ? e->speculator_->state_consumer() : nullptr;
+      c != nullptr && sc.enable_prefix_caching) {
+    // EAGLE/MTP heads cache their own KV of prompt prefixes; a prompt reuses what both caches hold.
+    e->scheduler_->limit_prefix_reuse(
+        {[c](const Request& r, std::int32_t positions) {
+           return c->adopt_cached_prefix(r.key, r.tokens, r.blocks.salt(), positions);
+         },
+         [c](const Request& r) { c->release_cached_prefix(r.key); }});
+  }
   e->seed_source_.seed(config.seed ? *config.seed : entropy_seed());
   // A prefill node's forwards push KV layer by layer and never replay graphs.
   if (config.role != NodeRole::kPrefill) BATON_RETURN_IF_ERROR(e->capture_step_graphs());

@@ -141,7 +141,14 @@ bool Scheduler::admit(Request* r, std::int32_t budget, SchedulerOutput* out) {
     // Reuse whole cached blocks, but always compute at least the last token of the target (its
     // logits, or its verification, are needed), so at most (target - 1) / block_size blocks come
     // from the cache.
-    const auto hit = pool_.match_prefix(r->tokens, (target - 1) / bs, r->blocks.salt());
+    std::vector<BlockId> hit = pool_.match_prefix(r->tokens, (target - 1) / bs, r->blocks.salt());
+    if (prefix_limit_.adopt) {
+      const auto held = static_cast<std::size_t>(prefix_limit_.adopt(*r, static_cast<std::int32_t>(hit.size()) * bs) / bs);
+      if (held < hit.size()) {
+        pool_.unmatch(std::span<const BlockId>(hit).subspan(held));
+        hit.resize(held);
+      }
+    }
     r->blocks.adopt_prefix(hit);
     r->num_computed = static_cast<std::int32_t>(hit.size()) * bs;
   }
@@ -150,6 +157,7 @@ bool Scheduler::admit(Request* r, std::int32_t budget, SchedulerOutput* out) {
   if ((n < remaining && !config_.enable_chunked_prefill) || !r->blocks.grow_to(pool_, r->num_computed + n)) {
     r->blocks.release_all(pool_);
     r->num_computed = 0;
+    if (config_.enable_prefix_caching && prefix_limit_.release) prefix_limit_.release(*r);
     return false;
   }
   if (r->num_preemptions == 0) r->num_cached_prompt = std::min(r->num_computed, r->prompt_len);

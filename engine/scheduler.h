@@ -12,11 +12,17 @@
 // With speculation on, a preempted request recomputes up to its pending token only, and verifies
 // that token with fresh drafts as it would have without the preemption.
 //
+// Prefix caching with a proposer that drafts from the target's hidden states (EAGLE, MTP): a hit
+// skips the target's forward over the cached positions, so their states never reach the proposer;
+// it keeps its own cache of head KV instead, and a prompt reuses no more than both caches hold
+// (PrefixReuseLimit).
+//
 // It never runs the model or samples; the Engine does, with what schedule() returns.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "engine/kv/block_pool.h"
@@ -29,6 +35,15 @@ struct SchedulerConfig {
   std::int32_t max_num_seqs = 64;              // running requests at once
   bool enable_chunked_prefill = true;          // split long prompts across steps
   bool enable_prefix_caching = true;
+};
+
+// Who else must hold a prompt's cached prefix for the target to reuse it (see the header comment).
+struct PrefixReuseLimit {
+  // A request being admitted whose first `positions` positions the target's cache holds: takes
+  // what the partner holds of them and returns how many leading positions that is (<= positions).
+  std::function<std::int32_t(const Request&, std::int32_t positions)> adopt;
+  // The admission did not go ahead after adopt(): give back what it took.
+  std::function<void(const Request&)> release;
 };
 
 struct ScheduledChunk {
@@ -50,6 +65,9 @@ class Scheduler {
  public:
   // `speculative`: the engine verifies drafts (see the header comment for what changes).
   Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative);
+
+  // Set once, before any request arrives.
+  void limit_prefix_reuse(PrefixReuseLimit limit) { prefix_limit_ = std::move(limit); }
 
   void add(Request* request);
   // A request that already holds the KV of its prompt (a committed hand-off): it runs as soon as a
@@ -85,6 +103,7 @@ class Scheduler {
   SchedulerConfig config_;
   KvBlockPool& pool_;
   bool speculative_;
+  PrefixReuseLimit prefix_limit_;
   std::deque<Request*> waiting_;
   std::deque<Request*> ready_;
   std::vector<Request*> running_;  // in admission order; preemption takes from the back

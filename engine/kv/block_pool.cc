@@ -7,9 +7,10 @@
 
 namespace baton {
 
-KvBlockPool::KvBlockPool(std::int32_t num_blocks, std::int32_t block_size)
-    : block_size_(block_size), blocks_(static_cast<std::size_t>(std::max(0, num_blocks))) {
-  BATON_CHECK(num_blocks >= 0 && block_size > 0, "KvBlockPool(", num_blocks, ", ", block_size, ")");
+KvBlockPool::KvBlockPool(std::int32_t num_blocks, std::int32_t block_size, std::int32_t key_lead)
+    : block_size_(block_size), key_lead_(key_lead), blocks_(static_cast<std::size_t>(std::max(0, num_blocks))) {
+  BATON_CHECK(num_blocks >= 0 && block_size > 0 && key_lead >= 0, "KvBlockPool(", num_blocks, ", ", block_size, ", ",
+              key_lead, ")");
   free_.reserve(blocks_.size());
   // Stack order: block 0 is handed out first.
   for (std::int32_t i = num_blocks - 1; i >= 0; --i) free_.push_back(i);
@@ -76,6 +77,17 @@ std::int32_t KvBlockPool::ref_count(BlockId id) const {
   return blocks_[static_cast<std::size_t>(id)].ref_count;
 }
 
+std::span<const std::int32_t> KvBlockPool::block_key(std::span<const std::int32_t> tokens, std::int32_t i) const {
+  const auto bs = static_cast<std::size_t>(block_size_), lead = static_cast<std::size_t>(key_lead_);
+  const std::size_t first = i == 0 ? 0 : static_cast<std::size_t>(i) * bs + lead;
+  return tokens.subspan(first, (static_cast<std::size_t>(i) + 1) * bs + lead - first);
+}
+
+std::int32_t KvBlockPool::keyed_blocks(std::size_t n) const {
+  const auto lead = static_cast<std::size_t>(key_lead_);
+  return n < lead ? 0 : static_cast<std::int32_t>((n - lead) / static_cast<std::size_t>(block_size_));
+}
+
 BlockHash KvBlockPool::hash_block(BlockHash parent, std::span<const std::int32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }
@@ -97,8 +109,9 @@ std::optional<BlockId> KvBlockPool::lookup(BlockHash hash, BlockId parent, std::
 BlockId KvBlockPool::register_full_block(BlockId id, BlockHash hash, BlockId parent,
                                          std::span<const std::int32_t> tokens, std::uint64_t salt) {
   check_id(id);
-  BATON_CHECK(static_cast<std::int32_t>(tokens.size()) == block_size_, "registering a block of ",
-              tokens.size(), " tokens (block size ", block_size_, ")");
+  const std::int32_t key_size = block_size_ + (parent < 0 ? key_lead_ : 0);
+  BATON_CHECK(static_cast<std::int32_t>(tokens.size()) == key_size, "registering a block keyed by ", tokens.size(),
+              " tokens (", key_size, " expected: block size ", block_size_, ", key lead ", key_lead_, ")");
   Block& b = blocks_[static_cast<std::size_t>(id)];
   BATON_CHECK(b.ref_count > 0, "registering block ", id, " that is not in use");
   if (b.registered) return id;
@@ -137,12 +150,10 @@ std::vector<BlockId> KvBlockPool::match_prefix(std::span<const std::int32_t> tok
   std::vector<BlockId> out;
   BlockHash hash = salt;
   BlockId parent = -1;
-  const auto bs = static_cast<std::size_t>(block_size_);
-  const std::int32_t full = static_cast<std::int32_t>(tokens.size() / bs);
-  const std::int32_t limit = std::min(full, max_blocks);
+  const std::int32_t limit = std::min(keyed_blocks(tokens.size()), max_blocks);
   prefix_queries_ += std::max(0, limit);
   for (std::int32_t i = 0; i < limit; ++i) {
-    const auto block_tokens = tokens.subspan(static_cast<std::size_t>(i) * bs, bs);
+    const auto block_tokens = block_key(tokens, i);
     hash = hash_block(hash, block_tokens);
     const auto found = lookup(hash, parent, block_tokens, salt);
     if (!found) break;
@@ -152,6 +163,11 @@ std::vector<BlockId> KvBlockPool::match_prefix(std::span<const std::int32_t> tok
   }
   prefix_hits_ += static_cast<std::int64_t>(out.size());
   return out;
+}
+
+void KvBlockPool::unmatch(std::span<const BlockId> blocks) {
+  release(blocks);
+  prefix_hits_ -= static_cast<std::int64_t>(blocks.size());
 }
 
 }  // namespace baton

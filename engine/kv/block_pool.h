@@ -25,10 +25,19 @@ using BlockHash = std::uint64_t;
 
 class KvBlockPool {
  public:
-  KvBlockPool(std::int32_t num_blocks, std::int32_t block_size);
+  // key_lead: how many tokens past its last position a block's content depends on. 0 for a
+  // model's own KV (position p holds what tokens [0, p] made); 1 for an EAGLE/MTP head's, whose
+  // position p also consumed token p + 1. Block i is then keyed by tokens [i * block_size + lead,
+  // (i + 1) * block_size + lead), the first block by tokens [0, block_size + lead).
+  KvBlockPool(std::int32_t num_blocks, std::int32_t block_size, std::int32_t key_lead = 0);
 
   std::int32_t num_blocks() const { return static_cast<std::int32_t>(blocks_.size()); }
   std::int32_t block_size() const { return block_size_; }
+  std::int32_t key_lead() const { return key_lead_; }
+  // The tokens block i of a sequence is keyed by (see key_lead), and how many leading blocks of a
+  // sequence of n tokens have all of theirs.
+  std::span<const std::int32_t> block_key(std::span<const std::int32_t> tokens, std::int32_t i) const;
+  std::int32_t keyed_blocks(std::size_t n) const;
   // free + cached (evictable)
   std::int32_t num_available() const { return static_cast<std::int32_t>(free_.size() + cached_lru_.size()); }
   std::int32_t num_cached() const { return static_cast<std::int32_t>(cached_lru_.size()); }
@@ -50,7 +59,7 @@ class KvBlockPool {
   // first block: the request's cache salt, 0 without one). Equal chains of tokens give equal hashes.
   static BlockHash hash_block(BlockHash parent, std::span<const std::int32_t> tokens);
 
-  // Registers `id` (in use, full, already holding the KV of `tokens`) under `hash`, with its
+  // Registers `id` (in use, full, already holding the KV of `tokens`, its block_key) under `hash`, with its
   // parent block (-1 for the first block, which also records `salt`). If another block already
   // holds this exact content, nothing changes and that block's id is returned; otherwise returns id.
   BlockId register_full_block(BlockId id, BlockHash hash, BlockId parent, std::span<const std::int32_t> tokens,
@@ -67,6 +76,9 @@ class KvBlockPool {
   // on each returned block.
   std::vector<BlockId> match_prefix(std::span<const std::int32_t> tokens, std::int32_t max_blocks,
                                     std::uint64_t salt = 0);
+  // Gives back the tail of a match_prefix() result the caller does not use after all: releases
+  // those blocks (last first) and takes them out of the hit count.
+  void unmatch(std::span<const BlockId> blocks);
 
   bool is_registered(BlockId id) const;
 
@@ -91,6 +103,7 @@ class KvBlockPool {
   void check_id(BlockId id) const;
 
   std::int32_t block_size_;
+  std::int32_t key_lead_;
   std::vector<Block> blocks_;
   std::vector<BlockId> free_;             // a stack: recently freed blocks are reused first
   std::list<BlockId> cached_lru_;         // front: released longest ago (evicted first)

@@ -43,10 +43,11 @@ void BlockTable::adopt_prefix(std::span<const BlockId> blocks) {
 }
 
 void BlockTable::register_full_blocks(KvBlockPool& pool, std::span<const std::int32_t> final_tokens) {
-  const auto bs = static_cast<std::size_t>(block_size_);
-  const std::int32_t full = std::min(num_blocks(), static_cast<std::int32_t>(final_tokens.size() / bs));
+  BATON_CHECK(pool.block_size() == block_size_, "a table of blocks of ", block_size_, " registering in a pool of ",
+              pool.block_size());
+  const std::int32_t full = std::min(num_blocks(), pool.keyed_blocks(final_tokens.size()));
   for (std::int32_t i = num_registered_; i < full; ++i) {
-    const auto tokens = final_tokens.subspan(static_cast<std::size_t>(i) * bs, bs);
+    const auto tokens = pool.block_key(final_tokens, i);
     const BlockHash hash = KvBlockPool::hash_block(last_hash_, tokens);
     const BlockId parent = i > 0 ? last_canonical_ : -1;
     // If an identical block is already cached, ours simply stays unregistered (and is freed with

@@ -51,8 +51,8 @@ class BlockTable {
   }
   std::uint64_t salt() const { return salt_; }
 
-  // Registers every full block whose tokens are all in `final_tokens` (the sequence's tokens whose
-  // KV is computed and will not be rolled back) and not yet registered.
+  // Registers every full block whose key tokens (KvBlockPool::block_key) are all in `final_tokens`
+  // (the sequence's tokens whose KV is computed and will not be rewritten) and not yet registered.
   void register_full_blocks(KvBlockPool& pool, std::span<const std::int32_t> final_tokens);
 
   // Returns every block to the pool (reverse order, so the tail is evicted first).

@@ -28,7 +28,7 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
   draft_layout.dtype = ctx.kv_cache_dtype;
   BATON_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(backend, draft_layout, blocks, ctx.kv_memory, "draft"));
   cache_ = std::make_unique<KvCache>(std::move(cache));
-  pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size);
+  pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size, key_lead());
   backend_ = &backend;
   return picks_.allocate(backend, max_seqs_);
 }

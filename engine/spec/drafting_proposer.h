@@ -53,6 +53,7 @@ class DraftingProposer : public Proposer {
     virtual ~State() = default;
     BlockTable table;
     std::int32_t computed = 0;  // positions [0, computed) hold KV of final inputs
+    bool caches = false;        // its final blocks go to the prefix cache (admitted with it on)
   };
 
   // One request's part of a propose() call.
@@ -82,6 +83,8 @@ class DraftingProposer : public Proposer {
 
   DraftingProposer() = default;
   virtual std::unique_ptr<State> new_state() const;
+  // The pool's KvBlockPool::key_lead: how many tokens past a position its KV depends on.
+  virtual std::int32_t key_lead() const { return 0; }
 
   // Creates the pool for `layout` with the target's budget's worth of blocks plus k + 1 positions
   // per sequence.

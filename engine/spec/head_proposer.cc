@@ -390,8 +390,35 @@ absl::Status HeadProposer::propose(std::span<ProposalRequest> batch) {
     work.push_back(std::move(d));
   }
   BATON_RETURN_IF_ERROR(catch_up(work));
+  cache_final_blocks(work);
   BATON_RETURN_IF_ERROR(draft_steps(work));
   return absl::OkStatus();
+}
+
+void HeadProposer::cache_final_blocks(const std::vector<Drafting>& work) {
+  if (!prefix_cache_) return;
+  for (const Drafting& d : work) {
+    if (!d.s->caches) continue;
+    // With key lead 1, block i is final once its key's last token, position (i + 1) * block_size,
+    // is below `computed`: its positions then all lie before computed - 1, the one position a later
+    // call may recompute.
+    const auto final_tokens = static_cast<std::size_t>(std::max(0, d.s->computed));
+    d.s->table.register_full_blocks(*pool_, d.p->tokens.first(std::min(final_tokens, d.p->tokens.size())));
+  }
+}
+
+std::int32_t HeadProposer::adopt_cached_prefix(RequestKey key, std::span<const std::int32_t> tokens, std::uint64_t salt,
+                                               std::int32_t positions) {
+  if (!prefix_cache_ || state_of(key) == nullptr) return 0;
+  if (state_of(key)->table.num_blocks() > 0) reset_request(key);  // an admission holds no KV yet
+  HeadState& s = head_state(*state_of(key));
+  const std::vector<BlockId> hit = pool_->match_prefix(tokens, positions / block_size_, salt);
+  s.table.set_salt(salt);
+  s.table.adopt_prefix(hit);
+  s.caches = true;
+  s.computed = static_cast<std::int32_t>(hit.size()) * block_size_;
+  s.rows_start = s.computed;  // the target's states start there
+  return s.computed;
 }
 
 absl::StatusOr<ProposerHandoff> HeadProposer::export_state(RequestKey key) const {

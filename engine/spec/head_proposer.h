@@ -19,6 +19,13 @@
 // Hand-off: a prefill engine's head has consumed the prompt's states; a decode engine receives the
 // head KV of positions [0, prompt_len - 1) and the target features of the last prompt position
 // (EAGLE-1/MTP: the final hidden state; EAGLE-3: its three aux layers' states).
+//
+// Prefix caching: the head's KV of a prompt's full blocks goes to its own pool's prefix cache,
+// keyed like the target's but one token further (position p consumed token p + 1; key lead 1), and
+// only once no later call rewrites it (blocks wholly before the last computed position, which a
+// call recomputes when nothing new arrived). An admitted prompt takes the head blocks its target
+// hit covers, and the target reuses no more than the head holds, so the head always starts where
+// the target's states do.
 #pragma once
 
 #include <memory>
@@ -41,6 +48,13 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
   absl::Status observe(RequestKey key, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                        std::int32_t n_valid) override;
   void before_target_forward() override;
+  bool enable_prefix_cache() override {
+    prefix_cache_ = true;
+    return true;
+  }
+  std::int32_t adopt_cached_prefix(RequestKey key, std::span<const std::int32_t> tokens, std::uint64_t salt,
+                                   std::int32_t positions) override;
+  void release_cached_prefix(RequestKey key) override { reset_request(key); }
 
   std::int32_t handoff_kv_positions(std::int32_t prompt_len) const override { return std::max(0, prompt_len - 1); }
   absl::StatusOr<ProposerHandoff> export_state(RequestKey key) const override;
@@ -67,6 +81,8 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
 
   HeadProposer() = default;
   std::unique_ptr<State> new_state() const override { return std::make_unique<HeadState>(block_size_); }
+  std::int32_t key_lead() const override { return 1; }
+
   static HeadState& head_state(State& s) { return static_cast<HeadState&>(s); }
   std::int32_t host_end(const HeadState& s) const {
     return s.rows_start + static_cast<std::int32_t>(s.rows.size() / static_cast<std::size_t>(width_));
@@ -97,9 +113,12 @@ class HeadProposer final : public DraftingProposer, public TargetStateConsumer {
                           ProposalRequest& p);
   absl::Status catch_up(std::vector<Drafting>& work);
   absl::Status draft_steps(std::vector<Drafting>& work);
+  // Registers the final blocks of each request's head KV in the prefix cache (see the header).
+  void cache_final_blocks(const std::vector<Drafting>& work);
 
   std::string name_;
   SpecMethod method_ = SpecMethod::kEagle;
+  bool prefix_cache_ = false;  // enable_prefix_cache()'s
   std::unique_ptr<DraftHead> head_;
   std::int32_t width_ = 0;
   std::size_t num_states_ = 0;  // captured tensors per target forward (EAGLE-3: 3; else 1)

@@ -44,6 +44,24 @@ class TargetStateConsumer {
   // The target is about to run a forward, which overwrites the rows observe() was given: copy
   // out what is still needed.
   virtual void before_target_forward() {}
+
+  // ---- prefix caching ---------------------------------------------------------------------
+  // A prefix-cache hit skips the target's forward over the cached positions, so their states
+  // never arrive here. A consumer that keeps a cache of its own KV, keyed like the target's, says
+  // so by returning true; the engine then asks it, for every prompt it admits, how much of the
+  // target's hit it holds, and the target reuses only that much. False (the default): the engine
+  // turns prefix caching off.
+  virtual bool enable_prefix_cache() { return false; }
+  // A request being admitted (no KV of its own yet) whose first `positions` positions (whole
+  // blocks) the target's cache holds for `tokens` under the cache salt `salt`: takes the longest
+  // run of them this consumer holds too and returns how many positions that is. Its KV of the
+  // prompt's later positions is cached under the same salt as it becomes final.
+  virtual std::int32_t adopt_cached_prefix(RequestKey /*key*/, std::span<const std::int32_t> /*tokens*/,
+                                           std::uint64_t /*salt*/, std::int32_t /*positions*/) {
+    return 0;
+  }
+  // The admission did not go ahead: give back what adopt_cached_prefix() took.
+  virtual void release_cached_prefix(RequestKey /*key*/) {}
 };
 
 }  // namespace baton

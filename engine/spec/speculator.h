@@ -68,6 +68,8 @@ class Speculator {
   const Proposer& proposer() const { return *proposer_; }
   // Hidden states the proposer needs from every target forward (empty spec if none).
   TargetStateSpec target_states() const;
+  // The proposer as a consumer of those states; nullptr when it needs none.
+  TargetStateConsumer* state_consumer() { return state_consumer_; }
 
   void add_request(const Request& r);
   void remove_request(const Request& r, bool finished);

@@ -48,6 +48,18 @@ class ForwardingProposer : public Proposer, public TargetStateConsumer {
   void before_target_forward() override {
     if (auto* c = dynamic_cast<TargetStateConsumer*>(real_.get())) c->before_target_forward();
   }
+  bool enable_prefix_cache() override {
+    auto* c = dynamic_cast<TargetStateConsumer*>(real_.get());
+    return c != nullptr && c->enable_prefix_cache();
+  }
+  std::int32_t adopt_cached_prefix(RequestKey key, std::span<const std::int32_t> tokens, std::uint64_t salt,
+                                   std::int32_t positions) override {
+    auto* c = dynamic_cast<TargetStateConsumer*>(real_.get());
+    return c != nullptr ? c->adopt_cached_prefix(key, tokens, salt, positions) : positions;
+  }
+  void release_cached_prefix(RequestKey key) override {
+    if (auto* c = dynamic_cast<TargetStateConsumer*>(real_.get())) c->release_cached_prefix(key);
+  }
 
  protected:
   Proposer& real() { return *real_; }

@@ -4,7 +4,8 @@
 // sampled tokens (temperature 0.8, ten seeds) too; and the same with both nodes' backends acting
 // like a GPU's memory, where the KV leaves and arrives through host mirrors of the pools; and with
 // BF16 KV caches on both nodes, against a local engine with a BF16 cache; and with the decode
-// node choosing its draft lengths (adaptive_draft_length).
+// node choosing its draft lengths (adaptive_draft_length). A repeated prompt is served from the
+// prefix cache (the head's included) with the same tokens.
 #include <gtest/gtest.h>
 
 #include "tests/serving/serving_support.h"
@@ -108,6 +109,37 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
       EXPECT_GT(info.load().counters().graph_replays(), 0);
     }
   }
+}
+
+// Prefix caching in the default cluster (EAGLE-3 on both nodes, KV over UCX): a prompt sent again
+// reuses the prefill node's cached blocks, the target's and the head's, reports them as cached
+// prompt tokens, and still yields exactly local generation's tokens, drafts included.
+TEST(ServingPrefixCache, ARepeatedPromptIsServedFromTheCacheWithTheLocalTokens) {
+  const SpecCase eagle3 = family_methods()[4];
+  ASSERT_EQ(eagle3.label, "eagle3");
+  const std::string prompt = code_prompts()[6];  // several blocks of 16 tokens
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = 40;
+  const std::vector<LocalResult> expected = run_local(eagle3.config, {prompt}, {params});
+  auto cluster = cli::LocalCluster::start(cluster_options(eagle3.config, "ucx", "prefix-cache"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto stub = router_stub((*cluster)->router_address());
+  const Completion first = generate(*stub, text_request(prompt, params));
+  const Completion again = generate(*stub, text_request(prompt, params));
+  for (const Completion* c : {&first, &again}) {
+    ASSERT_TRUE(c->status.ok()) << c->status.error_message();
+    EXPECT_EQ(c->ids, expected[0].ids);
+    EXPECT_GT(c->usage.speculation().num_accepted_tokens(), 0);
+  }
+  EXPECT_EQ(first.usage.cached_prompt_tokens(), 0);
+  EXPECT_GT(again.usage.cached_prompt_tokens(), 0);
+  EXPECT_EQ(again.usage.cached_prompt_tokens() % 16, 0);
+  EXPECT_LT(again.usage.cached_prompt_tokens(), again.usage.prompt_tokens());
+  // The decode node verified the same drafts either way: the head KV that came from the cache is
+  // the head KV the first request computed.
+  EXPECT_EQ(again.usage.speculation().num_drafts(), first.usage.speculation().num_drafts());
+  EXPECT_EQ(again.usage.speculation().num_accepted_tokens(), first.usage.speculation().num_accepted_tokens());
 }
 
 std::vector<Case> cases() {

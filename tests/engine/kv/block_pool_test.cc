@@ -151,6 +151,60 @@ TEST(PrefixCache, MatchIsCappedAndCountsStatistics) {
   a.release_all(pool);
 }
 
+TEST(PrefixCache, UnmatchedBlocksGoBackAndLeaveTheHitCount) {
+  KvBlockPool pool(8, 4);
+  const auto prompt = iota_tokens(12);
+  BlockTable a(4);
+  ASSERT_TRUE(a.grow_to(pool, 12));
+  a.register_full_blocks(pool, prompt);
+  auto hit = pool.match_prefix(prompt, 3);
+  ASSERT_EQ(hit.size(), 3u);
+  pool.unmatch(std::span<const BlockId>(hit).subspan(1));
+  EXPECT_EQ(pool.prefix_queries(), 3);
+  EXPECT_EQ(pool.prefix_hits(), 1);
+  EXPECT_EQ(pool.ref_count(hit[1]), 1);  // a's own reference only
+  EXPECT_EQ(pool.ref_count(hit[2]), 1);
+  pool.release(hit[0]);
+  a.release_all(pool);
+  EXPECT_EQ(pool.num_available(), 8);
+}
+
+TEST(PrefixCache, KeyLeadKeysEachBlockByTheTokensItsPositionsConsumed) {
+  // A head's KV at position p consumed token p + 1 too (key lead 1): block 0 (positions 0..3) is
+  // keyed by tokens 0..4, block 1 by tokens 5..8, and a block is registered only when that many
+  // tokens are final.
+  KvBlockPool pool(8, 4, /*key_lead=*/1);
+  EXPECT_EQ(pool.keyed_blocks(8), 1);
+  EXPECT_EQ(pool.keyed_blocks(9), 2);
+  EXPECT_EQ(pool.keyed_blocks(0), 0);
+  const auto tokens = iota_tokens(12);
+  BlockTable a(4);
+  ASSERT_TRUE(a.grow_to(pool, 12));
+  a.register_full_blocks(pool, std::span<const std::int32_t>(tokens).first(8));
+  EXPECT_TRUE(pool.is_registered(a.blocks()[0]));
+  EXPECT_FALSE(pool.is_registered(a.blocks()[1]));  // its key's last token (8) is not final yet
+  a.register_full_blocks(pool, std::span<const std::int32_t>(tokens).first(9));
+  EXPECT_TRUE(pool.is_registered(a.blocks()[1]));
+
+  // Token 4 belongs to block 1's positions but to block 0's key: changing it loses both.
+  auto other = tokens;
+  other[4] = 7;
+  EXPECT_TRUE(pool.match_prefix(other, 100).empty());
+  // Token 9 is past block 1's key: both still match.
+  other = tokens;
+  other[9] = 7;
+  auto hit = pool.match_prefix(other, 100);
+  ASSERT_EQ(hit.size(), 2u);
+  EXPECT_EQ(hit[0], a.blocks()[0]);
+  EXPECT_EQ(hit[1], a.blocks()[1]);
+  pool.release(hit);
+  // Without the lead's token a block cannot be matched at all.
+  EXPECT_EQ(pool.match_prefix(std::span<const std::int32_t>(tokens).first(8), 100).size(), 1u);
+  pool.release(a.blocks()[0]);
+  a.release_all(pool);
+  EXPECT_EQ(pool.num_available(), 8);
+}
+
 TEST(PrefixCache, CachedBlocksAreEvictedWhenFreeOnesRunOut) {
   KvBlockPool pool(4, 4);
   const auto prompt = iota_tokens(8);
