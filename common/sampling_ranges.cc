@@ -46,4 +46,13 @@ absl::Status check_sampling_ranges(const SamplingValues& v) {
   return absl::OkStatus();
 }
 
+absl::Status check_logit_bias_entry(std::int32_t token, float bias) {
+  if (token < 0) return absl::InvalidArgumentError(str_cat("logit_bias: token id ", token, " is negative"));
+  if (!(bias >= -kMaxAbsLogitBias && bias <= kMaxAbsLogitBias)) {
+    return absl::InvalidArgumentError(
+        str_cat("logit_bias: the bias of token ", token, " must be in [-100, 100], got ", bias));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace baton

@@ -117,11 +117,11 @@ void Engine::report_staged_layer() {
 SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {
   const Request& r = *c.request;
   SampleRowParams p;  // temperature -1: the host samples
-  // Logprobs and penalties need the rows on the host, and so do probabilistic drafts (their
+  // Logprobs, logit biases and penalties need the rows on the host, and so do probabilistic drafts (their
   // verification reads p and q) and the deliberately broken verifier. Greedy rows can be picked
   // on every backend; sampled ones where the backend samples.
   const bool host = !(c.samples || c.num_drafts > 0) || r.params.logprobs >= 0 ||
-                    Sampler::needs_history(r.params, r.output().size()) || !r.draft_probs.empty() ||
+                    Sampler::needs_row_processing(r.params, r.output().size()) || !r.draft_probs.empty() ||
                     (speculator_ && speculator_->broken_for_testing()) ||
                     (!r.params.greedy() && !backend_->samples_rows());
   if (host) return p;

@@ -1,5 +1,6 @@
 #include "node_common/convert.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/status.h"
@@ -24,6 +25,8 @@ SamplingParams sampling_from_proto(const v1::SamplingParams& p) {
   if (p.has_include_stop_str_in_output()) s.include_stop_str_in_output = p.include_stop_str_in_output();
   if (p.has_logprobs()) s.logprobs = p.logprobs();
   if (p.has_max_speculative_tokens()) s.max_speculative_tokens = p.max_speculative_tokens();
+  s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());  // a map's order is unspecified
   return s;
 }
 
@@ -45,6 +48,7 @@ v1::SamplingParams sampling_to_proto(const SamplingParams& s) {
   p.set_include_stop_str_in_output(s.include_stop_str_in_output);
   p.set_logprobs(s.logprobs);
   if (s.max_speculative_tokens) p.set_max_speculative_tokens(*s.max_speculative_tokens);
+  for (const auto& [token, bias] : s.logit_bias) (*p.mutable_logit_bias())[token] = bias;
   return p;
 }
 

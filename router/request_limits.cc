@@ -70,6 +70,10 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
   if (static_cast<std::size_t>(s.stop_token_ids_size()) > limits.max_stop_token_ids) {
     return over("stop_token_ids", str_cat(s.stop_token_ids_size(), " ids; at most ", limits.max_stop_token_ids));
   }
+  if (static_cast<std::size_t>(s.logit_bias_size()) > kMaxLogitBiasTokens) {
+    return over("logit_bias", str_cat(s.logit_bias_size(), " tokens; at most ", kMaxLogitBiasTokens));
+  }
+  for (const auto& [token, bias] : s.logit_bias()) BATON_RETURN_IF_ERROR(check_logit_bias_entry(token, bias));
   if (s.has_logprobs() && s.logprobs() > limits.max_logprobs) {
     return over("logprobs", str_cat(s.logprobs(), "; at most ", limits.max_logprobs));
   }
@@ -79,7 +83,8 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
 std::string limited_field(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return "";
   const std::string message(status.message());
-  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "request_id", "cache_salt"}) {
+  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "logit_bias", "request_id",
+                            "cache_salt"}) {
     const std::string prefix = str_cat(field, ":");
     if (message.rfind(prefix, 0) == 0) return field;
   }

@@ -31,6 +31,8 @@ void Sampler::load_logits(std::span<const float> logits, const SamplingParams& p
   work_.assign(logits.begin(), logits.end());
   if (counts_.size() != vocab) counts_.assign(vocab, 0);
 
+  for (const auto& [token, bias] : params.logit_bias) work_[checked_token(token, vocab)] += bias;
+
   if (params.repetition_penalty != 1.0f) {
     const float r = params.repetition_penalty;
     // counts_ marks tokens already penalized so each distinct token is penalized once.
@@ -81,11 +83,11 @@ absl::Status bad_row(std::string_view what, std::size_t vocab) {
 
 }  // namespace
 
-bool Sampler::needs_history(const SamplingParams& params, std::size_t output_len) {
+bool Sampler::needs_row_processing(const SamplingParams& params, std::size_t output_len) {
   const bool penalties =
       params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
   const bool masks_stops = output_len < static_cast<std::size_t>(std::max(params.min_tokens, 0));
-  return penalties || masks_stops;
+  return penalties || masks_stops || !params.logit_bias.empty();
 }
 
 absl::StatusOr<std::int32_t> Sampler::try_greedy_token(std::span<const float> logits, const SamplingParams& params,

@@ -88,14 +88,14 @@ class Sampler {
   void target_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                     std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
 
-  // Whether the next token's row is processed beyond temperature/top-k/top-p/min-p: penalties, or
-  // a min_tokens mask after `output_len` output tokens. Rows that are not can be sampled where the
-  // logits are (Backend::argmax_rows for greedy requests, Backend::sample_rows otherwise) with
-  // the same result.
-  static bool needs_history(const SamplingParams& params, std::size_t output_len);
-  // Greedy and !needs_history: the token is the argmax of the raw logits.
+  // Whether the next token's row is processed beyond temperature/top-k/top-p/min-p: a logit bias,
+  // penalties, or a min_tokens mask after `output_len` output tokens. Rows that are not can be
+  // sampled where the logits are (Backend::argmax_rows for greedy requests, Backend::sample_rows
+  // otherwise) with the same result.
+  static bool needs_row_processing(const SamplingParams& params, std::size_t output_len);
+  // Greedy and !needs_row_processing: the token is the argmax of the raw logits.
   static bool takes_raw_argmax(const SamplingParams& params, std::size_t output_len) {
-    return params.greedy() && !needs_history(params, output_len);
+    return params.greedy() && !needs_row_processing(params, output_len);
   }
 
   // The greedy token: the argmax (lowest id on ties) of the processed logits, the token that

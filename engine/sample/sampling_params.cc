@@ -33,6 +33,22 @@ absl::Status SamplingParams::validate(std::int32_t vocab_size) const {
           str_cat("stop_token_ids[", i, "] must be a token id in [0, ", vocab_size, "), got ", id));
     }
   }
+  if (logit_bias.size() > kMaxLogitBiasTokens) {
+    return absl::InvalidArgumentError(
+        str_cat("logit_bias has ", logit_bias.size(), " tokens; at most ", kMaxLogitBiasTokens));
+  }
+  for (std::size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [token, bias] = logit_bias[i];
+    BATON_RETURN_IF_ERROR(check_logit_bias_entry(token, bias));
+    if (token >= vocab_size) {
+      return absl::InvalidArgumentError(
+          str_cat("logit_bias: token id ", token, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+    if (i > 0 && token <= logit_bias[i - 1].first) {
+      return absl::InvalidArgumentError(str_cat("logit_bias: token ids must be sorted and unique (", token,
+                                                " after ", logit_bias[i - 1].first, ")"));
+    }
+  }
   for (std::size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) return absl::InvalidArgumentError(str_cat("stop[", i, "] must be a non-empty string"));
     if (stop[i].size() > kMaxStopStringBytes) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,11 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   std::int32_t logprobs = -1;       // -1: none; n in [0, 20]: sampled token's logprob plus the top n
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]) pairs, each bias added to its token's
+  // logit before penalties and everything else, in sampling and in verification alike (so
+  // speculation stays lossless with respect to the biased distribution). Sorted by token id, each
+  // token once. Reported logprobs stay the model's own.
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
   // Caps the engine's num_speculative_tokens for this request (it can only lower it): 0 turns
   // speculation off, so every step verifies one position, i.e. is a plain decode step. Not a
   // sampling setting in vLLM's sense, but it travels with the request the same way. nullopt: no cap.

@@ -117,7 +117,7 @@ VerifiedTokens Speculator::verify_picks(Request& r, std::span<const std::int32_t
   BATON_CHECK(target_picks.size() == static_cast<std::size_t>(k) + 1, "verify_picks: ", target_picks.size(),
               " picks for ", k, " drafts");
   BATON_CHECK(r.params.logprobs < 0 && !broken_for_testing_ && r.draft_probs.empty() &&
-                  !Sampler::needs_history(r.params, static_cast<std::size_t>(r.num_output())),
+                  !Sampler::needs_row_processing(r.params, static_cast<std::size_t>(r.num_output())),
               "verify_picks on a request whose rows the host must process");
   // The matching rule of verify() (greedy, and sampled with one-hot drafts, standard or block):
   // accept while each draft is its row's pick; the first other pick (or the bonus row's) comes next.

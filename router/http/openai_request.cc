@@ -1,9 +1,11 @@
 #include "router/http/openai_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "common/sampling_ranges.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -61,7 +63,7 @@ class Parser {
  private:
   // OpenAI fields this server does not implement: a request that uses one is refused naming it,
   // never served as if the field were not there. Their neutral values (no tools, a text response
-  // format, an empty logit_bias, echo false, best_of 1...) are accepted.
+  // format, echo false, best_of 1...) are accepted.
   void refuse_unsupported() {
     const auto refuse = [](const std::string& name, const std::string& what) {
       throw bad_field(name, str_cat(name, ": ", what, " is not supported by this server"));
@@ -86,7 +88,6 @@ class Parser {
       const json* type = v->is_object() ? field(*v, "type") : nullptr;
       if (type == nullptr || *type != "text") refuse("response_format", "a response format other than text");
     }
-    if (non_empty("logit_bias")) refuse("logit_bias", "logit_bias");
     if (non_empty("prediction")) refuse("prediction", "a predicted output");
     if (non_empty("audio")) refuse("audio", "audio output");
     if (const json* v = field(body_, "modalities"); v != nullptr && *v != json::array({"text"})) {
@@ -132,6 +133,28 @@ class Parser {
     if (x < lo || x > hi) throw bad_field(name, str_cat(name, " must be in [", lo, ", ", hi, "], got ", x));
     return x;
   }
+  // OpenAI's form: {"<token id>": bias, ...}, the ids as decimal strings.
+  void parse_logit_bias(const json& v, v1::SamplingParams& s) {
+    if (!v.is_object()) {
+      throw bad_field("logit_bias", str_cat("logit_bias must be an object of token id -> bias, got ", type_name(v)));
+    }
+    if (v.size() > kMaxLogitBiasTokens) {
+      throw bad_field("logit_bias", str_cat("logit_bias has ", v.size(), " tokens; at most ", kMaxLogitBiasTokens));
+    }
+    for (const auto& [key, bias] : v.items()) {
+      std::int32_t id = -1;
+      const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (error != std::errc() || end != key.data() + key.size() || key.empty() || id < 0) {
+        throw bad_field("logit_bias", str_cat("logit_bias: \"", key.substr(0, 32), "\" is not a token id"));
+      }
+      if (!bias.is_number() || !(std::fabs(bias.get<double>()) <= kMaxAbsLogitBias)) {
+        throw bad_field("logit_bias", str_cat("logit_bias: the bias of token ", id, " must be a number in [-100, 100], got ",
+                                              bias.dump().substr(0, 32)));
+      }
+      (*s.mutable_logit_bias())[id] = bias.get<float>();
+    }
+  }
+
   double number(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
     if (!v.is_number()) throw bad_field(name, str_cat(name, " must be a number, got ", type_name(v)));
     const double x = v.get<double>();
@@ -309,6 +332,7 @@ class Parser {
       if (!v->is_array()) throw bad_field("stop_token_ids", "stop_token_ids must be an array of token ids");
       for (std::int32_t id : token_ids(*v, "stop_token_ids")) s.add_stop_token_ids(id);
     }
+    if (const json* v = field(body_, "logit_bias"); v != nullptr && !v->is_null()) parse_logit_bias(*v, s);
     if (endpoint_ == Endpoint::kCompletions) {
       if (const json* v = field(body_, "logprobs")) {
         r.top_logprobs = static_cast<int>(integer(*v, "logprobs", 0, 20));

@@ -123,6 +123,22 @@ TEST_P(HttpEquivalence, CurlAndOpenAiClientEqualBatonGenerate) {
     EXPECT_EQ(usage["completion_tokens"], expected["generated_tokens"]);
   }
 
+  // logit_bias: +100 forces a token at every position, through verification of the head's drafts
+  // too (they never propose it).
+  {
+    const HttpResult tokenized =
+        curl(base.substr(0, base.size() - 3) + "/tokenize", json{{"prompt", "x"}, {"add_special_tokens", false}}.dump(), kKey);
+    ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+    ASSERT_EQ(tokenized.json_body()["tokens"].size(), 1u) << tokenized.body;
+    const int x = tokenized.json_body()["tokens"][0];
+    const json body = {{"model", kModelName}, {"prompt", prompts()[0]}, {"max_tokens", kMaxTokens}, {"temperature", 0},
+                       {"logit_bias", {{std::to_string(x), 100}}}};
+    const HttpResult forced = curl(base + "/completions", body.dump(), kKey);
+    ASSERT_EQ(forced.status, 200) << forced.body;
+    EXPECT_EQ(forced.json_body()["choices"][0]["text"], std::string(static_cast<std::size_t>(kMaxTokens), 'x'));
+    EXPECT_EQ(forced.json_body()["usage"]["completion_tokens"], kMaxTokens);
+  }
+
   // The official client: completions and chat, streamed and not.
   json cases = json::array();
   for (bool stream : {false, true}) {

@@ -79,6 +79,20 @@ TEST(OpenAiRequest, ChatMessagesAndLogprobs) {
                    .has_logprobs());
 }
 
+TEST(OpenAiRequest, LogitBiasKeysAreTokenIds) {
+  const OpenAiRequest r = ok(Endpoint::kCompletions, json::parse(R"({"model":"tiny","prompt":"x",
+      "logit_bias":{"5":-100,"17":2.5,"0":100}})"));
+  const auto& bias = r.generate.sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 3u);
+  EXPECT_EQ(bias.at(5), -100.0f);
+  EXPECT_EQ(bias.at(17), 2.5f);
+  EXPECT_EQ(bias.at(0), 100.0f);
+  EXPECT_TRUE(ok(Endpoint::kCompletions, json::parse(R"({"model":"tiny","prompt":"x","logit_bias":{}})"))
+                  .generate.sampling()
+                  .logit_bias()
+                  .empty());
+}
+
 struct BadCase {
   Endpoint endpoint;
   std::string body;
@@ -150,8 +164,15 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
        "functions", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
        400, "response_format", ""},
-      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"5":-100}})", 400,
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"five":-100}})", 400,
        "logit_bias", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"-5":1}})", 400,
+       "logit_bias", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}})", 400,
+       "logit_bias", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"5":"a lot"}})", 400,
+       "logit_bias", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","logit_bias":[5]})", 400, "logit_bias", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"prediction":{"type":"content","content":"y"}})",
        400, "prediction", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"modalities":["text","audio"]})", 400,

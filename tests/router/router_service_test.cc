@@ -91,6 +91,12 @@ TEST_F(RouterWithoutNodes, SamplingOutOfRangeIsRefusedAtTheDoor) {
   refused([](auto& s) { s.set_max_speculative_tokens(-1); }, "max_speculative_tokens");
   refused([](auto& s) { s.add_stop(""); }, "stop");
   refused([](auto& s) { s.add_stop_token_ids(-3); }, "stop_token_ids");
+  refused([](auto& s) { (*s.mutable_logit_bias())[5] = 100.5f; }, "logit_bias");
+  refused([](auto& s) { (*s.mutable_logit_bias())[-1] = 1.0f; }, "logit_bias");
+  refused([](auto& s) { (*s.mutable_logit_bias())[5] = std::nanf(""); }, "logit_bias");
+  refused([](auto& s) {
+    for (int t = 0; t < 1025; ++t) (*s.mutable_logit_bias())[t] = 1.0f;
+  }, "logit_bias");
   EXPECT_EQ(router_->running_requests(), 0u);
 }
 

@@ -54,6 +54,9 @@ def generate_request(prompt: Optional[str], *, token_ids: Optional[Iterable[int]
             r.sampling.stop.extend([value] if isinstance(value, str) else value)
         elif f.name == "stop_token_ids":
             r.sampling.stop_token_ids.extend(value)
+        elif f.name == "logit_bias":
+            for token, bias in value.items():
+                r.sampling.logit_bias[token] = bias
         else:
             setattr(r.sampling, f.name, value)
     return r

@@ -1,6 +1,6 @@
 """AsyncClient: the asyncio version of Client (grpc.aio), with the same methods and arguments as
 coroutines and stream() as an async iterator. Create it inside a running event loop."""
-from typing import AsyncIterator, Iterable, Optional, Sequence, Union
+from typing import AsyncIterator, Iterable, Mapping, Optional, Sequence, Union
 
 import grpc
 
@@ -52,7 +52,7 @@ class AsyncClient:
                min_tokens: Optional[int] = None, stop: Union[str, Sequence[str], None] = None,
                stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
-               max_speculative_tokens: Optional[int] = None,
+               max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
                request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> AsyncIterator[Delta]:
         """`async for delta in client.stream(...)`: the completion's deltas as they arrive; arguments
@@ -65,7 +65,7 @@ class AsyncClient:
                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
                 max_tokens=max_tokens, min_tokens=min_tokens, stop=stop, stop_token_ids=stop_token_ids,
                 ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output, logprobs=logprobs,
-                max_speculative_tokens=max_speculative_tokens))
+                max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias))
         return self._stream(request, self._timeout(timeout), self._metadata(metadata))
 
     async def _stream(self, request: api_pb2.GenerateRequest, timeout: float,
@@ -89,7 +89,7 @@ class AsyncClient:
                        min_tokens: Optional[int] = None, stop: Union[str, Sequence[str], None] = None,
                        stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                        include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
-                       max_speculative_tokens: Optional[int] = None,
+                       max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
                        request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                        timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> GenerateResult:
         """One whole completion; arguments as Client.generate()."""
@@ -99,8 +99,9 @@ class AsyncClient:
             repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
             frequency_penalty=frequency_penalty, seed=seed, min_tokens=min_tokens, stop=stop,
             stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output,
-            logprobs=logprobs, max_speculative_tokens=max_speculative_tokens, request_id=request_id,
-            force_local_prefill=force_local_prefill, cache_salt=cache_salt, timeout=timeout, metadata=metadata)
+            logprobs=logprobs, max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias,
+            request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt, timeout=timeout,
+            metadata=metadata)
         result = GenerateResult()
         async for d in stream:
             result.append(d)

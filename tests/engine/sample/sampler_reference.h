@@ -47,6 +47,7 @@ inline std::vector<double> reference_probs(const Case& c) {
   const SamplingParams& p = c.params;
   std::vector<float> l = c.logits;
   const std::size_t vocab = l.size();
+  for (const auto& [t, bias] : p.logit_bias) l[static_cast<std::size_t>(t)] += bias;  // first of all
   if (p.repetition_penalty != 1.0f) {
     std::set<std::int32_t> seen(c.prompt.begin(), c.prompt.end());
     seen.insert(c.output.begin(), c.output.end());

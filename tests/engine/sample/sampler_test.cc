@@ -75,6 +75,15 @@ TEST(SamplingParamsValidate, ErrorsNameFieldValueAndRange) {
       {[](SamplingParams& p) { p.stop.assign(1025, "x"); }, {"stop has 1025 strings", "at most 1024"}},
       {[](SamplingParams& p) { p.stop = {"a", std::string(1025, 'y')}; }, {"stop[1]", "1025 bytes", "at most 1024"}},
       {[](SamplingParams& p) { p.stop_token_ids.assign(1025, 1); }, {"stop_token_ids", "1025", "at most 1024"}},
+      {[](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {100, 2.0f}}; }, {"logit_bias", "100", "[0, 100)"}},
+      {[](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }, {"logit_bias", "-1", "negative"}},
+      {[](SamplingParams& p) { p.logit_bias = {{4, 100.5f}}; }, {"logit_bias", "token 4", "[-100, 100]", "100.5"}},
+      {[](SamplingParams& p) { p.logit_bias = {{4, std::nanf("")}}; }, {"logit_bias", "token 4", "nan"}},
+      {[](SamplingParams& p) { p.logit_bias = {{7, 1.0f}, {7, 2.0f}}; }, {"logit_bias", "sorted and unique"}},
+      {[](SamplingParams& p) {
+         for (std::int32_t t = 0; t < 1025; ++t) p.logit_bias.emplace_back(t, 1.0f);
+       },
+       {"logit_bias has 1025 tokens", "at most 1024"}},
   };
   for (const Bad& b : bad) {
     SamplingParams p;
@@ -222,6 +231,29 @@ TEST(Greedy, UsesPenalizedLogits) {
   EXPECT_EQ(s.sample(c.logits, c.params, c.history(), c.eos, rng).token, 1);
 }
 
+TEST(LogitBias, IsAddedBeforeEverythingElseInGreedyAndSampledRows) {
+  Sampler s;
+  Case c{random_logits(64, 9, 2.0f), {}, {}, {}, {}};
+  c.output = {5, 5, 9};
+  c.params.temperature = 0.0f;
+  const auto plain_best = static_cast<std::int32_t>(std::max_element(c.logits.begin(), c.logits.end()) - c.logits.begin());
+  EXPECT_FALSE(Sampler::needs_row_processing(c.params, c.output.size()));
+  // -100 bans the argmax, +100 forces another token; both make the row the host's to process.
+  c.params.logit_bias = {{plain_best, -100.0f}};
+  EXPECT_TRUE(Sampler::needs_row_processing(c.params, c.output.size()));
+  EXPECT_NE(s.greedy_token(c.logits, c.params, c.history(), c.eos), plain_best);
+  c.params.logit_bias = {{3, 100.0f}, {plain_best, -100.0f}};
+  EXPECT_EQ(s.greedy_token(c.logits, c.params, c.history(), c.eos), 3);
+  // Sampled rows: the distribution of the biased logits, after penalties that see the bias.
+  c.params.logit_bias = {{1, 1.5f}, {5, -0.75f}, {40, 3.0f}};
+  c.params.presence_penalty = 0.5f;
+  c.params.repetition_penalty = 1.3f;
+  for (const float t : {0.7f, 1.0f, 1.6f}) {
+    c.params.temperature = t;
+    expect_matches_reference(s, c, "logit_bias at T = " + std::to_string(t));
+  }
+}
+
 TEST(Greedy, TokenMatchesTheReferenceOnRowsWithTiesInfinitiesPenaltiesAndMasks) {
   // greedy_token() reads unprocessed rows in place with a vectorized scan: every vocabulary size
   // (so every tail of the 16-lane passes), ties, -inf, +-0, and rows that do need processing.
@@ -238,10 +270,11 @@ TEST(Greedy, TokenMatchesTheReferenceOnRowsWithTiesInfinitiesPenaltiesAndMasks) 
     c.params.temperature = 0.0f;
     c.output = {static_cast<std::int32_t>(gen() % vocab)};
     c.eos = {static_cast<std::int32_t>(gen() % vocab)};
-    switch (trial % 4) {
+    switch (trial % 5) {
       case 1: c.params.repetition_penalty = 1.5f; break;
       case 2: c.params.frequency_penalty = 0.5f; break;
       case 3: c.params.min_tokens = 5; break;  // masks the EOS id
+      case 4: c.params.logit_bias = {{static_cast<std::int32_t>(gen() % vocab), 2.5f}}; break;
       default: break;
     }
     const std::vector<double> want = reference_probs(c);

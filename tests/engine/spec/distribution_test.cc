@@ -1,7 +1,7 @@
 // Lossless in law through the whole engine: with probabilistic drafts (a draft model and an EAGLE
 // head sample their drafts from q, and q enters verification), the joint law of a request's first
-// three output tokens is the target's — at temperature 1, and with top-p — under token-wise and
-// block verification. 100k requests per case, each with its own seed, through Engine::step() with
+// three output tokens is the target's — at temperature 1, with top-p, and with a logit bias —
+// under token-wise and block verification. 100k requests per case, each with its own seed, through Engine::step() with
 // continuous batching; the law they must follow is computed exactly from the same model and the
 // same logits processing (Sampler::target_probs over the forward's logits), and compared by a
 // chi-square goodness-of-fit test. The plain engine passes the same test (so the exact law is
@@ -34,10 +34,13 @@ constexpr int kK = 2;  // the first verification decides tokens 2 and 3
 
 using Triple = std::array<std::int32_t, 3>;
 
-SamplingParams params_for(bool top_p) {
+SamplingParams params_for(bool top_p, bool logit_bias) {
   SamplingParams p;
   p.temperature = 1.0f;
   if (top_p) p.top_p = 0.95f;
+  // Biases that move the law far from the model's: verification must apply them to the target's
+  // rows, or the output follows the unbiased law.
+  if (logit_bias) p.logit_bias = {{3, 2.0f}, {10, -1.5f}, {25, 2.5f}, {40, 1.0f}};
   p.max_tokens = 4;  // room for kK drafts after the first token; the law of the first three is the same
   p.ignore_eos = true;
   return p;
@@ -136,6 +139,7 @@ struct Case {
   std::string rejection;  // "standard" or "block"
   bool top_p = false;
   bool wrong_q = false;  // the negative control
+  bool logit_bias = false;
 
   // Probabilistic drafts from the fixture draft model or EAGLE head, k = kK.
   std::optional<SpeculativeConfig> config() const {
@@ -175,7 +179,7 @@ Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt) {
   auto engine = Engine::create(cfg, hooks);
   BATON_CHECK(engine.ok(), engine.status().ToString());
   Engine& e = **engine;
-  SamplingParams params = params_for(c.top_p);
+  SamplingParams params = params_for(c.top_p, c.logit_bias);
   std::map<std::string, std::vector<std::int32_t>> pending;
   Samples run;
   constexpr int kWave = 2048;
@@ -233,7 +237,7 @@ class EngineDistribution : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineDistribution, FirstThreeTokensFollowTheTargetsLaw) {
   const Case& c = GetParam();
-  ExactLaw exact(params_for(c.top_p));
+  ExactLaw exact(params_for(c.top_p, c.logit_bias));
   const std::vector<std::int32_t> prompt = exact.uncertain_prompt();
   const std::map<Triple, double> law = exact.triples(prompt, kRequests);
   ASSERT_GT(law.size(), 50u) << "too few cells for a test with power";
@@ -259,6 +263,7 @@ INSTANTIATE_TEST_SUITE_P(ProbabilisticDrafts, EngineDistribution,
                                            Case{"eagle_block", "eagle", "block"},                      //
                                            Case{"draft_model_standard_top_p", "draft_model", "standard", true},
                                            Case{"eagle_block_top_p", "eagle", "block", true},
+                                           Case{"draft_model_standard_logit_bias", "draft_model", "standard", false, false, true},
                                            Case{"control_wrong_q", "draft_model", "standard", false, true}),
                          [](const auto& p) { return p.param.label; });
 

@@ -36,6 +36,7 @@ inline std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
     j.params.max_tokens = 12 + i * 3;
     j.params.ignore_eos = i % 2 == 0;
     if (i == 5) j.params.repetition_penalty = 1.3f;  // penalties see accepted drafts too
+    if (i == 6) j.params.logit_bias = {{4, 3.0f}, {9, -100.0f}};  // verification sees the bias too
     jobs.push_back(j);
   }
   if (include_sampled) {
@@ -46,6 +47,7 @@ inline std::vector<Job> jobs_for(std::int32_t vocab, bool include_sampled) {
       j.params.temperature = 0.9f;
       j.params.top_p = 0.95f;
       j.params.seed = 100 + static_cast<std::uint64_t>(i);
+      if (i == 1) j.params.logit_bias = {{4, 1.5f}, {7, -2.0f}};
       j.params.max_tokens = 16;
       j.params.ignore_eos = true;
       jobs.push_back(j);

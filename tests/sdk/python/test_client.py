@@ -191,6 +191,18 @@ class TypedArgumentsTest(unittest.TestCase):
         self.assertEqual(plain.token_ids, self.client.generate(PROMPT, max_tokens=24, temperature=0).token_ids)
         self.assertEqual(plain.usage.speculation.num_drafts, 0)
 
+    def test_logit_bias(self):
+        # +100 forces a token at every position, in a SamplingParams and as a keyword alike.
+        x = self.client.tokenize("x", add_special_tokens=False).ids
+        self.assertEqual(len(x), 1)
+        forced = self.client.generate(PROMPT, max_tokens=6, temperature=0, logit_bias={x[0]: 100.0})
+        self.assertEqual(forced.token_ids, x * 6)
+        by_object = self.client.generate(PROMPT, sampling=SamplingParams(max_tokens=6, temperature=0,
+                                                                         logit_bias={x[0]: 100.0}))
+        self.assertEqual(by_object.token_ids, x * 6)
+        with self.assertRaisesRegex(BatonError, "logit_bias"):
+            self.client.generate(PROMPT, max_tokens=4, logit_bias={x[0]: 101.0})
+
 
 class MetadataTest(unittest.TestCase):
     """Client and per-call metadata go out with the calls (the router without API keys ignores

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -45,6 +46,9 @@ struct SamplingParams {
   std::optional<bool> ignore_eos;
   std::optional<bool> include_stop_str_in_output;
   std::optional<std::int32_t> logprobs;  // the sampled token's logprob plus the top n (0..20)
+  // OpenAI's logit_bias: token id -> bias in [-100, 100], added to the token's logit before
+  // sampling (-100 in effect bans it, 100 forces it); at most 1024 tokens.
+  std::map<std::int32_t, float> logit_bias;
 };
 
 struct GenerateRequest {
