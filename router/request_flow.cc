@@ -304,8 +304,10 @@ void RequestRun::reserve() {
   enter(RequestState::kReserving);
   capability_.clear();  // until D's Reserve gives this attempt's
   auto call = std::make_unique<UnaryCall<ReserveRequest, KvDestination>>();
+  // Not cancelled with the request (no CallScope): a Reserve cut off after D reserved would leave
+  // the reservation without its token, and so unreleasable until its lease ran out. It is short
+  // (bounded by its deadline); reserved() gives the reservation back if the request stopped.
   call->context = calls_.context(options_.node_timeout);
-  call->scope = std::make_unique<RequestControl::CallScope>(calls_.control(), *call->context);
   call->request.set_request_id(id_);
   call->request.set_prompt_len(static_cast<std::int32_t>(prompt_.size()));
   call->request.set_transport(pair_transport(chosen_->prefill_info, chosen_->decode_info));  // "": D's preferred
@@ -326,6 +328,10 @@ void RequestRun::reserved(const grpc::Status& s) {
   }
   transport_ = destination.transport();
   capability_ = destination.capability();
+  if (calls_.stopped()) {  // cancelled while D reserved: free the reservation now its token is known
+    release_decode();
+    return stop(false, false);
+  }
   if (options_.open_decode_before_prefill) open_decode(/*local=*/false);
   prefill(destination);
 }
