@@ -51,5 +51,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::string wire;
   FUZZ_CHECK(r.generate.SerializeToString(&wire));
+  // Every choice is bounded and carries a prompt.
+  const auto choices = baton::router::http::choice_requests(r);
+  FUZZ_CHECK(!choices.empty() && choices.size() <= baton::router::http::kMaxChoices);
+  FUZZ_CHECK(choices.size() == (1 + r.more_prompts.size()) * static_cast<std::size_t>(r.n));
+  for (const auto& c : choices) FUZZ_CHECK(c.prompt_case() != baton::v1::GenerateRequest::PROMPT_NOT_SET);
   return 0;
 }

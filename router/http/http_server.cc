@@ -11,6 +11,7 @@
 #include "proto/status_convert.h"
 #include "router/http/api_error.h"
 #include "router/http/dashboard.h"
+#include "router/http/http_completion.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
 #include "router/router_service.h"
@@ -18,11 +19,17 @@
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router::http {
-namespace {
-
 using nlohmann::json;
 
+namespace {
+
 constexpr const char* kJson = "application/json";
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 // 429 (over a limit) and 503 (draining, no node) say when to come back, as OpenAI's API does; the
 // clients' retry logic reads it.
@@ -39,63 +46,6 @@ Reply json_reply(std::string body) {
   r.body = std::move(body);
   return r;
 }
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
-// One completion from its parsed body to its answer: admission (perhaps a wait in the queue, which a
-// hang-up leaves), then the run, whose messages become one body or server-sent events. Kept alive
-// by the admission callback, the run's callbacks and the hang-up hook until it answered.
-class HttpCompletion final : public ResponseSink, public std::enable_shared_from_this<HttpCompletion> {
- public:
-  HttpCompletion(std::shared_ptr<Exchange> ex, Endpoint endpoint, OpenAiRequest api, Clock::time_point received)
-      : ex(std::move(ex)), endpoint(endpoint), api(std::move(api)), received(received) {}
-  ~HttpCompletion() override {
-    if (unregister) unregister();
-  }
-
-  // The client hung up: a queued request leaves the queue, an admitted one is cancelled on every node.
-  void hung_up(RouterService& router) {
-    std::uint64_t ticket = 0;
-    RequestControl* control = nullptr;
-    {
-      std::lock_guard lock(mu);
-      std::swap(ticket, this->ticket);
-      control = admitted ? &admitted->control() : nullptr;
-      gone = true;
-    }
-    if (ticket != 0) router.leave_queue(ticket);
-    if (control != nullptr) control->client_left("the HTTP client closed its connection");
-  }
-
-  // Non-streamed: collected; streamed: each message's chunks framed as server-sent events.
-  void write(const baton::v1::GenerateResponse& m, std::function<void(bool)> sent) override {
-    if (!chunks) {
-      body->add(m);
-      return sent(true);
-    }
-    std::string events;
-    for (const json& c : chunks->on_message(m)) events += str_cat("data: ", c.dump(), "\n\n");
-    if (events.empty()) return sent(!ex->client_gone());
-    ex->write_async(std::move(events), std::move(sent));
-  }
-
-  const std::shared_ptr<Exchange> ex;
-  const Endpoint endpoint;
-  OpenAiRequest api;
-  const Clock::time_point received;
-  std::function<void()> unregister;  // leaves the server's count (before `admitted` goes)
-  std::mutex mu;
-  std::uint64_t ticket = 0;  // while it waits in the admission queue (mu)
-  bool gone = false;         // the client hung up (mu)
-  std::unique_ptr<AdmittedRequest> admitted;  // set under mu
-  ResponseContext context;
-  std::optional<CompletionBody> body;
-  std::optional<CompletionChunks> chunks;
-};
 
 namespace {
 
@@ -289,94 +239,26 @@ void HttpServer::generate(int endpoint_value, const security::KeyId& caller, std
     leave();
     return ex->reply(error_reply(*e));
   }
-  auto c = std::make_shared<HttpCompletion>(ex, endpoint, std::move(std::get<OpenAiRequest>(parsed)), received);
-  c->unregister = [this] { leave(); };
+  // From here the completion leaves the in-flight count when it goes.
+  auto c = std::make_shared<HttpCompletion>(*this, router_, ex, std::move(std::get<OpenAiRequest>(parsed)), received);
   // A client that hangs up cancels the request on every node, even between writes, or leaves the
   // admission queue.
-  ex->on_hangup([this, weak = std::weak_ptr<HttpCompletion>(c)] {
-    if (auto alive = weak.lock()) alive->hung_up(router_);
+  ex->on_hangup([weak = std::weak_ptr<HttpCompletion>(c)] {
+    if (auto alive = weak.lock()) alive->hung_up();
   });
-  const std::uint64_t ticket = router_.admit_async(
-      c->api.generate, received, caller, [this, c](absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
-        on_admitted(c, std::move(admitted));
-      });
-  std::lock_guard lock(c->mu);
-  if (!c->admitted && !c->gone) c->ticket = ticket;
+  c->start(caller);
 }
 
-void HttpServer::on_admitted(const std::shared_ptr<HttpCompletion>& c,
-                           absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted) {
-  Exchange& ex = *c->ex;
-  const std::string prompt_field = c->endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (!admitted.ok()) {
-    const std::string field = limited_field(admitted.status());
-    return ex.reply(error_reply(from_status(admitted.status(), field.empty() ? prompt_field : field)));
-  }
-  bool gone = false;
-  {
-    std::lock_guard lock(c->mu);
-    c->ticket = 0;
-    c->admitted = std::move(*admitted);
-    gone = c->gone;
-  }
-  if (gone || ex.client_gone()) return;  // the hang-up came while it waited
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) {
-      c->admitted->leave_running();
-      return ex.reply(error_reply(from_status(absl::UnavailableError("the router is shutting down"))));
-    }
-    running_.insert(&c->admitted->control());
-  }
-  c->unregister = [this, control = &c->admitted->control()] {
-    {
-      std::lock_guard lock(mu_);
-      running_.erase(control);
-    }
-    leave();
-  };
-  auto& sampling = *c->api.generate.mutable_sampling();
-  if (c->endpoint == Endpoint::kChat && !c->api.max_tokens_given) {
-    // OpenAI's chat default: no limit but the model's length.
-    const std::int64_t room =
-        router_.model_info().max_model_len() - static_cast<std::int64_t>(c->admitted->prompt().ids.size());
-    if (room > 0) sampling.set_max_tokens(static_cast<std::int32_t>(room));
-  }
-  if (absl::Status s = router_.check_servable(*c->admitted, sampling); !s.ok()) {
-    c->admitted->leave_running();
-    return ex.reply(error_reply(from_status(s, prompt_field)));
-  }
-  c->context.id = str_cat(c->endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", c->admitted->id());
-  c->context.model = c->api.model;
-  c->context.created = unix_now();
-  c->context.endpoint = c->endpoint;
-  c->context.want_logprobs = c->api.want_logprobs;
-  c->context.include_usage = c->api.include_usage;
-  c->context.tokenizer = router_.tokenizer();
+bool HttpServer::track(RequestControl* control) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return false;
+  running_.insert(control);
+  return true;
+}
 
-  if (!c->api.stream) {
-    c->body.emplace(c->context);
-    return router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
-      if (!s.ok()) return c->ex->reply(error_reply(from_status(to_absl_status(s))));
-      if (c->body->finish_reason() == baton::v1::FINISH_REASON_ERROR) {
-        return c->ex->reply(error_reply(ApiError{500, c->body->error(), "internal_error", "", "internal_error"}));
-      }
-      c->ex->reply(json_reply(c->body->body().dump()));
-    });
-  }
-  // Streamed: the 200 and the event-stream headers go out first; a failure from then on is an
-  // error event.
-  ex.start_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
-  c->chunks.emplace(c->context);
-  router_.run(*c->admitted, c->api.generate, nullptr, *c, [c](grpc::Status s) {
-    if (c->ex->client_gone()) return;
-    std::string tail;
-    if (!s.ok()) tail = str_cat("data: ", from_status(to_absl_status(s)).body().dump(), "\n\n");
-    tail += "data: [DONE]\n\n";
-    c->ex->write_async(std::move(tail), [c](bool written) {
-      if (written) c->ex->finish();
-    });
-  });
+void HttpServer::untrack(RequestControl* control) {
+  std::lock_guard lock(mu_);
+  running_.erase(control);
 }
 
 }  // namespace baton::router::http

@@ -14,9 +14,9 @@
 //
 // Threads: none of its own. A completion is parsed and tokenized on the I/O thread that read it,
 // then goes on from callbacks (admission, the run's messages, the client taking them:
-// RouterService::admit_async / run, Exchange::write_async), at most `max_in_flight` at once (more
-// get 429). Must not: parse OpenAI bodies or build responses itself (openai_request.h,
-// openai_response.h do), or block.
+// RouterService::admit_async / run, Exchange::write_async; http_completion.h, one request per
+// choice), at most `max_in_flight` at once (more get 429). Must not: parse OpenAI bodies or build
+// responses itself (openai_request.h, openai_response.h do), or block.
 #pragma once
 
 #include <chrono>
@@ -47,6 +47,11 @@ using baton::http::HttpListener;
 using baton::http::Reply;
 
 class HttpCompletion;
+struct ApiError;
+
+// A JSON 200, and an error in OpenAI's shape (429 and 503 with Retry-After).
+Reply json_reply(std::string body);
+Reply error_reply(const ApiError& e);
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
@@ -86,12 +91,14 @@ class HttpServer {
   Reply tokenize(const std::string& body) const;
   Reply detokenize(const std::string& body) const;
   Reply health() const;
-  // Starts one completion (entered already); it is answered from callbacks.
+  friend class HttpCompletion;
+  // Starts one completion (entered already); it is answered from callbacks (http_completion.h).
   void generate(int endpoint, const security::KeyId& caller, std::shared_ptr<Exchange> ex);
-  void on_admitted(const std::shared_ptr<HttpCompletion>& completion,
-                   absl::StatusOr<std::unique_ptr<AdmittedRequest>> admitted);
   bool enter();  // one more completion in flight; false: max_in_flight reached, or stopping
   void leave();
+  // A running request's control, cancelled if the server stops; false (not tracked) once stopping.
+  bool track(RequestControl* control);
+  void untrack(RequestControl* control);
 
   RouterService& router_;
   const HttpOptions options_;

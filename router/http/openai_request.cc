@@ -39,18 +39,32 @@ class Parser {
                      "invalid_request_error", "model", "model_not_found"};
     }
     refuse_unsupported();
+    std::vector<baton::v1::GenerateRequest> prompts(1);
     if (endpoint_ == Endpoint::kCompletions) {
       if (field(body_, "messages") != nullptr) throw bad_field("messages", "messages belongs to /v1/chat/completions");
-      prompt(r.generate);
+      prompts = this->prompts();
     } else {
-      messages(r.generate);
+      messages(prompts[0]);
     }
     sampling(r);
     if (const json* id = field(body_, "request_id")) r.generate.set_request_id(string_of(*id, "request_id"));
     if (const json* salt = field(body_, "cache_salt")) r.generate.set_cache_salt(string_of(*salt, "cache_salt"));
-    if (const json* n = field(body_, "n"); n != nullptr && integer(*n, "n", 1, 128) != 1) {
-      throw bad_field("n", "n must be 1: this server returns one choice per request");
+    if (const json* n = field(body_, "n")) r.n = static_cast<int>(integer(*n, "n", 1, kMaxChoices));
+    if (prompts.size() * static_cast<std::size_t>(r.n) > kMaxChoices) {
+      throw bad_field(r.n > 1 ? "n" : "prompt", str_cat(prompts.size(), " prompts with n = ", r.n, " make ",
+                                                       prompts.size() * static_cast<std::size_t>(r.n),
+                                                       " choices; at most ", kMaxChoices));
     }
+    // Each prompt's request: its prompt, and everything else the body set on `generate`.
+    for (baton::v1::GenerateRequest& p : prompts) {
+      baton::v1::GenerateRequest g = r.generate;
+      if (p.has_text()) g.set_text(p.text());
+      if (p.has_token_ids()) *g.mutable_token_ids() = p.token_ids();
+      if (p.has_chat()) *g.mutable_chat() = p.chat();
+      p = std::move(g);
+    }
+    r.generate = prompts[0];
+    r.more_prompts.assign(prompts.begin() + 1, prompts.end());
     if (const json* s = field(body_, "stream")) r.stream = boolean(*s, "stream");
     if (const json* so = field(body_, "stream_options")) {
       if (!so->is_object()) throw bad_field("stream_options", str_cat("stream_options must be an object, got ", type_name(*so)));
@@ -178,27 +192,40 @@ class Parser {
     g.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
   }
 
-  void prompt(baton::v1::GenerateRequest& g) {
+  // One request per prompt: a string, an array of token ids, or a list of those (OpenAI's forms).
+  std::vector<baton::v1::GenerateRequest> prompts() {
     const json* p = field(body_, "prompt");
     if (p == nullptr) throw bad_field("prompt", "prompt is required");
+    std::vector<baton::v1::GenerateRequest> out(1);
     if (p->is_string()) {
-      g.set_text(p->get<std::string>());
-      return;
+      out[0].set_text(p->get<std::string>());
+      return out;
     }
     if (!p->is_array()) {
-      throw bad_field("prompt", str_cat("prompt must be a string, an array of token ids, or an array of one of "
-                                        "those; got ", type_name(*p)));
+      throw bad_field("prompt", str_cat("prompt must be a string, an array of token ids, or an array of those; got ",
+                                        type_name(*p)));
     }
     if (p->empty()) throw bad_field("prompt", "prompt is an empty array");
-    if ((*p)[0].is_number()) return set_ids(g, token_ids(*p, "prompt"));
-    if (p->size() != 1) {
-      throw bad_field("prompt", str_cat("prompt is a list of ", p->size(),
-                                        " prompts; this server takes one prompt per request"));
+    if ((*p)[0].is_number()) {
+      set_ids(out[0], token_ids(*p, "prompt"));
+      return out;
     }
-    const json& only = (*p)[0];
-    if (only.is_string()) return g.set_text(only.get<std::string>());
-    if (only.is_array()) return set_ids(g, token_ids(only, "prompt[0]"));
-    throw bad_field("prompt[0]", str_cat("prompt[0] must be a string or an array of token ids, got ", type_name(only)));
+    if (p->size() > kMaxChoices) {
+      throw bad_field("prompt", str_cat("prompt is a list of ", p->size(), " prompts; at most ", kMaxChoices));
+    }
+    out.resize(p->size());
+    for (std::size_t i = 0; i < p->size(); ++i) {
+      const json& one = (*p)[i];
+      const std::string name = str_cat("prompt[", i, "]");
+      if (one.is_string()) {
+        out[i].set_text(one.get<std::string>());
+      } else if (one.is_array()) {
+        set_ids(out[i], token_ids(one, name));
+      } else {
+        throw bad_field(name, str_cat(name, " must be a string or an array of token ids, got ", type_name(one)));
+      }
+    }
+    return out;
   }
 
   // POST /tokenize and /detokenize.
@@ -353,6 +380,21 @@ class Parser {
 };
 
 }  // namespace
+
+std::vector<baton::v1::GenerateRequest> choice_requests(const OpenAiRequest& r) {
+  std::vector<baton::v1::GenerateRequest> out;
+  const std::size_t prompts = 1 + r.more_prompts.size();
+  const bool several = prompts * static_cast<std::size_t>(r.n) > 1;
+  for (std::size_t p = 0; p < prompts; ++p) {
+    for (int j = 0; j < r.n; ++j) {
+      baton::v1::GenerateRequest g = p == 0 ? r.generate : r.more_prompts[p - 1];
+      if (j > 0 && g.sampling().has_seed()) g.mutable_sampling()->set_seed(g.sampling().seed() + static_cast<std::uint64_t>(j));
+      if (several && !g.request_id().empty()) g.set_request_id(str_cat(g.request_id(), "-", out.size()));
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
+}
 
 std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
                                                     const std::string& served_model) {

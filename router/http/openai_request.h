@@ -3,10 +3,10 @@
 // (api_error.h); `model` is checked against the served name (404 model_not_found). Sampling values
 // inside their OpenAI ranges pass to the nodes, which validate them with the engine's own rules.
 //
-// Supported: model, prompt (string, token ids, or a list of exactly one of those), messages
-// (string content or text parts), max_tokens / max_completion_tokens, temperature, top_p, seed,
-// stop, n (1 only), stream, stream_options.include_usage, logprobs (completions: integer; chat:
-// boolean with top_logprobs), presence_penalty, frequency_penalty; vLLM's extras top_k, min_p,
+// Supported: model, prompt (string, token ids, or a list of those), messages (string content or
+// text parts), max_tokens / max_completion_tokens, temperature, top_p, seed, stop, n, stream,
+// stream_options.include_usage, logprobs (completions: integer; chat: boolean with top_logprobs),
+// presence_penalty, frequency_penalty, logit_bias; vLLM's extras top_k, min_p,
 // repetition_penalty, min_tokens, ignore_eos, stop_token_ids, request_id (the id the Abort RPC
 // and the logs know the request by; unique among running requests). Unknown fields are ignored.
 //
@@ -15,6 +15,7 @@
 // Must not: call the router or nodes, or encode prompts (the router's PromptEncoder does).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,16 +29,27 @@ namespace baton::router::http {
 
 enum class Endpoint { kCompletions, kChat };
 
+// A request makes at most this many choices (prompts x n), each its own request on the nodes.
+inline constexpr std::size_t kMaxChoices = 128;
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
   baton::v1::GenerateRequest generate;  // prompt, sampling, request_id ("" : the router assigns one)
+  // Completions with a list of prompts: the requests of the others, as `generate` but the prompt.
+  std::vector<baton::v1::GenerateRequest> more_prompts;
+  int n = 1;  // choices per prompt
   bool max_tokens_given = false;        // chat without it: up to the model's length
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   bool want_logprobs = false;           // completions: logprobs set; chat: logprobs true
   int top_logprobs = 0;
 };
+
+// Every choice's request, in OpenAI's order: prompt p's sample j is choice p * n + j. With n > 1,
+// sample j of a seeded request draws with seed + j (so the samples differ and each is
+// reproducible); with several choices and a request_id, choice i is known as "<request_id>-<i>".
+std::vector<baton::v1::GenerateRequest> choice_requests(const OpenAiRequest& r);
 
 // served_model: the name `model` must equal.
 std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,

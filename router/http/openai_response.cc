@@ -1,5 +1,7 @@
 #include "router/http/openai_response.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 #include "tokenizer/tokenizer.h"
 
@@ -95,57 +97,100 @@ void CompletionBody::add(const baton::v1::GenerateResponse& m) {
   }
 }
 
-json CompletionBody::body() const {
-  std::size_t offset = 0;
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(context_, logprobs_, &offset)},
-                 {"finish_reason", finish_reason_json(finish_)}};
-  const bool chat = context_.endpoint == Endpoint::kChat;
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  else choice["text"] = text_;
-  return {{"id", context_.id},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", context_.created},
-          {"model", context_.model},
-          {"choices", json::array({choice})},
-          {"usage", usage_json(usage_)}};
+baton::v1::Usage merged_usage(const std::vector<const baton::v1::Usage*>& by_choice, int n) {
+  baton::v1::Usage u;
+  if (by_choice.empty()) return u;
+  u = *by_choice.front();
+  auto& s = *u.mutable_speculation();
+  s.clear_accepted_per_position();
+  s.clear_proposals_by_length();
+  u.set_prompt_tokens(0);
+  u.set_cached_prompt_tokens(0);
+  u.set_completion_tokens(0);
+  s.set_num_drafts(0);
+  s.set_num_draft_tokens(0);
+  s.set_num_accepted_tokens(0);
+  for (std::size_t i = 0; i < by_choice.size(); ++i) {
+    const baton::v1::Usage& c = *by_choice[i];
+    if (i % static_cast<std::size_t>(std::max(n, 1)) == 0) {
+      u.set_prompt_tokens(u.prompt_tokens() + c.prompt_tokens());
+      u.set_cached_prompt_tokens(u.cached_prompt_tokens() + c.cached_prompt_tokens());
+    }
+    u.set_completion_tokens(u.completion_tokens() + c.completion_tokens());
+    s.set_num_drafts(s.num_drafts() + c.speculation().num_drafts());
+    s.set_num_draft_tokens(s.num_draft_tokens() + c.speculation().num_draft_tokens());
+    s.set_num_accepted_tokens(s.num_accepted_tokens() + c.speculation().num_accepted_tokens());
+  }
+  return u;
 }
 
-json CompletionChunks::chunk(json choice) const {
-  json c = {{"id", context_.id},
-            {"object", context_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
-            {"created", context_.created},
-            {"model", context_.model},
+json completion_body(const ResponseContext& context, json choices, const baton::v1::Usage& usage) {
+  const bool chat = context.endpoint == Endpoint::kChat;
+  return {{"id", context.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", context.created},
+          {"model", context.model},
+          {"choices", std::move(choices)},
+          {"usage", usage_json(usage)}};
+}
+
+json CompletionBody::choice() const {
+  std::size_t offset = 0;
+  json choice = {{"index", context_.index}, {"logprobs", logprobs_json(context_, logprobs_, &offset)},
+                 {"finish_reason", finish_reason_json(finish_)}};
+  if (context_.endpoint == Endpoint::kChat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  else choice["text"] = text_;
+  return choice;
+}
+
+json CompletionBody::body() const { return completion_body(context_, json::array({choice()}), usage_); }
+
+namespace {
+
+json chunk_of(const ResponseContext& context, json choice) {
+  json c = {{"id", context.id},
+            {"object", context.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", context.created},
+            {"model", context.model},
             {"choices", json::array()}};
   if (!choice.is_null()) c["choices"].push_back(std::move(choice));
-  if (context_.include_usage) c["usage"] = nullptr;
+  if (context.include_usage) c["usage"] = nullptr;
   return c;
 }
+
+}  // namespace
+
+json usage_chunk(const ResponseContext& context, const baton::v1::Usage& usage) {
+  json u = chunk_of(context, nullptr);
+  u["usage"] = usage_json(usage);
+  return u;
+}
+
+json CompletionChunks::chunk(json choice) const { return chunk_of(context_, std::move(choice)); }
 
 std::vector<json> CompletionChunks::on_message(const baton::v1::GenerateResponse& m) {
   std::vector<json> out;
   const bool chat = context_.endpoint == Endpoint::kChat;
   if (chat && !role_sent_) {
-    out.push_back(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+    out.push_back(chunk({{"index", context_.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
                          {"finish_reason", nullptr}}));
     role_sent_ = true;
   }
   if (!m.text().empty() || m.token_ids_size() > 0) {
-    json choice = {{"index", 0}, {"logprobs", logprobs_json(context_, logprobs_of(m), &text_offset_)},
+    json choice = {{"index", context_.index}, {"logprobs", logprobs_json(context_, logprobs_of(m), &text_offset_)},
                    {"finish_reason", nullptr}};
     if (chat) choice["delta"] = {{"content", m.text()}};
     else choice["text"] = m.text();
     out.push_back(chunk(std::move(choice)));
   }
   if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(m.finish_reason())}};
+    json choice = {{"index", context_.index}, {"logprobs", nullptr},
+                   {"finish_reason", finish_reason_json(m.finish_reason())}};
     if (chat) choice["delta"] = json::object();
     else choice["text"] = "";
     out.push_back(chunk(std::move(choice)));
-    if (context_.include_usage) {
-      json u = chunk(nullptr);
-      u["usage"] = usage_json(m.usage());
-      out.push_back(std::move(u));
-    }
+    usage_ = m.usage();
+    if (context_.include_usage && !context_.shared_usage) out.push_back(usage_chunk(context_, m.usage()));
   }
   return out;
 }

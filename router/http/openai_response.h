@@ -4,6 +4,8 @@
 // choice chunk the finish_reason, then a usage chunk with no choices when include_usage). Usage
 // has OpenAI's token counts plus `prompt_tokens_details.cached_tokens` and Baton's `speculation`
 // counts. Logprobs in each endpoint's shape, tokens as their text (token-id mode: "token_id:N").
+// A request with several choices (n > 1, a list of prompts) builds each choice's part with its
+// index and merges them: one body with every choice, one usage for all.
 //
 // Must not: do I/O (http_server.h frames and sends what this builds).
 #pragma once
@@ -30,11 +32,22 @@ struct ResponseContext {
   bool want_logprobs = false;
   bool include_usage = false;
   const Tokenizer* tokenizer = nullptr;  // null: token-id mode
+  int index = 0;  // the choice's index
+  // A stream of one choice among several: it sends no usage chunk of its own (the request's,
+  // merged, comes last: usage_chunk()).
+  bool shared_usage = false;
 };
 
 // "stop", "length", "abort", "error"; null while running.
 nlohmann::json finish_reason_json(baton::v1::FinishReason reason);
 nlohmann::json usage_json(const baton::v1::Usage& usage);
+// One usage for a request's choices (in choice order, n per prompt): each prompt's tokens once
+// (its first choice's prompt and cached counts), every choice's completion tokens and speculation.
+baton::v1::Usage merged_usage(const std::vector<const baton::v1::Usage*>& by_choice, int n);
+// A whole response from its choices (CompletionBody::choice()) and usage.
+nlohmann::json completion_body(const ResponseContext& context, nlohmann::json choices, const baton::v1::Usage& usage);
+// A stream's usage chunk: no choices, the usage.
+nlohmann::json usage_chunk(const ResponseContext& context, const baton::v1::Usage& usage);
 
 // A whole completion, message by message.
 class CompletionBody {
@@ -44,7 +57,9 @@ class CompletionBody {
   bool finished() const { return finish_ != baton::v1::FINISH_REASON_UNSPECIFIED; }
   baton::v1::FinishReason finish_reason() const { return finish_; }
   const std::string& error() const { return error_; }
-  nlohmann::json body() const;
+  const baton::v1::Usage& usage() const { return usage_; }
+  nlohmann::json choice() const;  // this choice, with its index
+  nlohmann::json body() const;    // a response of this choice alone
 
  private:
   ResponseContext context_;
@@ -60,12 +75,14 @@ class CompletionChunks {
  public:
   explicit CompletionChunks(ResponseContext context) : context_(std::move(context)) {}
   std::vector<nlohmann::json> on_message(const baton::v1::GenerateResponse& message);
+  const baton::v1::Usage& usage() const { return usage_; }  // the last message's
 
  private:
   nlohmann::json chunk(nlohmann::json choice) const;
   ResponseContext context_;
   bool role_sent_ = false;
   std::size_t text_offset_ = 0;
+  baton::v1::Usage usage_;
 };
 
 }  // namespace baton::router::http

@@ -139,6 +139,77 @@ TEST_P(HttpEquivalence, CurlAndOpenAiClientEqualBatonGenerate) {
     EXPECT_EQ(forced.json_body()["usage"]["completion_tokens"], kMaxTokens);
   }
 
+  // n and a list of prompts: every choice is its own request, in OpenAI's order (prompt p's sample j
+  // is choice p * n + j); greedy choices are the reference's, usage counts each prompt once and
+  // every choice's tokens.
+  {
+    const json body = {{"model", kModelName}, {"prompt", {prompts()[0], prompts()[1]}}, {"n", 2},
+                       {"max_tokens", kMaxTokens}, {"temperature", 0}};
+    const HttpResult r = curl(base + "/completions", body.dump(), kKey);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json got = r.json_body();
+    ASSERT_EQ(got["choices"].size(), 4u) << r.body;
+    int completion = 0;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(got["choices"][i]["index"], i);
+      EXPECT_EQ(got["choices"][i]["text"], ref.completions[i / 2]["text"]) << i;
+      EXPECT_EQ(got["choices"][i]["finish_reason"], ref.completions[i / 2]["finish_reason"]) << i;
+      completion += ref.completions[i / 2]["generated_tokens"].get<int>();
+    }
+    EXPECT_EQ(got["usage"]["completion_tokens"], completion);
+    EXPECT_EQ(got["usage"]["prompt_tokens"],
+              ref.completions[0]["prompt_tokens"].get<int>() + ref.completions[1]["prompt_tokens"].get<int>());
+
+    // Streamed chat with n = 2: both choices' chunks, each with its index, then one usage chunk.
+    const json chat = {{"model", kModelName}, {"messages", json::parse(kChat)}, {"n", 2}, {"max_tokens", kMaxTokens},
+                       {"temperature", 0}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+    const HttpResult streamed = curl(base + "/chat/completions", chat.dump(), kKey);
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> events = sse_events(streamed.body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+    std::string text[2];
+    json finish[2];
+    int usages = 0, roles = 0;
+    for (std::size_t e = 0; e + 1 < events.size(); ++e) {
+      const json chunk = json::parse(events[e]);
+      EXPECT_TRUE(chunk["id"] == json::parse(events[0])["id"]) << "one id for the whole stream";
+      if (!chunk["usage"].is_null()) {
+        ++usages;
+        EXPECT_EQ(chunk["usage"]["completion_tokens"], 2 * ref.chat["generated_tokens"].get<int>());
+        EXPECT_EQ(chunk["usage"]["prompt_tokens"], ref.chat["prompt_tokens"]);
+      }
+      for (const json& c : chunk["choices"]) {
+        const int i = c["index"];
+        ASSERT_TRUE(i == 0 || i == 1) << chunk.dump();
+        if (c["delta"].contains("role")) ++roles;
+        if (c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
+        if (!c["finish_reason"].is_null()) finish[i] = c["finish_reason"];
+      }
+    }
+    EXPECT_EQ(usages, 1);
+    EXPECT_EQ(roles, 2);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(text[i], ref.chat["text"]) << i;
+      EXPECT_EQ(finish[i], ref.chat["finish_reason"]) << i;
+    }
+
+    // Seeded samples: choice j draws as a request of its own with seed + j does.
+    const auto sampled = [&](int n, int seed) {
+      const json b = {{"model", kModelName}, {"prompt", prompts()[1]}, {"n", n}, {"max_tokens", kMaxTokens},
+                      {"temperature", 0.9}, {"seed", seed}};
+      const HttpResult s = curl(base + "/completions", b.dump(), kKey);
+      EXPECT_EQ(s.status, 200) << s.body;
+      const json got = s.json_body();
+      std::vector<std::string> texts;
+      for (const json& c : got["choices"]) texts.push_back(c["text"]);
+      return texts;
+    };
+    const std::vector<std::string> three = sampled(3, 41);
+    ASSERT_EQ(three.size(), 3u);
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(std::vector<std::string>{three[static_cast<std::size_t>(j)]}, sampled(1, 41 + j)) << j;
+  }
+
   // The official client: completions and chat, streamed and not.
   json cases = json::array();
   for (bool stream : {false, true}) {
@@ -254,11 +325,11 @@ TEST_F(HttpErrors, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
       {"/completions", "{\"model\":", 400, "", ""},
       {"/completions", "{" + m + R"("prompt":"x","max_tokens":"many"})", 400, "max_tokens", ""},
       {"/completions", "{" + m + R"("prompt":"x","temperature":[1]})", 400, "temperature", ""},
-      {"/completions", "{" + m + R"("prompt":"x","n":2})", 400, "n", ""},
-      {"/completions", "{" + m + R"("prompt":["a","b"]})", 400, "prompt", ""},
+      {"/completions", "{" + m + R"("prompt":"x","n":200})", 400, "n", ""},
+      {"/completions", "{" + m + R"("prompt":["a",{}]})", 400, "prompt[1]", ""},
       {"/completions", R"({"model":"gpt-4","prompt":"x"})", 404, "model", "model_not_found"},
       {"/chat/completions", "{" + m + R"("messages":[{"role":"user","content":7}]})", 400, "messages[0].content", ""},
-      {"/chat/completions", "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", ""},
+      {"/chat/completions", "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":0})", 400, "n", ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body);
@@ -410,6 +481,34 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
   }
   EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
   expect_still_serving();  // the slot is free again: not 429
+}
+
+// One choice that cannot run fails the whole request, and the others are stopped, not left
+// running: with --max-running-requests 1 and no queue, one of n = 2 long choices is admitted and
+// the other refused, so the answer is that 429 and the admitted one is cancelled on the nodes.
+TEST_F(HttpErrors, AChoiceThatIsRefusedFailsTheRequestAndStopsTheOthers) {
+  const std::string decode = cluster_->nodes("decode")[0]->address;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    const json body = {{"model", kModelName}, {"prompt", "def h():"}, {"n", 2}, {"max_tokens", 1500},
+                       {"ignore_eos", true}, {"temperature", 0}, {"stream", stream}};
+    const HttpResult r = curl(url("/completions"), body.dump(), kKey);
+    if (!stream || r.status != 200) {
+      expect_error(r, 429, "", "rate_limit_exceeded");
+    } else {
+      // The admitted choice may have started the stream first: then the refusal is its error event.
+      const std::vector<std::string> events = sse_events(r.body);
+      ASSERT_GE(events.size(), 2u) << r.body;
+      EXPECT_EQ(events.back(), "[DONE]");
+      EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "rate_limit_exceeded") << r.body;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!decode_idle(decode_load(decode)) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
+    expect_still_serving();
+  }
 }
 
 TEST_F(HttpErrors, HangingUpBeforeANonStreamedAnswerAbortsOnTheNodes) {

@@ -93,6 +93,39 @@ TEST(OpenAiRequest, LogitBiasKeysAreTokenIds) {
                   .empty());
 }
 
+// n and a list of prompts: every choice's request in OpenAI's order (prompt p's sample j is choice
+// p * n + j), the body's sampling on each, seed + j for sample j, and request ids that stay unique.
+TEST(OpenAiRequest, ChoicesArePromptsTimesN) {
+  const OpenAiRequest r = ok(Endpoint::kCompletions, json::parse(R"({"model":"tiny","prompt":["a",[5,6]],"n":3,
+      "seed":10,"max_tokens":7,"request_id":"job","logit_bias":{"4":1}})"));
+  EXPECT_EQ(r.n, 3);
+  const std::vector<baton::v1::GenerateRequest> c = choice_requests(r);
+  ASSERT_EQ(c.size(), 6u);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(c[i].has_text(), i < 3);
+    if (i >= 3) {
+      EXPECT_EQ(c[i].token_ids().ids_size(), 2);
+    }
+    EXPECT_EQ(c[i].sampling().seed(), 10 + i % 3);
+    EXPECT_EQ(c[i].sampling().max_tokens(), 7);
+    EXPECT_EQ(c[i].sampling().logit_bias().at(4), 1.0f);
+    EXPECT_EQ(c[i].request_id(), "job-" + std::to_string(i));
+  }
+  EXPECT_EQ(c[0].text(), "a");
+  // One choice keeps its request as it is.
+  const OpenAiRequest one = ok(Endpoint::kChat, json::parse(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],
+      "seed":10,"request_id":"job"})"));
+  ASSERT_EQ(choice_requests(one).size(), 1u);
+  EXPECT_EQ(choice_requests(one)[0].request_id(), "job");
+  EXPECT_EQ(choice_requests(one)[0].sampling().seed(), 10u);
+  EXPECT_EQ(choice_requests(one)[0].chat().messages_size(), 1);
+  // Unseeded samples draw their own seeds on the nodes.
+  const OpenAiRequest unseeded = ok(Endpoint::kChat, json::parse(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],
+      "n":2})"));
+  for (const auto& g : choice_requests(unseeded)) EXPECT_FALSE(g.sampling().has_seed());
+}
+
 struct BadCase {
   Endpoint endpoint;
   std::string body;
@@ -123,10 +156,12 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
       {Endpoint::kCompletions, R"({"model":"tiny"})", 400, "prompt", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":5})", 400, "prompt", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":[]})", 400, "prompt", ""},
-      {Endpoint::kCompletions, "{" + m + R"("prompt":["a","b"]})", 400, "prompt", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":["a",5]})", 400, "prompt[1]", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":[1,"b"]})", 400, "prompt[1]", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":[1,-2]})", 400, "prompt[1]", ""},
-      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","n":2})", 400, "n", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","n":129})", 400, "n", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":["a","b","c"],"n":50})", 400, "n", ""},
+      {Endpoint::kCompletions, "{" + m + R"("prompt":"x","n":0})", 400, "n", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":"x","max_tokens":"7"})", 400, "max_tokens", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":"x","max_tokens":0})", 400, "max_tokens", ""},
       {Endpoint::kCompletions, "{" + m + R"("prompt":"x","max_tokens":1.5})", 400, "max_tokens", ""},
@@ -153,7 +188,7 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logprobs":2})", 400, "logprobs", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400,
        "top_logprobs", ""},
-      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":3})", 400, "n", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"n":"3"})", 400, "n", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"request_id":1})", 400, "request_id", ""},
       // What this server does not implement is refused, naming the field, never silently dropped.
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
