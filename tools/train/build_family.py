@@ -1,4 +1,4 @@
-"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> draft -> heads.
+"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> chat -> draft -> heads.
 
 What it is for
   The one command of models/README.md (tools/train/build_family.sh wraps it with `nice` and
@@ -8,7 +8,11 @@ What it is for
   Stages (each reads the previous stages' files, so a later stage can be rerun alone):
     corpus     tools/train/corpus.py -> WORK/corpus (+ OUT/corpus_manifest.json)
     tokenizer  tokenizer_bpe.py -> WORK/tokenizer; data.py -> WORK/data/{train,valid}.npy
-    target     train_lm.py -> OUT/target (BF16); validation loss measured on the BF16 weights
+    target     train_lm.py -> OUT/target (BF16; also WORK/target_base); validation loss measured on
+               the BF16 weights
+    chat       chat_data.py + train_chat.py: the target tuned on its own corpus mixed with
+               docstring -> function conversations (embedding frozen), from WORK/target_base
+               -> OUT/target (BF16), its tokenizer_config.json with the chat template
     draft      train_lm.py (pre-training on the data) -> WORK/draft_pretrained (F32)
     heads      train_heads.py on the frozen BF16 target: draft distillation, EAGLE-3, MTP
                -> OUT/draft, OUT/eagle3, OUT/mtp (BF16)
@@ -20,10 +24,13 @@ What it is for
 
 What it must not do
   Touch anything outside --out and --work; train the heads against weights other than the target
-  exactly as shipped (they are reloaded from OUT/target); depend on wall-clock for what is trained.
+  exactly as shipped (they are reloaded from OUT/target, after the chat stage); tune an already
+  chat-tuned target again (the chat stage starts from WORK/target_base, the target stage's output);
+  depend on wall-clock for what is trained.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -33,16 +40,20 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chat_data  # noqa: E402
 import corpus  # noqa: E402
 import data  # noqa: E402
 import heads  # noqa: E402
+import llama  # noqa: E402
 import tokenizer_bpe  # noqa: E402
+import train_chat  # noqa: E402
 import train_heads  # noqa: E402
 import train_lm  # noqa: E402
 from llama import LlamaConfig, LlamaForCausalLM, load_hf_dir, save_hf_dir  # noqa: E402
+from safetensors_io import read_safetensors  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-STAGES = ("corpus", "tokenizer", "target", "draft", "heads")
+STAGES = ("corpus", "tokenizer", "target", "chat", "draft", "heads")
 
 TINY_TARGET = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64)
@@ -52,7 +63,8 @@ PRESETS = {
     "cpu": dict(target=TINY_TARGET, draft=TINY_DRAFT, seq_len=512, batch=8, amp=True, seed=1234,
                 target_steps=2200, target_lr=2e-3, draft_steps=1000, draft_lr=3e-3,
                 heads_steps=800, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, chain_fraction=0.25, warmup=50,
-                draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24),
+                draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24,
+                chat_steps=300, chat_lr=2e-4, chat_warmup=20, chat_lm_rows=4, chat_rows=4, chat_weight=1.0),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
                              num_key_value_heads=4, head_dim=64),
                  draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
@@ -60,10 +72,12 @@ PRESETS = {
                  seq_len=1024, batch=16, amp=True, seed=1234, target_steps=2000, target_lr=1e-3,
                  draft_steps=2000, draft_lr=2e-3, heads_steps=1500, heads_lr=1e-3, distill_lr=5e-4,
                  ttt_steps=4, chain_fraction=0.5, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
-                 eval_windows=64),
+                 eval_windows=64, chat_steps=400, chat_lr=2e-4, chat_warmup=40, chat_lm_rows=8, chat_rows=8,
+                 chat_weight=1.0),
 }
 PRESETS["smoke"] = dict(PRESETS["cpu"], seq_len=128, batch=2, target_steps=6, draft_steps=6, heads_steps=4,
-                        warmup=2, eval_every=3, eval_windows=2)
+                        warmup=2, eval_every=3, eval_windows=2, chat_steps=4, chat_warmup=2, chat_lm_rows=1,
+                        chat_rows=1)
 
 
 def stage_corpus(p, a, log):
@@ -113,10 +127,72 @@ def stage_target(p, a, log):
     out = os.path.join(a.out, "target")
     save_hf_dir(model.cpu(), out, torch.bfloat16)
     copy_tokenizer(a, out)
+    shutil.copytree(out, os.path.join(a.work, "target_base"), dirs_exist_ok=True)  # what the chat stage tunes
     shipped = load_hf_dir(out, a.device)  # the BF16 weights as shipped, upcast
     v = train_lm.evaluate(shipped, valid, p["batch"], a.device)
     log.append({"model": "target", "shipped_bf16_valid_loss": round(v, 4), "parameters": model.config.num_parameters()})
     print(f"[target] shipped (BF16) valid loss {v:.4f}", flush=True)
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def chat_base(a):
+    """WORK/target_base: the target as the target stage wrote it. A family shipped before the chat
+    stage existed (or a fresh --work) gets it from OUT/target, unless that is chat-tuned already."""
+    base, out = os.path.join(a.work, "target_base"), os.path.join(a.out, "target")
+    if not os.path.exists(os.path.join(base, "model.safetensors")):
+        with open(os.path.join(out, "tokenizer_config.json")) as f:
+            if "chat_template" in json.load(f):
+                raise SystemExit(f"{out} is chat-tuned already and {base} (the target before the chat stage) is "
+                                 "missing: rerun the target stage, or put the untuned target there")
+        shutil.copytree(out, base, dirs_exist_ok=True)
+    return base
+
+
+def stage_chat(p, a, log):
+    base = chat_base(a)
+    train, valid = streams(a, p, a.valid_limit)
+    model = load_hf_dir(base, a.device)
+    pairs = {s: chat_data.Pairs(a.work, s, p["seq_len"] + 1) for s in ("train", "valid")}
+    lm_before = train_lm.evaluate(model, valid, p["batch"], a.device)
+    chat_before, stop_before = train_chat.evaluate_chat(model, pairs["valid"], p["batch"], a.device)
+    log.append({"stage": "chat", "base_sha256": file_sha256(os.path.join(base, "model.safetensors")),
+                "pairs": {s: len(x) for s, x in pairs.items()}, "dropped": {s: x.dropped for s, x in pairs.items()},
+                "valid_loss_before": round(lm_before, 4), "chat_valid_loss_before": round(chat_before, 4),
+                "chat_valid_stop_before": round(stop_before, 4)})
+    print(f"[chat] before: valid loss {lm_before:.4f}; chat answers {chat_before:.4f}, stops {stop_before:.2f}; "
+          f"pairs {len(pairs['train'])} train, {len(pairs['valid'])} valid", flush=True)
+    train_chat.train_chat(model, train, valid, pairs["train"], pairs["valid"], steps=p["chat_steps"],
+                          lm_rows=p["chat_lm_rows"], chat_rows=p["chat_rows"], chat_weight=p["chat_weight"],
+                          seq_len=p["seq_len"], lr=p["chat_lr"], warmup=p["chat_warmup"], seed=p["seed"] + 4,
+                          device=a.device, amp=p["amp"], eval_every=p["eval_every"], eval_windows=p["eval_windows"],
+                          log=log)
+    out = os.path.join(a.out, "target")
+    save_hf_dir(model.cpu(), out, torch.bfloat16)
+    copy_tokenizer(a, out)
+    with open(os.path.join(out, "tokenizer_config.json")) as f:
+        config = json.load(f)
+    config["chat_template"] = chat_data.TEMPLATE
+    llama.write_json(os.path.join(out, "tokenizer_config.json"), config)
+    shipped = load_hf_dir(out, a.device)
+    embed = shipped.model.embed_tokens.weight
+    copies = [load_hf_dir(base, a.device).model.embed_tokens.weight]
+    mtp = os.path.join(a.out, "mtp", "model.safetensors")
+    if os.path.exists(mtp):  # the shipped MTP layer's copies of the embedding and head
+        stored = read_safetensors(mtp)
+        copies += [stored[k].float().to(a.device) for k in sorted(stored) if k.endswith(("embed_tokens.weight",
+                                                                                          "shared_head.head.weight"))]
+    if not all(torch.equal(embed, c) for c in copies):
+        raise SystemExit("chat stage: the shipped embedding differs from the base's or the MTP layer's copies")
+    v = train_lm.evaluate(shipped, valid, p["batch"], a.device)
+    c, s = train_chat.evaluate_chat(shipped, pairs["valid"], p["batch"], a.device)
+    log.append({"model": "target-chat", "shipped_bf16_valid_loss": round(v, 4), "chat_valid_loss": round(c, 4),
+                "chat_valid_stop": round(s, 4), "valid_loss_change": round(v / lm_before - 1, 4)})
+    print(f"[chat] shipped (BF16): valid loss {v:.4f} (before {lm_before:.4f}, {v / lm_before - 1:+.2%}); "
+          f"chat answers {c:.4f} (before {chat_before:.4f}), stops {s:.2f} (before {stop_before:.2f})", flush=True)
 
 
 def stage_draft(p, a, log):
@@ -196,7 +272,7 @@ def main(argv=None):
         globals()["stage_" + stage](p, a, log)
         # cpu_s (all threads) / threads estimates the wall time on an otherwise idle machine.
         log.append({"stage": stage, "wall_s": round(time.time() - t, 1), "cpu_s": round(time.process_time() - cpu, 1),
-                    "preset": a.preset, "device": a.device})
+                    "preset": a.preset, "device": a.device, "threads": a.threads})
         with open(log_path, "w") as f:
             json.dump({"preset": a.preset, "config": p, "log": log}, f, indent=1)
             f.write("\n")

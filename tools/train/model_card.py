@@ -1,14 +1,20 @@
 """Write the family's model card (models/baton-tiny-code/README.md) from what was measured.
 
 What it is for
-  After tools/train/build_family.sh, the card is made from three files, none typed by hand:
+  After tools/train/build_family.sh, the card is made from these files, none typed by hand:
       bench/run_spec_bench.sh family "" --num-prompts 164 --max-tokens 128 > build/family/spec_bench.jsonl
       build/release/cli/baton generate --model models/baton-tiny-code/target \\
           --prompt 'def fibonacci(n):' --max-tokens 96 --json > build/family/sample.json
+      build/release/cli/baton generate --model models/baton-tiny-code/target --max-tokens 160 --json \\
+          --chat '[{"role":"user","content":"Return the n-th Fibonacci number."}]' \\
+          > build/family/chat_sample.json
+      /usr/bin/python3 tools/train/chat_acceptance.py --out build/family/chat_acceptance.json
       /usr/bin/python3 tools/train/model_card.py --family models/baton-tiny-code \\
-          --spec-bench build/family/spec_bench.jsonl --sample build/family/sample.json
+          --spec-bench build/family/spec_bench.jsonl --sample build/family/sample.json \\
+          --chat-sample build/family/chat_sample.json --chat-acceptance build/family/chat_acceptance.json
   It reads FAMILY/training_log.json (data, steps, losses, stage timings), the tensors of every
-  member (parameter counts, dtypes, bytes) and the two measurement files.
+  member (parameter counts, dtypes, bytes), target/tokenizer_config.json (the chat template) and
+  the measurement files (the two chat ones when the log has a chat stage).
 
 What it must not do
   Invent a number: every figure comes from the files above; a missing one is an error.
@@ -46,8 +52,90 @@ def find(log, key, **match):
     return rows[-1]
 
 
+def mismatches(b):
+    """spec_bench's count of requests whose tokens differ from plain decoding (named token_mismatches
+    since it also covers seeded sampling; greedy_mismatches before)."""
+    return b["token_mismatches"] if "token_mismatches" in b else b["greedy_mismatches"]
+
+
 def fmt_params(n):
     return f"{n / 1e6:.2f}M"
+
+
+def write_chat(w, a, log, cfg, rec):
+    """The card's chat section: template, data, tune, results, acceptance on chats, an example."""
+    with open(os.path.join(a.family, "target", "tokenizer_config.json")) as f:
+        template = json.load(f)["chat_template"]
+    with open(a.chat_sample) as f:
+        sample = json.load(f)
+    with open(a.chat_acceptance) as f:
+        acc = json.load(f)
+    ship = find(log, "chat_valid_loss", model="target-chat")
+    final = find(log, "chat_train_answer_tokens", model="chat", final=True)
+    wall = [r for r in log if r.get("stage") == "chat" and "wall_s" in r][-1]
+    w("## Chat\n")
+    w("The target is tuned for chat after its pre-training (stage `chat`: `tools/train/chat_data.py`, "
+      "`tools/train/train_chat.py`), so `baton generate --chat` and `/v1/chat/completions` work on it. "
+      "Its `tokenizer_config.json` holds the chat template. No token was added (the vocabulary stays "
+      f"{find(log, 'vocab_size', stage='tokenizer')['vocab_size']}, so the draft model, the EAGLE-3 head with its "
+      "`d2t` map and the MTP layer with its copy of the embedding stay valid): a conversation renders as\n")
+    w("```")
+    w("<|endoftext|># system\nYou write Python code.\n# user\nReturn the n-th Fibonacci number.\n# assistant\n"
+      "def fibonacci(n):\n    ...\n<|endoftext|># user\n...")
+    w("```\n")
+    w("Each message is `# ROLE`, a newline, its content (trimmed) and a newline; every assistant turn ends with "
+      "`<|endoftext|>` (the EOS: generation stops where a turn ends, as a file ends in the corpus); "
+      "`add_generation_prompt` appends `# assistant` and a newline; roles other than `system`, `user` and "
+      "`assistant` are refused. Baton's Jinja renderer and `@huggingface/jinja` render it identically "
+      "(`tools/train/test_chat.py`). The template:\n")
+    w("```jinja")
+    w(template)
+    w("```\n")
+    w("Data: docstring → function pairs from the corpus, found with Python's `ast`: every top-level function "
+      "whose docstring's first paragraph has at least 3 words. The user turn is that paragraph on one line, "
+      "worded one of three ways picked by a hash of file and name (as written; \"Write a function that returns "
+      "...\" when it starts with a known imperative verb; \"Write a Python function `name`. ...\"); the "
+      "assistant turn is the function's source exactly as in the file, decorators and docstring included: the "
+      "code the target and its heads were trained on, so the tune teaches the turn format and when to stop "
+      "rather than a new style of code. Methods are left out (their source depends on their class), as are "
+      f"pairs longer than a {cfg['seq_len']}-token window (train {rec['dropped']['train']['too long']}, validation "
+      f"{rec['dropped']['valid']['too long']}) and duplicates ({rec['dropped']['train']['duplicate']}). "
+      f"Train: {rec['pairs']['train']:,} pairs from the train split; validation: {rec['pairs']['valid']} pairs "
+      "from the validation files only.\n")
+    w(f"Tune: from the pre-trained target as shipped before (BF16), {cfg['chat_steps']} steps of "
+      f"{cfg['chat_lm_rows']} ordinary corpus windows + {cfg['chat_rows']} windows of packed conversations (20% "
+      "with a system message, 25% of two turns); loss = the windows' LM loss + the conversations' loss on the "
+      "assistant tokens only (each answer and its closing newline and `<|endoftext|>`). The tied embedding / LM "
+      "head is frozen, so the MTP layer's copies of it stay exact (checked bit for bit); AdamW without weight "
+      f"decay, peak lr {cfg['chat_lr']} after {cfg['chat_warmup']} warm-up steps, cosine to 10%, seed "
+      f"{cfg['seed'] + 4}; {final['chat_train_answer_tokens']:,} answer tokens seen; {wall['wall_s'] / 60:.1f} min"
+      + (f" on {wall['threads']} thread{'s' * (wall['threads'] > 1)}" if "threads" in wall else "") + ".\n")
+    w("| on the validation split | before the tune | after (BF16 as shipped) |")
+    w("|---|---|---|")
+    w(f"| LM loss, all validation windows (nats/token) | {rec['valid_loss_before']:.3f} | "
+      f"{ship['shipped_bf16_valid_loss']:.3f} ({ship['valid_loss_change']:+.1%}) |")
+    w(f"| loss on the answers of the {rec['pairs']['valid']} pairs | {rec['chat_valid_loss_before']:.3f} | "
+      f"{ship['chat_valid_loss']:.3f} |")
+    w(f"| answers whose closing `<|endoftext|>` is the argmax (teacher-forced) | "
+      f"{rec['chat_valid_stop_before']:.2f} | {ship['chat_valid_stop']:.2f} |")
+    m = acc["methods"]
+    w(f"\nAcceptance on these chats (`tools/train/chat_acceptance.py`: the {acc['prompts']} validation requests "
+      f"rendered with the template, greedy, k = {acc['num_speculative_tokens']}, at most {acc['max_tokens']} "
+      f"tokens, stopping at `<|endoftext|>`; {m['plain']['stopped']} of {acc['prompts']} stopped, "
+      f"{m['plain']['generated_tokens']:,} tokens in all):\n")
+    w("| method | mean acceptance length | acceptance rate | greedy mismatches |")
+    w("|---|---|---|---|")
+    for name, r in m.items():
+        if name != "plain":
+            w(f"| {name} | {r['mean_acceptance_length']:.2f} | {r['acceptance_rate']:.2f} | {r['greedy_mismatches']} |")
+    w("")
+    w("`baton generate --model models/baton-tiny-code/target --chat '[{\"role\":\"user\",\"content\":"
+      "\"Return the n-th Fibonacci number.\"}]'` (greedy; the assistant turn, finish: "
+      f"{sample['finish_reason']}). Expect the shape of an answer (one function, then the end of the turn) rather "
+      "than a correct one:\n")
+    w("```python")
+    w(sample["text"].rstrip("\n"))
+    w("```\n")
 
 
 def main(argv=None):
@@ -55,6 +143,8 @@ def main(argv=None):
     ap.add_argument("--family", required=True)
     ap.add_argument("--spec-bench", required=True, help="JSONL of bench/run_spec_bench.sh family")
     ap.add_argument("--sample", required=True, help="`baton generate --json` output for the example")
+    ap.add_argument("--chat-sample", help="`baton generate --chat ... --json` output for the chat example")
+    ap.add_argument("--chat-acceptance", help="tools/train/chat_acceptance.py --out")
     a = ap.parse_args(argv)
     with open(os.path.join(a.family, "training_log.json")) as f:
         tl = json.load(f)
@@ -73,6 +163,9 @@ def main(argv=None):
     t_ship = find(log, "shipped_bf16_valid_loss", model="target")
     d_ship = find(log, "shipped_bf16_valid_loss", model="draft")
     vocab = find(log, "draft_vocab_coverage", stage="heads")
+    chat = [r for r in log if r.get("stage") == "chat" and "pairs" in r]
+    if chat and not (a.chat_sample and a.chat_acceptance):
+        raise SystemExit("the log has a chat stage: pass --chat-sample and --chat-acceptance")
     stages = [r for r in log if "wall_s" in r and "stage" in r]
     total_wall = sum(r["wall_s"] for r in stages)
     total_cpu = sum(r["cpu_s"] for r in stages)
@@ -133,6 +226,13 @@ def main(argv=None):
     w("|---|---|---|---|---|---|")
     w(f"| target | {cfg['target_steps']} | {t_final['train_tokens']:,} | {cfg['target_lr']} | "
       f"{t_ship['shipped_bf16_valid_loss']:.3f} (BF16 as shipped) | {math.exp(t_ship['shipped_bf16_valid_loss']):.1f} |")
+    if chat:
+        c_ship = find(log, "chat_valid_loss", model="target-chat")
+        w(f"| target, chat tune (embedding frozen) | {cfg['chat_steps']} | "
+          f"{find(log, 'lm_train_tokens', model='chat', final=True)['lm_train_tokens']:,} LM + "
+          f"{find(log, 'chat_train_answer_tokens', model='chat', final=True)['chat_train_answer_tokens']:,} answer | "
+          f"{cfg['chat_lr']} | {c_ship['shipped_bf16_valid_loss']:.3f} (BF16 as shipped; "
+          f"{chat[-1]['valid_loss_before']:.3f} before) | {math.exp(c_ship['shipped_bf16_valid_loss']):.1f} |")
     w(f"| draft, pre-training | {cfg['draft_steps']} | {d_final['train_tokens']:,} | {cfg['draft_lr']} | "
       f"{d_final['valid_loss']:.3f} | {d_final['valid_ppl']:.1f} |")
     w(f"| draft, distilled (with the heads) | {cfg['heads_steps']} | | {cfg['distill_lr']} | "
@@ -147,8 +247,12 @@ def main(argv=None):
       "target's greedy token on the validation split, per drafting step: "
       f"draft model {agree['draft'][0]:.2f}; EAGLE-3 {', '.join(f'{x:.2f}' for x in agree['eagle3'])}; "
       f"MTP {', '.join(f'{x:.2f}' for x in agree['mtp'])}.\n")
-    w(f"Stage times (this 2-core machine): " + ", ".join(f"{r['stage']} {r['wall_s'] / 60:.1f} min" for r in stages)
+    w("Stage times (this 2-core machine): " + ", ".join(
+        f"{r['stage']} {r['wall_s'] / 60:.1f} min" + (f" ({r['threads']} thread{'s' * (r['threads'] > 1)})"
+                                                       if "threads" in r else "") for r in stages)
       + f"; total {total_wall / 60:.1f} min wall, {total_cpu / 60:.1f} CPU-minutes.\n")
+    if chat:
+        write_chat(w, a, log, cfg, chat[-1])
 
     w("## Acceptance (Baton's engine)\n")
     w("`bench/run_spec_bench.sh family` on the HumanEval prompts (`bench/data/HumanEval.jsonl.gz`), "
@@ -157,7 +261,7 @@ def main(argv=None):
       "1 + accepted / drafts (tokens emitted per verification step); the TPOT ratio is speculative / plain, "
       "paired per prompt in one run (median; below 1 is faster). "
       + ("Output was token-identical to plain greedy decoding for every prompt and method.\n"
-         if all(b["greedy_mismatches"] == 0 for b in bench) else
+         if all(mismatches(b) == 0 for b in bench) else
          "**Some outputs differed from plain greedy decoding (see the last column): a bug.**\n"))
     w("| method | mean acceptance length | acceptance rate | per position (1..k) | TPOT ratio | greedy mismatches |")
     w("|---|---|---|---|---|---|")
@@ -165,7 +269,7 @@ def main(argv=None):
         method = b["speculative_config"]["method"]
         pos = ", ".join(f"{x:.2f}" for x in b["acceptance_per_position"])
         w(f"| {method} | {b['mean_acceptance_length']:.2f} | {b['acceptance_rate']:.2f} | {pos} | "
-          f"{b['tpot_ratio_median']:.2f} | {b['greedy_mismatches']} |")
+          f"{b['tpot_ratio_median']:.2f} | {mismatches(b)} |")
     w("\nTPOT ratios above 1 are expected at this size for the model-based proposers: a 7M-parameter target "
       "step is mostly fixed per-step overhead, so a proposer forward costs almost as much as the target's and "
       "k = 4 drafting steps can outweigh what verification saves; the CPU proposers (ngram, suffix) cost nearly "
