@@ -200,9 +200,9 @@ TEST_P(HttpEquivalence, CurlAndOpenAiClientEqualBatonGenerate) {
                       {"temperature", 0.9}, {"seed", seed}};
       const HttpResult s = curl(base + "/completions", b.dump(), kKey);
       EXPECT_EQ(s.status, 200) << s.body;
-      const json got = s.json_body();
+      const json answer = s.json_body();
       std::vector<std::string> texts;
-      for (const json& c : got["choices"]) texts.push_back(c["text"]);
+      for (const json& c : answer["choices"]) texts.push_back(c["text"]);
       return texts;
     };
     const std::vector<std::string> three = sampled(3, 41);
@@ -253,6 +253,59 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"eagle3", R"({"method":"eagle3","model":")" + source_path("models/baton-tiny-code/eagle3") +
                                              R"(","num_speculative_tokens":4})"}),
     [](const ::testing::TestParamInfo<SpecCase>& i) { return i.param.label; });
+
+// The newcomer's first chat: the default `baton up --http-port 0` (the bundled target with its own
+// chat template, EAGLE-3 drafting, KV over UCX) answers the official `openai` client's chat,
+// streamed and not, with local generation's text, which is Python (it compiles) that ends where the
+// model ends its turn; a repeated prompt is served from the prefix cache with the same text.
+TEST(HttpBundledModel, TheDefaultClusterChatsInPythonWithTheOpenAiClient) {
+  const std::string log_dir = scratch_path("baton-http-bundled-up").string();
+  Subprocess::Options o;
+  o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--http-port", "0", "--kv-cache-memory", "0.125", "--bin-dir",
+            BATON_BINARY_DIR, "--log-dir", log_dir};
+  o.log_path = log_dir + "/up.log";
+  std::filesystem::create_directories(log_dir);
+  auto up = Subprocess::start(std::move(o));
+  ASSERT_TRUE(up.ok()) << up.status();
+  // "baton up: OpenAI API on http://HOST:PORT/v1 (...)"
+  auto line = (*up)->wait_for_line("OpenAI API on ", std::chrono::seconds(180));
+  ASSERT_TRUE(line.ok()) << line.status() << (*up)->log_tail();
+  const std::size_t at = line->find("OpenAI API on ") + 14;
+  const std::string base = line->substr(at, line->find(' ', at) - at);
+  const std::string model = source_path("models/baton-tiny-code/target");
+  const std::string messages = R"([{"role":"user","content":"Return the n-th Fibonacci number."}])";
+  const json expected = baton_generate(model, {"--chat", messages, "--max-tokens", "128", "--temperature", "0"});
+  ASSERT_EQ(expected["finish_reason"], "stop") << expected.dump();
+  json cases = json::array();
+  for (bool stream : {false, true, false}) {
+    cases.push_back({{"kind", "chat"}, {"stream", stream},
+                     {"params", {{"model", "target"}, {"messages", json::parse(messages)}, {"max_tokens", 128},
+                                 {"temperature", 0}}}});
+  }
+  const ProcessOutput node = run_program(
+      {"/usr/bin/node", source_path("tests/http/client/openai_check.mjs"), base, "no-key-needed", cases.dump()});
+  ASSERT_EQ(node.code, 0) << node.out;
+  const std::size_t result_at = node.out.find("RESULT ");
+  ASSERT_NE(result_at, std::string::npos) << node.out;
+  const json results = json::parse(node.out.substr(result_at + 7, node.out.find('\n', result_at) - result_at - 7));
+  ASSERT_EQ(results.size(), cases.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(cases[i].dump());
+    ASSERT_FALSE(results[i].contains("error")) << results[i].dump();
+    EXPECT_EQ(results[i]["text"], expected["text"]);
+    EXPECT_EQ(results[i]["finish_reason"], "stop");
+  }
+  EXPECT_EQ(results[2]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0, true) << results[2].dump();
+  // Python code: the reply compiles.
+  const std::filesystem::path reply = temp_path("baton-chat-reply.py");
+  std::ofstream(reply) << expected["text"].get<std::string>();
+  const ProcessOutput compiled =
+      run_program({"/usr/bin/python3", "-c", "import sys; compile(open(sys.argv[1]).read(), 'reply', 'exec')",
+                   reply.string()});
+  std::filesystem::remove(reply);
+  EXPECT_EQ(compiled.code, 0) << expected["text"] << "\n" << compiled.out;
+  EXPECT_EQ((*up)->terminate(std::chrono::seconds(30)), 0) << (*up)->log_tail();
+}
 
 // ---- errors, limits and a client that hangs up ------------------------------------------------
 

@@ -1,5 +1,5 @@
-// What the HTTP API tests share: a copy of the bundled target model with a chat template (the
-// bundled one has none), the real clients (curl, the `openai` npm client, a raw socket for a
+// What the HTTP API tests share: a copy of the bundled target model with a ChatML chat template
+// (in place of its own), the real clients (curl, the `openai` npm client, a raw socket for a
 // client that hangs up), and the local reference (`baton generate`, the real binary).
 #pragma once
 

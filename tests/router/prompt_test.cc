@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/scratch.h"
@@ -21,20 +22,31 @@ using ::testing::HasSubstr;
 
 std::string bundled_dir() { return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/target"; }
 
-// The bundled tokenizer with a ChatML template added (the bundled model has none).
+// The bundled tokenizer with its chat template replaced (nullopt: removed).
+std::string tokenizer_dir_with(const std::string& name, const std::optional<std::string>& chat_template) {
+  const auto d = baton::testing::scratch_path("baton-router-prompt-test-" + name);
+  std::filesystem::create_directories(d);
+  std::filesystem::copy_file(bundled_dir() + "/tokenizer.json", d / "tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(bundled_dir() + "/tokenizer_config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  if (chat_template) config["chat_template"] = *chat_template;
+  else config.erase("chat_template");
+  std::ofstream(d / "tokenizer_config.json") << config.dump();
+  return d.string();
+}
+
+// ChatML, whose markers the tests below look for.
 std::string chat_tokenizer_dir() {
-  static const std::string dir = [] {
-    const auto d = baton::testing::scratch_path("baton-router-prompt-test");
-    std::filesystem::create_directories(d);
-    std::filesystem::copy_file(bundled_dir() + "/tokenizer.json", d / "tokenizer.json");
-    std::ifstream in(bundled_dir() + "/tokenizer_config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    config["chat_template"] =
-        "{{ bos_token }}{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
-        "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-    std::ofstream(d / "tokenizer_config.json") << config.dump();
-    return d.string();
-  }();
+  static const std::string dir = tokenizer_dir_with(
+      "chatml", "{{ bos_token }}{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  return dir;
+}
+
+// A tokenizer without a chat template.
+std::string templateless_dir() {
+  static const std::string dir = tokenizer_dir_with("none", std::nullopt);
   return dir;
 }
 
@@ -102,7 +114,7 @@ TEST(Prompt, ChatIsRenderedThenEncodedWithoutSpecialTokens) {
 }
 
 TEST(Prompt, ChatNeedsATemplateAndMessages) {
-  auto tokenizer = load(bundled_dir());
+  auto tokenizer = load(templateless_dir());
   PromptEncoder encoder(tokenizer.get());
   baton::v1::GenerateRequest r;
   r.mutable_chat();

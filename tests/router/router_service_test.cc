@@ -112,12 +112,22 @@ TEST_F(RouterWithoutNodes, TokenizeGivesGeneratesIds) {
   EXPECT_EQ(std::vector<std::int32_t>(response.ids().begin(), response.ids().end()), expected);
   EXPECT_EQ(response.prompt(), "import os\n");
 
+  // A chat, through the bundled model's template: the rendered text encoded without another BOS.
   grpc::ClientContext chat_context;
   baton::v1::TokenizeRequest chat;
-  chat.mutable_chat()->add_messages()->set_content("hi");
-  const grpc::Status s = client_->stub().Tokenize(&chat_context, chat, &response);
+  auto* message = chat.mutable_chat()->add_messages();
+  message->set_role("user");
+  message->set_content("hi");
+  ASSERT_TRUE(client_->stub().Tokenize(&chat_context, chat, &response).ok());
+  EXPECT_THAT(response.prompt(), ::testing::StartsWith("<|endoftext|># user\nhi\n"));
+  EXPECT_EQ(std::vector<std::int32_t>(response.ids().begin(), response.ids().end()),
+            (*tokenizer)->encode(response.prompt(), false));
+  // A role the template does not know: its own error, as INVALID_ARGUMENT.
+  grpc::ClientContext bad_context;
+  message->set_role("tool");
+  const grpc::Status s = client_->stub().Tokenize(&bad_context, chat, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("no chat_template"));
+  EXPECT_THAT(s.error_message(), HasSubstr("roles system, user and assistant"));
 }
 
 TEST_F(RouterWithoutNodes, HealthIsServing) {
@@ -163,7 +173,7 @@ TEST_F(RouterWithoutNodes, ModelInfoAndAbort) {
   ASSERT_TRUE(client_->stub().GetModelInfo(&context, {}, &info).ok());
   EXPECT_EQ(info.model(), "target");
   EXPECT_TRUE(info.has_tokenizer());
-  EXPECT_FALSE(info.has_chat_template());
+  EXPECT_TRUE(info.has_chat_template());
   EXPECT_EQ(info.vocab_size(), 4096);
   EXPECT_EQ(info.num_decode_nodes(), 0);
   EXPECT_EQ(info.num_prefill_nodes(), 0);

@@ -30,6 +30,7 @@ TEST(ChatTemplateReference, RendersLikeHuggingFaceJinja) {
   std::vector<std::unique_ptr<Tokenizer>> tokenizers;
   auto dirs = testing::real_tokenizer_dirs();
   for (const auto& d : testing::fixture_tokenizer_dirs()) dirs.push_back(d);
+  dirs.push_back(testing::bundled_tokenizer_dir());  // the bundled model's own chat template
   for (const auto& dir : dirs) {
     auto config = load_tokenizer_config(dir.path);
     ASSERT_TRUE(config.ok()) << config.status();

@@ -66,11 +66,17 @@ class SyncClientTest(unittest.TestCase):
         self.assertIn("decode role", via_cli["backend"])
 
     def test_stop_string_and_seed(self):
-        local = local_generate(PROMPT, "--max-tokens", "64", "--temperature", "0", "--stop", "isinstance")
-        r = self.client.generate(PROMPT, max_tokens=64, temperature=0, stop=["isinstance"])
+        # A stop string from the middle of the greedy continuation: the text ends right before its
+        # first occurrence, as a local run with the same stop string ends.
+        full = local_generate(PROMPT, "--max-tokens", "64", "--temperature", "0", "--ignore-eos")["text"]
+        words = [w for w in full.split() if len(w) >= 4 and full.index(w) > 0]
+        self.assertTrue(words, full)
+        stop = words[len(words) // 2]
+        local = local_generate(PROMPT, "--max-tokens", "64", "--temperature", "0", "--ignore-eos", "--stop", stop)
+        r = self.client.generate(PROMPT, max_tokens=64, temperature=0, ignore_eos=True, stop=[stop])
         self.assertEqual(r.text, local["text"])
-        self.assertEqual((r.finish_reason, r.stop_string), ("stop", "isinstance"))
-        self.assertIn("Return", r.text)
+        self.assertEqual(r.text, full[:full.index(stop)])
+        self.assertEqual((r.finish_reason, r.stop_string), ("stop", stop))
         # Sampled with a seed: the same tokens every time (speculation keeps the distribution, not
         # the engine-without-speculation's exact draws, so the reference is the cluster itself).
         a, b = (self.client.generate(PROMPT, max_tokens=32, temperature=0.8, top_p=0.9, seed=7) for _ in range(2))
