@@ -48,6 +48,8 @@ packages=(
   python3 python3-torch python3-numpy
   # the Python client SDK (sdk/python) and its tests
   python3-grpcio python3-protobuf
+  # the reference JSON Schema validator that constrained decoding's output is checked with (tests)
+  python3-jsonschema
   # tools/helm-render renders the Helm chart in CI without Helm, on the libraries Helm itself is built
   # from (Go in GOPATH mode: text/template + sprig's functions, sigs.k8s.io/yaml for values and
   # toYaml, gojsonschema for values.schema.json, BurntSushi/toml for toToml)
