@@ -36,6 +36,7 @@ const std::vector<FlagSpec>& up_flags() {
       {"transport", "T", "KV transport: ucx or grpc (default ucx)"},
       {"threads", "N", "CPU threads per node (default: cores / nodes)"},
       {"kv-cache-memory", "GIB", "KV cache per node in GiB (default 1)"},
+      {"no-enable-prefix-caching", "", "the nodes keep no prefix cache (vLLM's flag; on by default)"},
       {"proposer-sidecar", "", "start a baton-proposer and let every decode node draft through it (speculative "
                                "method ngram or suffix; the suffix cache is then shared by all decode nodes)"},
       {"local-prefill-max-tokens", "N", "prompts this short prefill on the decode node (default 0: never)"},
@@ -133,6 +134,7 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
     return absl::InvalidArgumentError(str_cat("--transport must be ucx or grpc, got '", o.transport, "'"));
   }
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
+  if (f.has("no-enable-prefix-caching")) o.node_args.push_back("--no-enable-prefix-caching");
   // The router's own flags, passed through as given (the router checks them).
   for (const char* flag :
        {"local-prefill-max-tokens", "served-model-name", "chat-template", "max-running-requests", "max-queued-requests"}) {

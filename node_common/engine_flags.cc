@@ -20,6 +20,8 @@ const std::vector<FlagSpec>& engine_flags() {
       {"max-model-len", "N", "longest sequence (default: the model's, capped by the cache)"},
       {"max-num-seqs", "N", "requests running at once (default 64)"},
       {"max-num-batched-tokens", "N", "token budget of one engine step (default 2048)"},
+      {"no-enable-prefix-caching", "", "turn the prefix cache off (vLLM's flag; it is on by default, EAGLE and MTP "
+                                       "included)"},
       {"graphs", "MODE",
        "replay decode and verification steps from captured graphs: auto (default: on a CUDA device), on, off "
        "(every step op by op, like vLLM's --enforce-eager)"},
@@ -79,6 +81,7 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
   if (max_seqs) c.scheduler.max_num_seqs = static_cast<std::int32_t>(*max_seqs);
   BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-num-batched-tokens"));
   if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
+  c.scheduler.enable_prefix_caching = !f.has("no-enable-prefix-caching");
   if (auto spec = f.get("speculative-config")) {
     auto parsed = SpeculativeConfig::parse(*spec, role);
     if (!parsed.ok()) {

@@ -412,6 +412,45 @@ TEST(GenerateCliBatch, PromptsFileRunsEveryPromptAndSummarizes) {
   std::filesystem::remove(path);
 }
 
+// Prefix caching is on by default, EAGLE-3 drafting included, and --no-enable-prefix-caching (vLLM's
+// flag) turns it off: one request at a time, the second of two equal prompts reuses two blocks of
+// 16 tokens, or none; the tokens are the same either way.
+TEST(GenerateCliBatch, PrefixCachingIsOnByDefaultAndTheFlagTurnsItOff) {
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("baton_cache_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream f(path);
+    std::string ids = "1";
+    for (int i = 0; i < 39; ++i) ids += "," + std::to_string(5 + (i * 7) % 90);
+    for (int i = 0; i < 2; ++i) f << R"({"prompt_tokens": [)" << ids << R"(], "max_tokens": 6})" << "\n";
+  }
+  const std::string spec = R"('{"method":"eagle3","num_speculative_tokens":2,"model":")" +
+                           testing::fixture_path("spec/eagle3-llama-f32") + R"("}')";
+  const std::string base = "generate --model " + testing::fixture_path("llama-f32") + " --prompts-file " + path +
+                           " --ignore-eos --max-num-seqs 1 --json --speculative-config " + spec;
+  std::map<std::string, std::vector<nlohmann::json>> runs;
+  for (const std::string flag : {"", " --no-enable-prefix-caching"}) {
+    const ProcessResult r = run_baton(base + flag);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream in(r.out);
+    std::vector<nlohmann::json> by_index(2);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("index")) by_index[j["index"].get<std::size_t>()] = j;
+    }
+    runs[flag] = by_index;
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(runs[""][0]["cached_prompt_tokens"], 0);
+  EXPECT_EQ(runs[""][1]["cached_prompt_tokens"], 32);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(runs[" --no-enable-prefix-caching"][static_cast<std::size_t>(i)]["cached_prompt_tokens"], 0) << i;
+    EXPECT_EQ(runs[" --no-enable-prefix-caching"][static_cast<std::size_t>(i)]["token_ids"],
+              runs[""][static_cast<std::size_t>(i)]["token_ids"])
+        << i;
+  }
+}
+
 // A speculative batch reports its speculation without --json too: the line names the same counters
 // the JSON summary has.
 TEST(GenerateCliBatch, PromptsFileWithSpeculationPrintsItsCountersWithoutJson) {
