@@ -19,6 +19,9 @@ class SequenceDecoder final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& child : children_) child->decode_chain(tokens);
   }
+  void decode_chain_raw(std::vector<std::string>& tokens) const override {
+    for (const auto& child : children_) child->decode_chain_raw(tokens);
+  }
   bool joins_byte_runs() const override {
     for (const auto& child : children_) {
       if (child->joins_byte_runs()) return true;
@@ -35,6 +38,10 @@ class SequenceDecoder final : public Decoder {
 class ByteLevelDecoder final : public Decoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
+    decode_chain_raw(tokens);
+    tokens[0] = unicode::utf8_lossy(tokens[0]);
+  }
+  void decode_chain_raw(std::vector<std::string>& tokens) const override {
     const auto& table = unicode::byte_level_table();
     std::string bytes;
     std::string token_bytes;
@@ -52,7 +59,7 @@ class ByteLevelDecoder final : public Decoder {
       }
       bytes.append(mapped ? token_bytes : token);
     }
-    tokens.assign(1, unicode::utf8_lossy(bytes));
+    tokens.assign(1, std::move(bytes));
   }
 };
 
@@ -121,14 +128,18 @@ class ReplaceDecoder final : public Decoder {
 class ByteFallbackDecoder final : public Decoder {
  public:
   bool joins_byte_runs() const override { return true; }
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens) const override { decode(tokens, /*repair=*/true); }
+  void decode_chain_raw(std::vector<std::string>& tokens) const override { decode(tokens, /*repair=*/false); }
+
+ private:
+  void decode(std::vector<std::string>& tokens, bool repair) const {
     std::vector<std::string> out;
     out.reserve(tokens.size());
     std::string run;
     std::size_t run_length = 0;
     auto flush = [&] {
       if (run_length == 0) return;
-      if (unicode::is_valid_utf8(run)) {
+      if (!repair || unicode::is_valid_utf8(run)) {
         out.push_back(run);
       } else {
         for (std::size_t i = 0; i < run_length; ++i) out.emplace_back("\xEF\xBF\xBD");

@@ -21,6 +21,9 @@ class Decoder {
   virtual ~Decoder() = default;
   // Rewrites `tokens` (one string per token, in order).
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  // decode_chain() without repairing invalid UTF-8: the bytes themselves, for one token's share
+  // of a text (which may end inside a character). Decoders that repair override it.
+  virtual void decode_chain_raw(std::vector<std::string>& tokens) const { decode_chain(tokens); }
   // Whether <0xXX> tokens are joined into text by run (ByteFallback): the text of a run is only
   // final once the run ends, which streaming decode must wait for.
   virtual bool joins_byte_runs() const { return false; }

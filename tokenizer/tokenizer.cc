@@ -174,6 +174,30 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
   return text;
 }
 
+std::vector<std::string> Tokenizer::token_bytes() const {
+  std::vector<std::string> out(static_cast<std::size_t>(vocab_size_));
+  // The token between two "x": decoders that treat a text's first or last token specially
+  // (Metaspace's prefix space, Strip, a BPE suffix) then treat it as any other; "x" decodes as
+  // itself in every supported decoder, so what lies between is the token's own bytes.
+  std::vector<std::string> tokens;
+  for (std::int32_t id = 0; id < vocab_size_; ++id) {
+    const std::string* content = decoded_content(id, /*skip_special_tokens=*/true);
+    if (content == nullptr) continue;
+    if (!decoder_) {
+      out[static_cast<std::size_t>(id)] = *content;
+      continue;
+    }
+    tokens.assign({"x", *content, "x"});
+    decoder_->decode_chain_raw(tokens);
+    std::string text;
+    for (const auto& t : tokens) text.append(t);
+    if (text.size() >= 2 && text.front() == 'x' && text.back() == 'x') {
+      out[static_cast<std::size_t>(id)] = text.substr(1, text.size() - 2);
+    }
+  }
+  return out;
+}
+
 const std::string* Tokenizer::decoded_content(std::int32_t id, bool skip_special_tokens) const {
   const AddedToken* added = added_->find(id);
   const std::string* content = added != nullptr ? &added->decoded : model_->id_to_token(id);

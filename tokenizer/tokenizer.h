@@ -48,6 +48,10 @@ class Tokenizer {
   std::int32_t vocab_size() const;  // 1 + the largest id, added tokens included
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(std::int32_t id) const;
+  // Each id's share of a decoded text, as raw bytes (a byte-level token may end inside a UTF-8
+  // character): what the token adds when it stands between two others. Empty for special tokens
+  // and ids without a token. For constrained decoding's token masks.
+  std::vector<std::string> token_bytes() const;
   std::optional<std::int32_t> bos_token_id() const;  // from tokenizer_config.json
   std::vector<std::int32_t> eos_token_ids() const;   // from tokenizer_config.json
   bool has_chat_template() const { return chat_template_ != nullptr; }

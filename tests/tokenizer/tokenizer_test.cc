@@ -308,5 +308,29 @@ TEST(DecodeStream, MatchesFullDecodeOnRandomIdsWithSpecials) {
   }
 }
 
+// token_bytes(): each token's raw share of a text. Concatenated over a text's ids it gives the
+// text back byte for byte (with the space a SentencePiece-style tokenizer puts before the first
+// word), also where a byte-level token ends inside a UTF-8 character; special tokens have none.
+TEST(TokenBytes, ConcatenatedTheyAreTheTextForEveryTokenizer) {
+  std::vector<testing::TokenizerDir> dirs = testing::real_tokenizer_dirs();
+  for (const auto& d : testing::fixture_tokenizer_dirs()) dirs.push_back(d);
+  dirs.push_back(testing::bundled_tokenizer_dir());
+  const std::vector<std::string> texts = {"def add(a, b):\n    return a + b\n", "{\"name\": \"caf\xC3\xA9\", \"n\": [1, 2.5]}",
+                                          "  leading and trailing  ", "\xE2\x82\xAC\xF0\x9F\x98\x80 \xE4\xBD\xA0\xE5\xA5\xBD"};
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir.name);
+    auto tok = Tokenizer::load(dir.path);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    const std::vector<std::string> bytes = (*tok)->token_bytes();
+    ASSERT_EQ(bytes.size(), static_cast<std::size_t>((*tok)->vocab_size()));
+    for (const std::string& text : texts) {
+      std::string joined;
+      for (std::int32_t id : (*tok)->encode(text, /*add_special_tokens=*/false)) joined += bytes[static_cast<std::size_t>(id)];
+      EXPECT_TRUE(joined == text || joined == " " + text) << text << " -> " << joined;
+    }
+    for (std::int32_t eos : (*tok)->eos_token_ids()) EXPECT_TRUE(bytes[static_cast<std::size_t>(eos)].empty()) << eos;
+  }
+}
+
 }  // namespace
 }  // namespace baton
