@@ -188,8 +188,7 @@ int generate_main(int argc, char** argv) {
     auto engine = Engine::create(*config);
     if (!engine.ok()) return fail(engine.status());
     if (tokenizer) {
-      const Tokenizer* tok = tokenizer.get();
-      (*engine)->set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+      attach_tokenizer(**engine, *tokenizer);
     }
     BatchOptions bo;
     bo.path = *f.get("prompts-file");
@@ -230,8 +229,7 @@ int generate_main(int argc, char** argv) {
   auto engine = Engine::create(*config);
   if (!engine.ok()) return fail(engine.status());
   if (tokenizer) {
-    const Tokenizer* tok = tokenizer.get();
-    (*engine)->set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+    attach_tokenizer(**engine, *tokenizer);
   }
   const std::size_t prompt_len = prompt.size();
   if (auto s = (*engine)->add_request("generate-0", std::move(prompt), *sampling); !s.ok()) return fail(s);

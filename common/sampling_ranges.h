@@ -25,6 +25,8 @@ inline constexpr std::int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
 // [-100, 100], at most this many tokens per request.
 inline constexpr float kMaxAbsLogitBias = 100.0f;
 inline constexpr std::size_t kMaxLogitBiasTokens = 1024;
+// response_format (OpenAI's object as JSON text): at most this many bytes.
+inline constexpr std::size_t kMaxResponseFormatBytes = 64 * 1024;
 
 // InvalidArgument naming the first field out of range ("top_p must be in (0, 1], got 2"); NaN
 // and infinities are out of every range. min_tokens is checked against max_tokens when both are set.

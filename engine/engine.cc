@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "engine/spec/proposer_factory.h"
+#include "engine/structured/json_grammar.h"
 #include "kernels/backend_factory.h"
 #include "spdlog/spdlog.h"
 
@@ -265,9 +266,45 @@ absl::Status Engine::add_request(const std::string& id, std::vector<std::int32_t
   r->blocks.set_salt(options.cache_salt);
   if (decoder_factory_) r->decoder = decoder_factory_();
   r->stop_checker = std::make_unique<StopChecker>(r->params, c.eos_token_ids, r->decoder.get());
+  if (absl::Status s = constrain(*r); !s.ok()) {
+    return absl::Status(s.code(), str_cat("request '", id, "': ", s.message()));
+  }
   if (speculator_) speculator_->add_request(*r);
   scheduler_->add(r.get());
   requests_.emplace(id, std::move(r));
+  return absl::OkStatus();
+}
+
+void Engine::set_token_bytes(const std::vector<std::string>& bytes) {
+  token_masker_ = std::make_shared<const structured::TokenMasker>(bytes, model_->config().eos_token_ids);
+}
+
+absl::Status Engine::constrain(Request& r) {
+  const std::string& format = r.params.response_format;
+  if (format.empty()) return absl::OkStatus();
+  if (!token_masker_) {
+    return absl::InvalidArgumentError("response_format needs the model's tokenizer, and this engine has none");
+  }
+  if (r.params.ignore_eos) {
+    // The format ends with the end token; output past it would follow no grammar.
+    return absl::InvalidArgumentError("response_format cannot be combined with ignore_eos");
+  }
+  if (token_masker_->vocab_size() > static_cast<std::size_t>(model_->config().vocab_size)) {
+    return absl::InvalidArgumentError("response_format: the tokenizer has more tokens than the model");
+  }
+  auto it = grammars_.find(format);
+  if (it == grammars_.end()) {
+    absl::StatusOr<std::shared_ptr<const structured::Grammar>> g = structured::response_format_grammar(format);
+    if (!g.ok()) return absl::InvalidArgumentError(g.status().message());
+    if (grammars_.size() >= 64) grammars_.clear();
+    it = grammars_.emplace(format, *g).first;
+  }
+  if (!it->second) return absl::OkStatus();  // {"type": "text"}
+  // The masker covers the tokenizer's ids; the model's rows may be longer (padded vocabularies):
+  // those ids are never allowed.
+  r.constraint = std::make_unique<structured::OutputConstraint>(it->second, token_masker_,
+                                                                model_->config().vocab_size);
+  for (std::int32_t t : r.output()) BATON_RETURN_IF_ERROR(r.constraint->advance(t));
   return absl::OkStatus();
 }
 
@@ -312,11 +349,15 @@ void Engine::finish(Request* r, FinishReason reason) {
 
 void Engine::fail(Request* r, const absl::Status& why, std::vector<RequestOutput>& outs) {
   if (r->finished()) return;
+  fail(r, why, output_for(r, outs));
+}
+
+void Engine::fail(Request* r, const absl::Status& why, RequestOutput& o) {
+  if (r->finished()) return;
   spdlog::warn("request '{}' failed and was finished: {}", r->id, why.ToString());
   ++stats_.request_faults;
   r->error = std::string(why.message());
   finish(r, FinishReason::kError);
-  RequestOutput& o = output_for(r, outs);
   o.finished = true;
   o.finish_reason = FinishReason::kError;
   o.error = r->error;
@@ -334,6 +375,12 @@ std::size_t Engine::append_tokens(Request* r, std::span<const std::int32_t> toke
   for (std::size_t i = 0; i < tokens.size() && !r->finished(); ++i) {
     r->tokens.push_back(tokens[i]);
     ++appended;
+    if (r->constraint) {
+      if (absl::Status s = r->constraint->advance(tokens[i]); !s.ok()) {
+        fail(r, s, o);
+        break;
+      }
+    }
     ++stats_.output_tokens;
     if (r->num_output() == 1) first_token_now_.push_back(r);
     TokenOutput t{tokens[i], 0.0f, {}};

@@ -250,6 +250,9 @@ class Engine {
   std::optional<EngineClock::time_point> next_deadline() const;
 
   void set_text_decoder_factory(TextDecoderFactory factory) { decoder_factory_ = std::move(factory); }
+  // Each token id's bytes (Tokenizer::token_bytes()), which constrained output (a request's
+  // response_format) needs for its token masks; without them such requests are refused.
+  void set_token_bytes(const std::vector<std::string>& bytes);
   // Called for every target forward, layer by layer (see KvLayerWrite), once the layer's bytes
   // can be read in the pools' transfer regions (on a device the host cannot read, one layer behind
   // the forward: the layer's rows have come down to the mirror, or been written in device memory).
@@ -291,6 +294,9 @@ class Engine {
   void fill_counts(const Request* r, RequestOutput& o) const;
   void finish(Request* r, FinishReason reason);
   void fail(Request* r, const absl::Status& why, std::vector<RequestOutput>& outs);
+  void fail(Request* r, const absl::Status& why, RequestOutput& o);
+  // r's OutputConstraint from its params.response_format, fed r's output so far.
+  absl::Status constrain(Request& r);
   void drop(Request* r);  // forgets a request that holds nothing any more
   void register_final_blocks(Request* r);
 
@@ -340,6 +346,9 @@ class Engine {
   std::vector<Request*> first_token_now_;                     // got their first token this step
   std::vector<RequestOutput> pending_outputs_;  // final outputs of aborts and expiries between steps
   TextDecoderFactory decoder_factory_;
+  std::shared_ptr<const structured::TokenMasker> token_masker_;  // set_token_bytes()'s
+  // Compiled response formats by their text (a few kept: clients repeat theirs).
+  std::unordered_map<std::string, std::shared_ptr<const structured::Grammar>> grammars_;
   KvLayerCallback layer_callback_;
   std::vector<KvLayerWrite> layer_writes_;
   std::vector<KvHostMirror> mirrors_;  // by pool index (target, draft); empty: transports use the pools

@@ -301,6 +301,7 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
   r->first_token_time = r->arrival;
   if (decoder_factory_) r->decoder = decoder_factory_();
   r->stop_checker = std::make_unique<StopChecker>(r->params, c.eos_token_ids, r->decoder.get());
+  if (absl::Status s = constrain(*r); !s.ok()) return reject(std::string(s.message()));
   if (speculator_) {
     speculator_->add_request(*r);
     if (absl::Status s = speculator_->proposer().import_state(r->key, h.proposer, r->tokens); !s.ok()) {

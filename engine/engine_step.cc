@@ -213,7 +213,9 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
     const ProfileScope profile(ProfileClass::kSampling);
     absl::StatusOr<SampleResult> s =
         !picks.empty() ? SampleResult{picks[0], 0.0f, {}}
-                       : sampler_.try_sample(logits, r->params, TokenHistory{r->prompt(), r->output()},
+                       : sampler_.try_sample(logits, r->params,
+                                             TokenHistory{r->prompt(), r->output(),
+                                                          r->constraint ? r->constraint->mask() : std::span<const std::uint8_t>()},
                                              model_->config().eos_token_ids, rng);
     if (!s.ok()) {
       fail(r, s.status(), outs);  // e.g. penalties or temperature overflowed the row: this request only

@@ -14,6 +14,7 @@
 #include "engine/kv/block_table.h"
 #include "engine/sample/sampling_params.h"
 #include "engine/sample/stop_checker.h"
+#include "engine/structured/output_constraint.h"
 
 namespace baton {
 
@@ -64,6 +65,8 @@ struct Request {
   std::string error;  // finish_reason kError: what went wrong
   std::unique_ptr<TextDecoder> decoder;  // only when the engine has a tokenizer
   std::unique_ptr<StopChecker> stop_checker;
+  // params.response_format's grammar over the output so far (nullptr: free text).
+  std::unique_ptr<structured::OutputConstraint> constraint;
   std::size_t text_sent = 0;  // bytes of visible text already reported
   std::int32_t num_preemptions = 0;
   bool prefill_only = false;  // prefill role: stop after the first token and hand the KV off

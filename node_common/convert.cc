@@ -26,6 +26,7 @@ SamplingParams sampling_from_proto(const v1::SamplingParams& p) {
   if (p.has_logprobs()) s.logprobs = p.logprobs();
   if (p.has_max_speculative_tokens()) s.max_speculative_tokens = p.max_speculative_tokens();
   s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+  s.response_format = p.response_format();
   std::sort(s.logit_bias.begin(), s.logit_bias.end());  // a map's order is unspecified
   return s;
 }
@@ -49,6 +50,7 @@ v1::SamplingParams sampling_to_proto(const SamplingParams& s) {
   p.set_logprobs(s.logprobs);
   if (s.max_speculative_tokens) p.set_max_speculative_tokens(*s.max_speculative_tokens);
   for (const auto& [token, bias] : s.logit_bias) (*p.mutable_logit_bias())[token] = bias;
+  p.set_response_format(s.response_format);
   return p;
 }
 

@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer_if_present(const std::
 void attach_tokenizer(Engine& engine, const Tokenizer& tokenizer) {
   const Tokenizer* tok = &tokenizer;
   engine.set_text_decoder_factory([tok] { return std::make_unique<TokenizerTextDecoder>(*tok, true); });
+  engine.set_token_bytes(tokenizer.token_bytes());
 }
 
 }  // namespace baton

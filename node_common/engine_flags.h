@@ -27,7 +27,8 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
 // The model directory's tokenizer, or nullptr when it has no tokenizer files (token-id mode).
 absl::StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer_if_present(const std::string& model_dir);
 
-// Streams text and matches stop strings with `tokenizer` (which must outlive the engine).
+// Streams text and matches stop strings with `tokenizer` (which must outlive the engine), and gives
+// the engine the tokens' bytes that constrained output (response_format) masks with.
 void attach_tokenizer(Engine& engine, const Tokenizer& tokenizer);
 
 }  // namespace baton

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/sampling_ranges.h"
+#include "engine/structured/json_grammar.h"
 #include "common/status.h"
 
 namespace baton::router {
@@ -74,6 +75,16 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
     return over("logit_bias", str_cat(s.logit_bias_size(), " tokens; at most ", kMaxLogitBiasTokens));
   }
   for (const auto& [token, bias] : s.logit_bias()) BATON_RETURN_IF_ERROR(check_logit_bias_entry(token, bias));
+  if (!s.response_format().empty()) {
+    if (s.response_format().size() > kMaxResponseFormatBytes) {
+      return over("response_format", str_cat(s.response_format().size(), " bytes; at most ",
+                                             kMaxResponseFormatBytes));
+    }
+    // A schema the nodes could not compile is the client's error, found here.
+    auto g = structured::response_format_grammar(s.response_format());
+    if (!g.ok()) return over("response_format", std::string(g.status().message()));
+    if (*g && s.ignore_eos()) return over("response_format", "it cannot be combined with ignore_eos");
+  }
   if (s.has_logprobs() && s.logprobs() > limits.max_logprobs) {
     return over("logprobs", str_cat(s.logprobs(), "; at most ", limits.max_logprobs));
   }
@@ -83,8 +94,8 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
 std::string limited_field(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return "";
   const std::string message(status.message());
-  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "logit_bias", "request_id",
-                            "cache_salt"}) {
+  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "logit_bias", "response_format",
+                            "request_id", "cache_salt"}) {
     const std::string prefix = str_cat(field, ":");
     if (message.rfind(prefix, 0) == 0) return field;
   }

@@ -61,6 +61,14 @@ void Sampler::load_logits(std::span<const float> logits, const SamplingParams& p
     }
   }
 
+  if (!history.allowed.empty()) {
+    BATON_CHECK(history.allowed.size() == vocab, "a token mask of ", history.allowed.size(), " for a vocabulary of ",
+                vocab);
+    for (std::size_t i = 0; i < vocab; ++i) {
+      if (history.allowed[i] == 0) work_[i] = kNegInf;
+    }
+  }
+
   if (mask_stops && history.output.size() < static_cast<std::size_t>(std::max(params.min_tokens, 0))) {
     for (std::int32_t t : params.stop_token_ids) {
       if (t >= 0 && static_cast<std::size_t>(t) < vocab) work_[static_cast<std::size_t>(t)] = kNegInf;
@@ -87,7 +95,7 @@ bool Sampler::needs_row_processing(const SamplingParams& params, std::size_t out
   const bool penalties =
       params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
   const bool masks_stops = output_len < static_cast<std::size_t>(std::max(params.min_tokens, 0));
-  return penalties || masks_stops || !params.logit_bias.empty();
+  return penalties || masks_stops || !params.logit_bias.empty() || !params.response_format.empty();
 }
 
 absl::StatusOr<std::int32_t> Sampler::try_greedy_token(std::span<const float> logits, const SamplingParams& params,

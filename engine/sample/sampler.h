@@ -30,6 +30,9 @@ namespace baton {
 struct TokenHistory {
   std::span<const std::int32_t> prompt;
   std::span<const std::int32_t> output;
+  // Constrained output (response_format): allowed[id] != 0 for the tokens the grammar lets come
+  // next, the rest get -inf after every other rule; empty: every token.
+  std::span<const std::uint8_t> allowed;
 };
 
 struct TokenLogprob {
@@ -89,7 +92,7 @@ class Sampler {
                     std::span<const std::int32_t> eos_token_ids, std::span<float> probs);
 
   // Whether the next token's row is processed beyond temperature/top-k/top-p/min-p: a logit bias,
-  // penalties, or a min_tokens mask after `output_len` output tokens. Rows that are not can be
+  // penalties, a response format's token mask, or a min_tokens mask after `output_len` output tokens. Rows that are not can be
   // sampled where the logits are (Backend::argmax_rows for greedy requests, Backend::sample_rows
   // otherwise) with the same result.
   static bool needs_row_processing(const SamplingParams& params, std::size_t output_len);

@@ -33,6 +33,10 @@ absl::Status SamplingParams::validate(std::int32_t vocab_size) const {
           str_cat("stop_token_ids[", i, "] must be a token id in [0, ", vocab_size, "), got ", id));
     }
   }
+  if (response_format.size() > kMaxResponseFormatBytes) {
+    return absl::InvalidArgumentError(
+        str_cat("response_format has ", response_format.size(), " bytes; at most ", kMaxResponseFormatBytes));
+  }
   if (logit_bias.size() > kMaxLogitBiasTokens) {
     return absl::InvalidArgumentError(
         str_cat("logit_bias has ", logit_bias.size(), " tokens; at most ", kMaxLogitBiasTokens));

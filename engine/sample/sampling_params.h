@@ -43,6 +43,10 @@ struct SamplingParams {
   // speculation stays lossless with respect to the biased distribution). Sorted by token id, each
   // token once. Reported logprobs stay the model's own.
   std::vector<std::pair<std::int32_t, float>> logit_bias;
+  // OpenAI's response_format as JSON text ({"type": "json_object"} or {"type": "json_schema",
+  // "json_schema": {"schema": ...}}); empty: free text. The engine constrains the output to it
+  // with a token mask on every row it samples or verifies (engine/structured/). At most 64 KiB.
+  std::string response_format;  // at most kMaxResponseFormatBytes
   // Caps the engine's num_speculative_tokens for this request (it can only lower it): 0 turns
   // speculation off, so every step verifies one position, i.e. is a plain decode step. Not a
   // sampling setting in vLLM's sense, but it travels with the request the same way. nullopt: no cap.

@@ -65,13 +65,17 @@ absl::StatusOr<VerifiedTokens> Speculator::verify(Request& r, std::span<const fl
   const auto v = static_cast<std::size_t>(vocab_);
   BATON_CHECK(logits.size() == static_cast<std::size_t>(k + 1) * v, "verify: ", logits.size(), " logits for ", k,
               " drafts");
-  // Row i is processed with the output so far plus drafts[0..i) as history (penalties see them).
+  // Row i is processed with the output so far plus drafts[0..i) as history (penalties see them),
+  // and a response format's mask after them.
   const auto output = r.output();
   history_.assign(output.begin(), output.end());
   history_.insert(history_.end(), r.drafts.begin(), r.drafts.end());
+  const std::vector<std::vector<std::uint8_t>>* masks = r.constraint ? &r.constraint->masks_along(r.drafts) : nullptr;
   auto history_for_row = [&](std::int32_t i) {
     return TokenHistory{r.prompt(),
-                        std::span<const std::int32_t>(history_).first(output.size() + static_cast<std::size_t>(i))};
+                        std::span<const std::int32_t>(history_).first(output.size() + static_cast<std::size_t>(i)),
+                        masks != nullptr ? std::span<const std::uint8_t>((*masks)[static_cast<std::size_t>(i)])
+                                         : std::span<const std::uint8_t>()};
   };
   VerifyResult res;
   if (r.params.greedy() && !broken_for_testing_) {

@@ -453,6 +453,32 @@ std::shared_ptr<const Grammar> json_object_grammar() {
   return g;
 }
 
+absl::StatusOr<std::shared_ptr<const Grammar>> response_format_grammar(std::string_view response_format) {
+  const Json format = Json::parse(response_format, nullptr, /*allow_exceptions=*/false);
+  if (format.is_discarded() || !format.is_object()) {
+    return absl::InvalidArgumentError("response_format must be a JSON object");
+  }
+  const Json* type = format.contains("type") ? &format["type"] : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return absl::InvalidArgumentError("response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+  }
+  if (*type == "text") return std::shared_ptr<const Grammar>();
+  if (*type == "json_object") return json_object_grammar();
+  if (*type != "json_schema") {
+    return absl::InvalidArgumentError(str_cat("response_format.type '", type->get<std::string>(),
+                                              "' is not \"text\", \"json_object\" or \"json_schema\""));
+  }
+  const Json* spec = format.contains("json_schema") ? &format["json_schema"] : nullptr;
+  if (spec == nullptr || !spec->is_object() || !spec->contains("schema")) {
+    return absl::InvalidArgumentError("response_format.json_schema.schema is required with type \"json_schema\"");
+  }
+  auto grammar = json_schema_grammar((*spec)["schema"].dump());
+  if (!grammar.ok()) {
+    return absl::InvalidArgumentError(str_cat("response_format.json_schema.schema: ", grammar.status().message()));
+  }
+  return grammar;
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> json_schema_grammar(std::string_view schema) {
   Json parsed = Json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return absl::InvalidArgumentError("the JSON schema is not valid JSON");

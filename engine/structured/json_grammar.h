@@ -10,8 +10,9 @@
 // examples, $schema, $id, $comment) are ignored. Any other keyword that would constrain a value
 // (pattern, format, minimum, ...) is refused, naming it and where it is, rather than produce
 // output that does not validate. Strings are valid UTF-8 with JSON's escapes; numbers are JSON's
-// (no leading zeros); whitespace between tokens is at most kMaxWhitespace bytes, so a model cannot
-// spend its tokens on blanks.
+// (no leading zeros); between JSON tokens there is at most kMaxWhitespace blank (space, tab,
+// newline): output is compact JSON, and a model cannot spend its tokens on blanks (small models,
+// given the room, fill every gap with as many spaces as they may).
 //
 // Must not: know tokenizers or requests.
 #pragma once
@@ -24,8 +25,13 @@
 
 namespace baton::structured {
 
-inline constexpr int kMaxWhitespace = 32;
+inline constexpr int kMaxWhitespace = 1;
 inline constexpr int kMaxBoundedLength = 256;  // minLength / maxLength / minItems / maxItems
+
+// OpenAI's response_format object, as JSON text: {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {"schema": SCHEMA, ...}} (name, strict and description are not needed). nullptr
+// for {"type": "text"}; InvalidArgument saying what is wrong otherwise.
+absl::StatusOr<std::shared_ptr<const Grammar>> response_format_grammar(std::string_view response_format);
 
 // Any JSON object (OpenAI's {"type": "json_object"}).
 std::shared_ptr<const Grammar> json_object_grammar();

@@ -6,7 +6,7 @@
 namespace baton::structured {
 
 TokenMasker::TokenMasker(const std::vector<std::string>& bytes, std::vector<std::int32_t> end_tokens)
-    : end_tokens_(std::move(end_tokens)), vocab_size_(bytes.size()) {
+    : bytes_(bytes), end_tokens_(std::move(end_tokens)), vocab_size_(bytes.size()) {
   nodes_.emplace_back();
   for (std::size_t id = 0; id < bytes.size(); ++id) {
     if (bytes[id].empty()) continue;
@@ -24,6 +24,15 @@ TokenMasker::TokenMasker(const std::vector<std::string>& bytes, std::vector<std:
     }
     nodes_[static_cast<std::size_t>(node)].tokens.push_back(static_cast<std::int32_t>(id));
   }
+}
+
+const std::string& TokenMasker::bytes(std::int32_t id) const {
+  static const std::string kNone;
+  return id >= 0 && static_cast<std::size_t>(id) < bytes_.size() ? bytes_[static_cast<std::size_t>(id)] : kNone;
+}
+
+bool TokenMasker::is_end(std::int32_t id) const {
+  return std::find(end_tokens_.begin(), end_tokens_.end(), id) != end_tokens_.end();
 }
 
 void TokenMasker::allowed(const GrammarMatcher& matcher, std::vector<std::uint8_t>& allowed) const {

@@ -22,6 +22,9 @@ class TokenMasker {
   TokenMasker(const std::vector<std::string>& bytes, std::vector<std::int32_t> end_tokens);
 
   std::size_t vocab_size() const { return vocab_size_; }
+  // Token id's bytes (empty for special tokens and ids outside the vocabulary).
+  const std::string& bytes(std::int32_t id) const;
+  bool is_end(std::int32_t id) const;
   // allowed[id] = 1 where token id may come next (resized to the vocabulary).
   void allowed(const GrammarMatcher& matcher, std::vector<std::uint8_t>& allowed) const;
 
@@ -30,6 +33,7 @@ class TokenMasker {
     std::vector<std::pair<std::uint8_t, std::int32_t>> children;  // byte -> node, sorted by byte
     std::vector<std::int32_t> tokens;                               // tokens whose bytes end here
   };
+  std::vector<std::string> bytes_;
   std::vector<Node> nodes_;  // nodes_[0]: the root (no bytes)
   std::vector<std::int32_t> end_tokens_;
   std::size_t vocab_size_ = 0;

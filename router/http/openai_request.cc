@@ -26,7 +26,10 @@ const json* field(const json& body, const char* name) {
 // Parses one request; throws ApiError on the first problem.
 class Parser {
  public:
-  Parser(Endpoint endpoint, const json& body) : endpoint_(endpoint), body_(body) {}
+  // text: the body as sent (a JSON schema's properties are generated in the order it lists them,
+  // which `body`, a sorted object, has lost).
+  Parser(Endpoint endpoint, const json& body, std::string_view text = {})
+      : endpoint_(endpoint), body_(body), text_(text) {}
 
   OpenAiRequest parse(const std::string& served_model) {
     OpenAiRequest r;
@@ -98,10 +101,6 @@ class Parser {
     if (const json* v = field(body_, "parallel_tool_calls"); v != nullptr && *v != false && non_empty("tools")) {
       refuse("parallel_tool_calls", "tool calling");
     }
-    if (const json* v = field(body_, "response_format")) {
-      const json* type = v->is_object() ? field(*v, "type") : nullptr;
-      if (type == nullptr || *type != "text") refuse("response_format", "a response format other than text");
-    }
     if (non_empty("prediction")) refuse("prediction", "a predicted output");
     if (non_empty("audio")) refuse("audio", "audio output");
     if (const json* v = field(body_, "modalities"); v != nullptr && *v != json::array({"text"})) {
@@ -147,6 +146,31 @@ class Parser {
     if (x < lo || x > hi) throw bad_field(name, str_cat(name, " must be in [", lo, ", ", hi, "], got ", x));
     return x;
   }
+  // OpenAI's {"type": "text" | "json_object" | "json_schema", "json_schema": {"schema": ...}}, kept
+  // as JSON text in the order it was sent; the router compiles it before admission (request_limits.h).
+  void response_format(const json& v, v1::SamplingParams& s) {
+    const json* type = v.is_object() ? field(v, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      throw bad_field("response_format", "response_format must be an object with a \"type\"");
+    }
+    if (*type == "text") return;
+    if (*type == "json_object") {
+      s.set_response_format(R"({"type":"json_object"})");
+      return;
+    }
+    if (*type != "json_schema") {
+      throw bad_field("response_format", str_cat("response_format.type must be \"text\", \"json_object\" or "
+                                                 "\"json_schema\", got ", type->dump().substr(0, 64)));
+    }
+    const json* spec = field(v, "json_schema");
+    if (spec == nullptr || !spec->is_object() || field(*spec, "schema") == nullptr) {
+      throw bad_field("response_format", "response_format.json_schema.schema is required with type \"json_schema\"");
+    }
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text_, nullptr, /*allow_exceptions=*/false);
+    s.set_response_format(ordered.is_object() && ordered.contains("response_format") ? ordered["response_format"].dump()
+                                                                                      : v.dump());
+  }
+
   // OpenAI's form: {"<token id>": bias, ...}, the ids as decimal strings.
   void parse_logit_bias(const json& v, v1::SamplingParams& s) {
     if (!v.is_object()) {
@@ -342,6 +366,9 @@ class Parser {
       s.set_min_tokens(static_cast<std::int32_t>(integer(*v, "min_tokens", 0, kIntMax)));
     }
     if (const json* v = field(body_, "ignore_eos")) s.set_ignore_eos(boolean(*v, "ignore_eos"));
+    if (const json* v = field(body_, "max_speculative_tokens")) {
+      s.set_max_speculative_tokens(static_cast<std::int32_t>(integer(*v, "max_speculative_tokens", 0, kIntMax)));
+    }
     if (const json* v = field(body_, "seed")) {
       s.set_seed(static_cast<std::uint64_t>(
           integer(*v, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())));
@@ -360,6 +387,7 @@ class Parser {
       for (std::int32_t id : token_ids(*v, "stop_token_ids")) s.add_stop_token_ids(id);
     }
     if (const json* v = field(body_, "logit_bias"); v != nullptr && !v->is_null()) parse_logit_bias(*v, s);
+    if (const json* v = field(body_, "response_format"); v != nullptr && !v->is_null()) response_format(*v, s);
     if (endpoint_ == Endpoint::kCompletions) {
       if (const json* v = field(body_, "logprobs")) {
         r.top_logprobs = static_cast<int>(integer(*v, "logprobs", 0, 20));
@@ -377,6 +405,7 @@ class Parser {
 
   const Endpoint endpoint_;
   const json& body_;
+  const std::string_view text_;
 };
 
 }  // namespace
@@ -402,7 +431,7 @@ std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std
   if (j.is_discarded()) return bad_field("", "the request body is not valid JSON");
   if (!j.is_object()) return bad_field("", str_cat("the request body must be a JSON object, got ", j.type_name()));
   try {
-    return Parser(endpoint, j).parse(served_model);
+    return Parser(endpoint, j, body).parse(served_model);
   } catch (const ApiError& e) {
     return e;
   }

@@ -126,6 +126,21 @@ TEST(OpenAiRequest, ChoicesArePromptsTimesN) {
   for (const auto& g : choice_requests(unseeded)) EXPECT_FALSE(g.sampling().has_seed());
 }
 
+// response_format travels as JSON text, a schema's properties in the order the client wrote them.
+TEST(OpenAiRequest, ResponseFormatKeepsTheSchemaAsWritten) {
+  const std::string body = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"response_format":
+      {"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"zeta":{"type":"integer"},
+      "alpha":{"type":"string"}}}}}})";
+  auto parsed = parse_request(Endpoint::kChat, body, "tiny");
+  ASSERT_TRUE(std::holds_alternative<OpenAiRequest>(parsed));
+  const std::string& format = std::get<OpenAiRequest>(parsed).generate.sampling().response_format();
+  EXPECT_LT(format.find("zeta"), format.find("alpha")) << format;
+  EXPECT_EQ(ok(Endpoint::kChat, json::parse(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],
+      "response_format":{"type":"json_object"}})")).generate.sampling().response_format(), R"({"type":"json_object"})");
+  EXPECT_TRUE(ok(Endpoint::kChat, json::parse(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],
+      "response_format":{"type":"text"}})")).generate.sampling().response_format().empty());
+}
+
 struct BadCase {
   Endpoint endpoint;
   std::string body;
@@ -197,8 +212,12 @@ TEST(OpenAiRequest, EveryRejectionNamesItsField) {
        "tool_choice", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})", 400,
        "functions", ""},
-      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})",
        400, "response_format", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})",
+       400, "response_format", ""},
+      {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"response_format":"json"})", 400,
+       "response_format", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"five":-100}})", 400,
        "logit_bias", ""},
       {Endpoint::kChat, "{" + m + R"("messages":[{"role":"user","content":"x"}],"logit_bias":{"-5":1}})", 400,

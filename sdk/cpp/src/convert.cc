@@ -30,6 +30,7 @@ v1::SamplingParams to_proto(const SamplingParams& s) {
   for (std::int32_t id : s.stop_token_ids) p.add_stop_token_ids(id);
   for (const std::string& stop : s.stop) p.add_stop(stop);
   for (const auto& [token, bias] : s.logit_bias) (*p.mutable_logit_bias())[token] = bias;
+  p.set_response_format(s.response_format);
   if (s.ignore_eos) p.set_ignore_eos(*s.ignore_eos);
   if (s.include_stop_str_in_output) p.set_include_stop_str_in_output(*s.include_stop_str_in_output);
   if (s.logprobs) p.set_logprobs(*s.logprobs);

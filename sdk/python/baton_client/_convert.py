@@ -1,6 +1,7 @@
 """Builds baton.v1 request messages from keyword arguments and turns responses into the SDK's
 dataclasses. Shared by Client and AsyncClient. Validates only what the router cannot see (the
 prompt's form); the router checks the values and names the field when one is wrong."""
+import json
 from dataclasses import fields
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -57,6 +58,8 @@ def generate_request(prompt: Optional[str], *, token_ids: Optional[Iterable[int]
         elif f.name == "logit_bias":
             for token, bias in value.items():
                 r.sampling.logit_bias[token] = bias
+        elif f.name == "response_format":
+            r.sampling.response_format = value if isinstance(value, str) else json.dumps(value)
         else:
             setattr(r.sampling, f.name, value)
     return r

@@ -1,6 +1,6 @@
 """AsyncClient: the asyncio version of Client (grpc.aio), with the same methods and arguments as
 coroutines and stream() as an async iterator. Create it inside a running event loop."""
-from typing import AsyncIterator, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Sequence, Union
 
 import grpc
 
@@ -53,6 +53,7 @@ class AsyncClient:
                stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
                max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
+               response_format: Union[str, Mapping[str, Any], None] = None,
                request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> AsyncIterator[Delta]:
         """`async for delta in client.stream(...)`: the completion's deltas as they arrive; arguments
@@ -65,7 +66,8 @@ class AsyncClient:
                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
                 max_tokens=max_tokens, min_tokens=min_tokens, stop=stop, stop_token_ids=stop_token_ids,
                 ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output, logprobs=logprobs,
-                max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias))
+                max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias,
+                response_format=response_format))
         return self._stream(request, self._timeout(timeout), self._metadata(metadata))
 
     async def _stream(self, request: api_pb2.GenerateRequest, timeout: float,
@@ -90,6 +92,7 @@ class AsyncClient:
                        stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                        include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
                        max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
+                       response_format: Union[str, Mapping[str, Any], None] = None,
                        request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                        timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> GenerateResult:
         """One whole completion; arguments as Client.generate()."""
@@ -100,6 +103,7 @@ class AsyncClient:
             frequency_penalty=frequency_penalty, seed=seed, min_tokens=min_tokens, stop=stop,
             stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output,
             logprobs=logprobs, max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias,
+            response_format=response_format,
             request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt, timeout=timeout,
             metadata=metadata)
         result = GenerateResult()

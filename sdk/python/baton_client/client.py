@@ -66,6 +66,7 @@ class Client:
                stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
                max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
+               response_format: Union[str, Mapping[str, Any], None] = None,
                request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> Iterator[Delta]:
         """Yields the completion's deltas as they arrive (the last has finish_reason and usage).
@@ -79,7 +80,8 @@ class Client:
                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
                 max_tokens=max_tokens, min_tokens=min_tokens, stop=stop, stop_token_ids=stop_token_ids,
                 ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output, logprobs=logprobs,
-                max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias))
+                max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias,
+                response_format=response_format))
         return self._stream(request, self._timeout(timeout), self._metadata(metadata))
 
     def _stream(self, request: api_pb2.GenerateRequest, timeout: float, metadata: _auth.Pairs) -> Iterator[Delta]:
@@ -103,6 +105,7 @@ class Client:
                  stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: Optional[bool] = None,
                  include_stop_str_in_output: Optional[bool] = None, logprobs: Optional[int] = None,
                  max_speculative_tokens: Optional[int] = None, logit_bias: Optional[Mapping[int, float]] = None,
+                 response_format: Union[str, Mapping[str, Any], None] = None,
                  request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                  timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> GenerateResult:
         """One whole completion. Give exactly one of `prompt` (text), `token_ids` or `messages`
@@ -110,9 +113,9 @@ class Client:
         SamplingParams as `sampling`, and/or its fields as keywords (max_tokens, temperature, top_k,
         top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed, min_tokens, stop
         (str or list), stop_token_ids, ignore_eos, include_stop_str_in_output, logprobs,
-        max_speculative_tokens, logit_bias), which override the object's; unset fields take the proto's
-        defaults. Also request_id, force_local_prefill, cache_salt, `timeout` (seconds) and
-        `metadata` (this call's gRPC metadata, after the client's). A completion the server ended
+        max_speculative_tokens, logit_bias, response_format), which override the object's; unset
+        fields take the proto's defaults. Also request_id, force_local_prefill, cache_salt, `timeout`
+        (seconds) and `metadata` (this call's gRPC metadata, after the client's). A completion the server ended
         with an error returns finish_reason "error" and `error`."""
         stream = self.stream(
             prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt,
@@ -121,6 +124,7 @@ class Client:
             frequency_penalty=frequency_penalty, seed=seed, min_tokens=min_tokens, stop=stop,
             stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, include_stop_str_in_output=include_stop_str_in_output,
             logprobs=logprobs, max_speculative_tokens=max_speculative_tokens, logit_bias=logit_bias,
+            response_format=response_format,
             request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt, timeout=timeout,
             metadata=metadata)
         result = GenerateResult()

@@ -4,7 +4,7 @@ Every field is optional; one left as None is not sent, and the router applies th
 (vLLM's: temperature 1, max_tokens 16, no stop strings, ...). The router checks the values and
 names the field when one is out of range (INVALID_ARGUMENT)."""
 from dataclasses import dataclass, fields
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 
 @dataclass
@@ -29,6 +29,9 @@ class SamplingParams:
     logprobs: Optional[int] = None               # the sampled token's logprob plus the top n (0..20)
     max_speculative_tokens: Optional[int] = None  # caps the decode node's draft length; 0: no speculation
     logit_bias: Optional[Mapping[int, float]] = None  # token id -> bias in [-100, 100], added to its logit
+    # OpenAI's response_format, as a dict or its JSON text: {"type": "json_object"} or
+    # {"type": "json_schema", "json_schema": {"schema": {...}}}; the output is constrained to it.
+    response_format: Union[str, Mapping[str, Any], None] = None
 
     def merged(self, overrides: "SamplingParams") -> "SamplingParams":
         """These fields, with those `overrides` sets (not None) replacing them."""

@@ -17,6 +17,8 @@
 #include "tests/engine/forwarding_proposer.h"
 #include "tests/engine/spec/spec_engine_support.h"
 #include "tests/engine/spec_methods.h"
+#include "tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace baton {
 namespace {
@@ -361,6 +363,67 @@ TEST(SpecEngine, PrefixCachingWithHiddenStateProposersReusesTheHeadsKv) {
     for (const KvPoolInfo& pool : engines[1]->kv_pools()) EXPECT_EQ(pool.used, 0) << m.label << " " << pool.name;
     EXPECT_GT(engines[1]->kv_pools().back().cached, 0) << m.label << ": the head's blocks were never cached";
   }
+}
+
+// response_format: every method's greedy output under a JSON schema is plain greedy decoding's
+// under it (the verification rows are masked as the sampled ones), and a request that ended on its
+// own is JSON the schema accepts; a seeded sampled request too. A schema the grammar cannot
+// enforce, and an engine without the tokenizer's bytes, are refused at add_request.
+TEST(SpecEngine, ResponseFormatConstrainsEveryMethodLosslessly) {
+  const std::string format =
+      R"({"type":"json_schema","json_schema":{"name":"t","schema":{"type":"object","properties":)"
+      R"({"ok":{"type":"boolean"},"kind":{"enum":["a","bc",null]}},"required":["ok","kind"],"additionalProperties":false}}})";
+  auto tokenizer = Tokenizer::load(fixture_path("llama-f32"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<std::string> bytes = (*tokenizer)->token_bytes();
+  std::vector<Job> jobs;
+  for (int i = 0; i < 5; ++i) {
+    Job j;
+    j.id = "j" + std::to_string(i);
+    for (int t = 0; t < 6 + i; ++t) j.prompt.push_back(3 + (t * 37 + i * 11) % 300);
+    j.params.temperature = i == 4 ? 0.9f : 0.0f;
+    if (i == 4) j.params.seed = 5;
+    j.params.max_tokens = 160;
+    j.params.response_format = format;
+    jobs.push_back(j);
+  }
+  const auto check_json = [&](const std::map<std::string, std::vector<std::int32_t>>& out, const std::string& label) {
+    int complete = 0;
+    for (const auto& [id, tokens] : out) {
+      std::string text;
+      for (std::int32_t t : tokens) text += bytes[static_cast<std::size_t>(t)];
+      const auto parsed = nlohmann::json::parse(text, nullptr, false);
+      if (parsed.is_discarded()) continue;  // cut off by max_tokens
+      ++complete;
+      EXPECT_TRUE(parsed.is_object() && parsed.size() == 2 && parsed["ok"].is_boolean()) << label << " " << text;
+      EXPECT_TRUE(parsed["kind"] == "a" || parsed["kind"] == "bc" || parsed["kind"].is_null()) << label << " " << text;
+    }
+    return complete;
+  };
+  auto plain = make_engine("llama-f32", std::nullopt);
+  plain->set_token_bytes(bytes);
+  const auto expected = run(*plain, jobs);
+  EXPECT_GE(check_json(expected, "plain"), 3) << "most requests should end their JSON within max_tokens";
+  for (const MethodCase& m : method_cases()) {
+    if (m.target != "llama-f32") continue;
+    auto engine = make_engine(m.target, m.config(3));
+    engine->set_token_bytes(bytes);
+    const auto got = run(*engine, jobs);
+    for (int i = 0; i < 4; ++i) {
+      const std::string id = "j" + std::to_string(i);
+      EXPECT_EQ(got.at(id), expected.at(id)) << m.label << " " << id;
+    }
+    check_json(got, m.label);
+    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << m.label;
+  }
+  // What cannot be honoured is refused when the request is added.
+  SamplingParams bad;
+  bad.response_format = R"({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"x"}}})";
+  EXPECT_THAT(std::string(plain->add_request("bad", {1, 2}, bad).message()), ::testing::HasSubstr("'pattern'"));
+  auto bare = make_engine("llama-f32", std::nullopt);
+  SamplingParams json_object;
+  json_object.response_format = R"({"type":"json_object"})";
+  EXPECT_THAT(std::string(bare->add_request("x", {1, 2}, json_object).message()), ::testing::HasSubstr("tokenizer"));
 }
 
 TEST(SpecEngine, MtpWithoutNumSpeculativeTokensDraftsOnePerModule) {

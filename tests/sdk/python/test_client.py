@@ -209,6 +209,23 @@ class TypedArgumentsTest(unittest.TestCase):
         with self.assertRaisesRegex(BatonError, "logit_bias"):
             self.client.generate(PROMPT, max_tokens=4, logit_bias={x[0]: 101.0})
 
+    def test_response_format(self):
+        # A JSON schema, given as a dict or as its JSON text: the answer ends on its own, as JSON the
+        # schema accepts.
+        messages = [{"role": "user", "content": "Is 7 a prime number? Answer in JSON."}]
+        schema = {"type": "object", "properties": {"prime": {"type": "boolean"}}, "required": ["prime"],
+                  "additionalProperties": False}
+        fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        for given in (fmt, json.dumps(fmt)):
+            r = self.client.generate(messages=messages, max_tokens=64, temperature=0, response_format=given)
+            self.assertEqual(r.finish_reason, "stop", r.text)
+            answer = json.loads(r.text)
+            self.assertEqual(list(answer), ["prime"])
+            self.assertIsInstance(answer["prime"], bool)
+        with self.assertRaisesRegex(BatonError, "pattern"):
+            self.client.generate(PROMPT, max_tokens=4, response_format={
+                "type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a+"}}})
+
 
 class MetadataTest(unittest.TestCase):
     """Client and per-call metadata go out with the calls (the router without API keys ignores

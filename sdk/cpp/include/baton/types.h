@@ -49,6 +49,8 @@ struct SamplingParams {
   // OpenAI's logit_bias: token id -> bias in [-100, 100], added to the token's logit before
   // sampling (-100 in effect bans it, 100 forces it); at most 1024 tokens.
   std::map<std::int32_t, float> logit_bias;
+  // OpenAI's response_format as JSON text, e.g. R"({"type":"json_object"})"; empty: free text.
+  std::string response_format;
 };
 
 struct GenerateRequest {

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x62\x61ton/v1/api.proto\x12\x08\x62\x61ton.v1\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"u\n\x0c\x43hatMessages\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.baton.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x18\n\x16_add_generation_prompt\"\x8b\x06\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_k\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x11\n\x04seed\x18\x08 \x01(\x04H\x07\x88\x01\x01\x12\x17\n\nmax_tokens\x18\t \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmin_tokens\x18\n \x01(\x05H\t\x88\x01\x01\x12\x16\n\x0estop_token_ids\x18\x0b \x03(\x05\x12\x0c\n\x04stop\x18\x0c \x03(\t\x12\x17\n\nignore_eos\x18\r \x01(\x08H\n\x88\x01\x01\x12\'\n\x1ainclude_stop_str_in_output\x18\x0e \x01(\x08H\x0b\x88\x01\x01\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\x0c\x88\x01\x01\x12#\n\x16max_speculative_tokens\x18\x10 \x01(\x05H\r\x88\x01\x01\x12;\n\nlogit_bias\x18\x11 \x03(\x0b\x32\'.baton.v1.SamplingParams.LogitBiasEntry\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_kB\x08\n\x06_top_pB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seedB\r\n\x0b_max_tokensB\r\n\x0b_min_tokensB\r\n\x0b_ignore_eosB\x1d\n\x1b_include_stop_str_in_outputB\x0b\n\t_logprobsB\x19\n\x17_max_speculative_tokens\"\xed\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\'\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x12.baton.v1.TokenIdsH\x00\x12&\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x16.baton.v1.ChatMessagesH\x00\x12*\n\x08sampling\x18\x05 \x01(\x0b\x32\x18.baton.v1.SamplingParams\x12\x1b\n\x13\x66orce_local_prefill\x18\x06 \x01(\x08\x12\x12\n\ncache_salt\x18\x07 \x01(\tB\x08\n\x06prompt\",\n\nTopLogprob\x12\r\n\x05token\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"Q\n\x0cTokenLogprob\x12\r\n\x05token\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\x12!\n\x03top\x18\x03 \x03(\x0b\x32\x14.baton.v1.TopLogprob\"\x99\x01\n\x10SpeculationUsage\x12\x12\n\nnum_drafts\x18\x01 \x01(\x03\x12\x18\n\x10num_draft_tokens\x18\x02 \x01(\x03\x12\x1b\n\x13num_accepted_tokens\x18\x03 \x01(\x03\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x04 \x03(\x03\x12\x1b\n\x13proposals_by_length\x18\x05 \x03(\x03\"\x85\x01\n\x07Timings\x12\x1e\n\x16time_to_first_token_ms\x18\x01 \x01(\x01\x12\x15\n\rend_to_end_ms\x18\x02 \x01(\x01\x12\x12\n\nprefill_ms\x18\x03 \x01(\x01\x12\x16\n\x0ekv_transfer_ms\x18\x04 \x01(\x01\x12\x17\n\x0frouter_queue_ms\x18\x05 \x01(\x01\"\x81\x02\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\x12/\n\x0bspeculation\x18\x04 \x01(\x0b\x32\x1a.baton.v1.SpeculationUsage\x12\"\n\x07timings\x18\x05 \x01(\x0b\x32\x11.baton.v1.Timings\x12\x14\n\x0cprefill_node\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65\x63ode_node\x18\x07 \x01(\t\x12\x15\n\rlocal_prefill\x18\x08 \x01(\x08\x12\x11\n\ttransport\x18\t \x01(\t\"\xa1\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12(\n\x08logprobs\x18\x04 \x03(\x0b\x32\x16.baton.v1.TokenLogprob\x12-\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x16.baton.v1.FinishReason\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\x17\n\nstop_token\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x0bstop_string\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x05usage\x18\t \x01(\x0b\x32\x0f.baton.v1.UsageB\r\n\x0b_stop_tokenB\x0e\n\x0c_stop_string\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x1e\n\rAbortResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x15\n\x13GetModelInfoRequest\"\xd9\x01\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x12\n\nvocab_size\x18\x02 \x01(\x05\x12\x15\n\rmax_model_len\x18\x03 \x01(\x05\x12\x15\n\rhas_tokenizer\x18\x04 \x01(\x08\x12\x19\n\x11has_chat_template\x18\x05 \x01(\x08\x12\x1a\n\x12speculative_config\x18\x06 \x01(\t\x12\x19\n\x11num_prefill_nodes\x18\x07 \x01(\x05\x12\x18\n\x10num_decode_nodes\x18\x08 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\"\x8b\x01\n\x0fTokenizeRequest\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12&\n\x04\x63hat\x18\x02 \x01(\x0b\x32\x16.baton.v1.ChatMessagesH\x00\x12\x1f\n\x12\x61\x64\x64_special_tokens\x18\x03 \x01(\x08H\x01\x88\x01\x01\x42\x08\n\x06promptB\x15\n\x13_add_special_tokens\"/\n\x10TokenizeResponse\x12\x0b\n\x03ids\x18\x01 \x03(\x05\x12\x0e\n\x06prompt\x18\x02 \x01(\t*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x32\x8d\x02\n\x05\x42\x61ton\x12\x43\n\x08Generate\x12\x19.baton.v1.GenerateRequest\x1a\x1a.baton.v1.GenerateResponse0\x01\x12\x38\n\x05\x41\x62ort\x12\x16.baton.v1.AbortRequest\x1a\x17.baton.v1.AbortResponse\x12\x42\n\x0cGetModelInfo\x12\x1d.baton.v1.GetModelInfoRequest\x1a\x13.baton.v1.ModelInfo\x12\x41\n\x08Tokenize\x12\x19.baton.v1.TokenizeRequest\x1a\x1a.baton.v1.TokenizeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x62\x61ton/v1/api.proto\x12\x08\x62\x61ton.v1\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"u\n\x0c\x43hatMessages\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.baton.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x18\n\x16_add_generation_prompt\"\xa4\x06\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_k\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x11\n\x04seed\x18\x08 \x01(\x04H\x07\x88\x01\x01\x12\x17\n\nmax_tokens\x18\t \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmin_tokens\x18\n \x01(\x05H\t\x88\x01\x01\x12\x16\n\x0estop_token_ids\x18\x0b \x03(\x05\x12\x0c\n\x04stop\x18\x0c \x03(\t\x12\x17\n\nignore_eos\x18\r \x01(\x08H\n\x88\x01\x01\x12\'\n\x1ainclude_stop_str_in_output\x18\x0e \x01(\x08H\x0b\x88\x01\x01\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\x0c\x88\x01\x01\x12#\n\x16max_speculative_tokens\x18\x10 \x01(\x05H\r\x88\x01\x01\x12;\n\nlogit_bias\x18\x11 \x03(\x0b\x32\'.baton.v1.SamplingParams.LogitBiasEntry\x12\x17\n\x0fresponse_format\x18\x12 \x01(\t\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_kB\x08\n\x06_top_pB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seedB\r\n\x0b_max_tokensB\r\n\x0b_min_tokensB\r\n\x0b_ignore_eosB\x1d\n\x1b_include_stop_str_in_outputB\x0b\n\t_logprobsB\x19\n\x17_max_speculative_tokens\"\xed\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\'\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x12.baton.v1.TokenIdsH\x00\x12&\n\x04\x63hat\x18\x04 \x01(\x0b\x32\x16.baton.v1.ChatMessagesH\x00\x12*\n\x08sampling\x18\x05 \x01(\x0b\x32\x18.baton.v1.SamplingParams\x12\x1b\n\x13\x66orce_local_prefill\x18\x06 \x01(\x08\x12\x12\n\ncache_salt\x18\x07 \x01(\tB\x08\n\x06prompt\",\n\nTopLogprob\x12\r\n\x05token\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"Q\n\x0cTokenLogprob\x12\r\n\x05token\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\x12!\n\x03top\x18\x03 \x03(\x0b\x32\x14.baton.v1.TopLogprob\"\x99\x01\n\x10SpeculationUsage\x12\x12\n\nnum_drafts\x18\x01 \x01(\x03\x12\x18\n\x10num_draft_tokens\x18\x02 \x01(\x03\x12\x1b\n\x13num_accepted_tokens\x18\x03 \x01(\x03\x12\x1d\n\x15\x61\x63\x63\x65pted_per_position\x18\x04 \x03(\x03\x12\x1b\n\x13proposals_by_length\x18\x05 \x03(\x03\"\x85\x01\n\x07Timings\x12\x1e\n\x16time_to_first_token_ms\x18\x01 \x01(\x01\x12\x15\n\rend_to_end_ms\x18\x02 \x01(\x01\x12\x12\n\nprefill_ms\x18\x03 \x01(\x01\x12\x16\n\x0ekv_transfer_ms\x18\x04 \x01(\x01\x12\x17\n\x0frouter_queue_ms\x18\x05 \x01(\x01\"\x81\x02\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\x12/\n\x0bspeculation\x18\x04 \x01(\x0b\x32\x1a.baton.v1.SpeculationUsage\x12\"\n\x07timings\x18\x05 \x01(\x0b\x32\x11.baton.v1.Timings\x12\x14\n\x0cprefill_node\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65\x63ode_node\x18\x07 \x01(\t\x12\x15\n\rlocal_prefill\x18\x08 \x01(\x08\x12\x11\n\ttransport\x18\t \x01(\t\"\xa1\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12(\n\x08logprobs\x18\x04 \x03(\x0b\x32\x16.baton.v1.TokenLogprob\x12-\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x16.baton.v1.FinishReason\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\x17\n\nstop_token\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x0bstop_string\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x05usage\x18\t \x01(\x0b\x32\x0f.baton.v1.UsageB\r\n\x0b_stop_tokenB\x0e\n\x0c_stop_string\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x1e\n\rAbortResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x15\n\x13GetModelInfoRequest\"\xd9\x01\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x12\n\nvocab_size\x18\x02 \x01(\x05\x12\x15\n\rmax_model_len\x18\x03 \x01(\x05\x12\x15\n\rhas_tokenizer\x18\x04 \x01(\x08\x12\x19\n\x11has_chat_template\x18\x05 \x01(\x08\x12\x1a\n\x12speculative_config\x18\x06 \x01(\t\x12\x19\n\x11num_prefill_nodes\x18\x07 \x01(\x05\x12\x18\n\x10num_decode_nodes\x18\x08 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\"\x8b\x01\n\x0fTokenizeRequest\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12&\n\x04\x63hat\x18\x02 \x01(\x0b\x32\x16.baton.v1.ChatMessagesH\x00\x12\x1f\n\x12\x61\x64\x64_special_tokens\x18\x03 \x01(\x08H\x01\x88\x01\x01\x42\x08\n\x06promptB\x15\n\x13_add_special_tokens\"/\n\x10TokenizeResponse\x12\x0b\n\x03ids\x18\x01 \x03(\x05\x12\x0e\n\x06prompt\x18\x02 \x01(\t*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x32\x8d\x02\n\x05\x42\x61ton\x12\x43\n\x08Generate\x12\x19.baton.v1.GenerateRequest\x1a\x1a.baton.v1.GenerateResponse0\x01\x12\x38\n\x05\x41\x62ort\x12\x16.baton.v1.AbortRequest\x1a\x17.baton.v1.AbortResponse\x12\x42\n\x0cGetModelInfo\x12\x1d.baton.v1.GetModelInfoRequest\x1a\x13.baton.v1.ModelInfo\x12\x41\n\x08Tokenize\x12\x19.baton.v1.TokenizeRequest\x1a\x1a.baton.v1.TokenizeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -23,8 +23,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
-  _globals['_FINISHREASON']._serialized_start=2720
-  _globals['_FINISHREASON']._serialized_end=2865
+  _globals['_FINISHREASON']._serialized_start=2745
+  _globals['_FINISHREASON']._serialized_end=2890
   _globals['_TOKENIDS']._serialized_start=32
   _globals['_TOKENIDS']._serialized_end=55
   _globals['_CHATMESSAGE']._serialized_start=57
@@ -32,35 +32,35 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_CHATMESSAGES']._serialized_start=103
   _globals['_CHATMESSAGES']._serialized_end=220
   _globals['_SAMPLINGPARAMS']._serialized_start=223
-  _globals['_SAMPLINGPARAMS']._serialized_end=1002
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=717
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=765
-  _globals['_GENERATEREQUEST']._serialized_start=1005
-  _globals['_GENERATEREQUEST']._serialized_end=1242
-  _globals['_TOPLOGPROB']._serialized_start=1244
-  _globals['_TOPLOGPROB']._serialized_end=1288
-  _globals['_TOKENLOGPROB']._serialized_start=1290
-  _globals['_TOKENLOGPROB']._serialized_end=1371
-  _globals['_SPECULATIONUSAGE']._serialized_start=1374
-  _globals['_SPECULATIONUSAGE']._serialized_end=1527
-  _globals['_TIMINGS']._serialized_start=1530
-  _globals['_TIMINGS']._serialized_end=1663
-  _globals['_USAGE']._serialized_start=1666
-  _globals['_USAGE']._serialized_end=1923
-  _globals['_GENERATERESPONSE']._serialized_start=1926
-  _globals['_GENERATERESPONSE']._serialized_end=2215
-  _globals['_ABORTREQUEST']._serialized_start=2217
-  _globals['_ABORTREQUEST']._serialized_end=2251
-  _globals['_ABORTRESPONSE']._serialized_start=2253
-  _globals['_ABORTRESPONSE']._serialized_end=2283
-  _globals['_GETMODELINFOREQUEST']._serialized_start=2285
-  _globals['_GETMODELINFOREQUEST']._serialized_end=2306
-  _globals['_MODELINFO']._serialized_start=2309
-  _globals['_MODELINFO']._serialized_end=2526
-  _globals['_TOKENIZEREQUEST']._serialized_start=2529
-  _globals['_TOKENIZEREQUEST']._serialized_end=2668
-  _globals['_TOKENIZERESPONSE']._serialized_start=2670
-  _globals['_TOKENIZERESPONSE']._serialized_end=2717
-  _globals['_BATON']._serialized_start=2868
-  _globals['_BATON']._serialized_end=3137
+  _globals['_SAMPLINGPARAMS']._serialized_end=1027
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=742
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=790
+  _globals['_GENERATEREQUEST']._serialized_start=1030
+  _globals['_GENERATEREQUEST']._serialized_end=1267
+  _globals['_TOPLOGPROB']._serialized_start=1269
+  _globals['_TOPLOGPROB']._serialized_end=1313
+  _globals['_TOKENLOGPROB']._serialized_start=1315
+  _globals['_TOKENLOGPROB']._serialized_end=1396
+  _globals['_SPECULATIONUSAGE']._serialized_start=1399
+  _globals['_SPECULATIONUSAGE']._serialized_end=1552
+  _globals['_TIMINGS']._serialized_start=1555
+  _globals['_TIMINGS']._serialized_end=1688
+  _globals['_USAGE']._serialized_start=1691
+  _globals['_USAGE']._serialized_end=1948
+  _globals['_GENERATERESPONSE']._serialized_start=1951
+  _globals['_GENERATERESPONSE']._serialized_end=2240
+  _globals['_ABORTREQUEST']._serialized_start=2242
+  _globals['_ABORTREQUEST']._serialized_end=2276
+  _globals['_ABORTRESPONSE']._serialized_start=2278
+  _globals['_ABORTRESPONSE']._serialized_end=2308
+  _globals['_GETMODELINFOREQUEST']._serialized_start=2310
+  _globals['_GETMODELINFOREQUEST']._serialized_end=2331
+  _globals['_MODELINFO']._serialized_start=2334
+  _globals['_MODELINFO']._serialized_end=2551
+  _globals['_TOKENIZEREQUEST']._serialized_start=2554
+  _globals['_TOKENIZEREQUEST']._serialized_end=2693
+  _globals['_TOKENIZERESPONSE']._serialized_start=2695
+  _globals['_TOKENIZERESPONSE']._serialized_end=2742
+  _globals['_BATON']._serialized_start=2893
+  _globals['_BATON']._serialized_end=3162
 # @@protoc_insertion_point(module_scope)
