@@ -15,6 +15,8 @@
 // to_proto(x); a record that converted converts again); a record's feature rows are whole rows.
 //
 // Must not: start an engine or a node, or skip an input by its content.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstddef>
@@ -30,9 +32,16 @@ namespace {
 // The engine's largest vocabulary among the supported families is ~152k (Qwen2); any value works.
 constexpr std::int32_t kVocabSize = 152064;
 
+// Deterministic serialization: map fields (logit_bias) otherwise go out in an order that differs
+// between two maps of the same entries.
 std::string wire(const google::protobuf::MessageLite& m) {
   std::string out;
-  FUZZ_CHECK(m.SerializeToString(&out));
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    FUZZ_CHECK(m.SerializeToCodedStream(&coded));
+  }
   return out;
 }
 
