@@ -40,7 +40,7 @@ class JsonGrammar {
   explicit JsonGrammar(const Json* root_schema = nullptr) : root_schema_(root_schema) { common(); }
 
   std::int32_t any_object() const { return any_object_; }
-  absl::StatusOr<std::int32_t> compile(const Json& schema, const std::string& where);
+  absl::StatusOr<std::int32_t> compile(const Json& schema, const std::string& where);  // depth-checked
   absl::StatusOr<std::shared_ptr<const Grammar>> build(std::int32_t value) {
     // Optional whitespace around the whole value, as a JSON text allows.
     const std::int32_t root = b_.rule("root");
@@ -62,10 +62,12 @@ class JsonGrammar {
   absl::StatusOr<std::int32_t> object_of(const Json& schema, const std::string& where);
   absl::StatusOr<std::int32_t> of_type(const std::string& type, const Json& schema, const std::string& where);
   absl::StatusOr<std::int32_t> ref(const std::string& target, const std::string& where);
+  absl::StatusOr<std::int32_t> compile_node(const Json& schema, const std::string& where);
 
   GrammarBuilder b_;
   const Json* root_schema_;
   std::map<std::string, std::int32_t> refs_;
+  int depth_ = 0;  // compile()'s nesting
   std::int32_t ws_ = -1, value_ = -1, string_ = -1, char_ = -1, number_ = -1, integer_ = -1, boolean_ = -1,
                null_ = -1, any_object_ = -1, any_array_ = -1;
 };
@@ -360,6 +362,18 @@ absl::StatusOr<std::int32_t> JsonGrammar::ref(const std::string& target, const s
 }
 
 absl::StatusOr<std::int32_t> JsonGrammar::compile(const Json& schema, const std::string& where) {
+  // Schemas nest; a client's must not run this recursion out of stack.
+  if (depth_ >= kMaxSchemaDepth) {
+    return absl::InvalidArgumentError(str_cat("the schema at ", place(where), " is nested more than ", kMaxSchemaDepth,
+                                              " deep"));
+  }
+  ++depth_;
+  absl::StatusOr<std::int32_t> rule = compile_node(schema, where);
+  --depth_;
+  return rule;
+}
+
+absl::StatusOr<std::int32_t> JsonGrammar::compile_node(const Json& schema, const std::string& where) {
   if (schema.is_boolean()) {
     if (schema.get<bool>()) return value_;
     return absl::InvalidArgumentError(str_cat("the schema at ", place(where), " is false: no value is valid"));
@@ -453,6 +467,16 @@ std::shared_ptr<const Grammar> json_object_grammar() {
   return g;
 }
 
+namespace {
+
+absl::StatusOr<std::shared_ptr<const Grammar>> grammar_of(const Json& schema) {
+  JsonGrammar j(&schema);
+  BATON_ASSIGN_OR_RETURN(const std::int32_t value, j.compile(schema, ""));
+  return j.build(value);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Grammar>> response_format_grammar(std::string_view response_format) {
   const Json format = Json::parse(response_format, nullptr, /*allow_exceptions=*/false);
   if (format.is_discarded() || !format.is_object()) {
@@ -472,7 +496,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> response_format_grammar(std::stri
   if (spec == nullptr || !spec->is_object() || !spec->contains("schema")) {
     return absl::InvalidArgumentError("response_format.json_schema.schema is required with type \"json_schema\"");
   }
-  auto grammar = json_schema_grammar((*spec)["schema"].dump());
+  auto grammar = grammar_of((*spec)["schema"]);
   if (!grammar.ok()) {
     return absl::InvalidArgumentError(str_cat("response_format.json_schema.schema: ", grammar.status().message()));
   }
@@ -480,11 +504,9 @@ absl::StatusOr<std::shared_ptr<const Grammar>> response_format_grammar(std::stri
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> json_schema_grammar(std::string_view schema) {
-  Json parsed = Json::parse(schema, nullptr, /*allow_exceptions=*/false);
+  const Json parsed = Json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return absl::InvalidArgumentError("the JSON schema is not valid JSON");
-  JsonGrammar j(&parsed);
-  BATON_ASSIGN_OR_RETURN(const std::int32_t value, j.compile(parsed, ""));
-  return j.build(value);
+  return grammar_of(parsed);
 }
 
 }  // namespace baton::structured

@@ -27,6 +27,7 @@ namespace baton::structured {
 
 inline constexpr int kMaxWhitespace = 1;
 inline constexpr int kMaxBoundedLength = 256;  // minLength / maxLength / minItems / maxItems
+inline constexpr int kMaxSchemaDepth = 64;      // subschemas nested in one another
 
 // OpenAI's response_format object, as JSON text: {"type": "json_object"} or {"type": "json_schema",
 // "json_schema": {"schema": SCHEMA, ...}} (name, strict and description are not needed). nullptr

@@ -106,6 +106,11 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPlace) {
   EXPECT_THAT(error(R"({"type":"thing"})"), HasSubstr("not a JSON Schema type"));
   EXPECT_THAT(error(R"({"allOf":[{"type":"string"},{"maxLength":3}]})"), HasSubstr("'allOf' at / with more than one"));
   EXPECT_THAT(error("false"), HasSubstr("no value is valid"));
+  // A client's schema nested thousands deep is refused, not followed down the stack.
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += R"({"type":"array","items":)";
+  deep += "true" + std::string(5000, '}');
+  EXPECT_THAT(error(deep), HasSubstr("nested more than 64 deep"));
   EXPECT_THAT(error("{"), HasSubstr("not valid JSON"));
 }
 
