@@ -97,6 +97,18 @@ TEST_F(RouterWithoutNodes, SamplingOutOfRangeIsRefusedAtTheDoor) {
   refused([](auto& s) {
     for (int t = 0; t < 1025; ++t) (*s.mutable_logit_bias())[t] = 1.0f;
   }, "logit_bias");
+  // A response format is compiled at the door: too large, not JSON, a keyword it cannot enforce,
+  // or with ignore_eos, it is the client's INVALID_ARGUMENT naming the field.
+  refused([](auto& s) { s.set_response_format(R"({"type":"json_schema","json_schema":{"schema":{"description":")" +
+                                              std::string(70000, 'x') + R"("}}})"); }, "response_format");
+  refused([](auto& s) { s.set_response_format("{"); }, "response_format");
+  refused([](auto& s) {
+    s.set_response_format(R"({"type":"json_schema","json_schema":{"schema":{"type":"string","format":"date"}}})");
+  }, "response_format");
+  refused([](auto& s) {
+    s.set_response_format(R"({"type":"json_object"})");
+    s.set_ignore_eos(true);
+  }, "response_format");
   EXPECT_EQ(router_->running_requests(), 0u);
 }
 
