@@ -26,10 +26,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::js
   }
   std::int32_t max_id = -1;
   for (auto it = vocab_it->begin(); it != vocab_it->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<long long>() < 0 ||
-        it.value().get<long long>() > INT32_MAX) {
-      return absl::InvalidArgumentError(str_cat(where, ".vocab[\"", it.key(), "\"]: expected a non-negative id, got ",
-                                                it.value().dump()));
+    // Ids index a table: one far past any real vocabulary (the largest have ~260k tokens) would
+    // make it gigabytes.
+    constexpr long long kMaxId = (1 << 21) - 1;
+    if (!it.value().is_number_integer() || it.value().get<long long>() < 0 || it.value().get<long long>() > kMaxId) {
+      return absl::InvalidArgumentError(str_cat(where, ".vocab[\"", it.key(), "\"]: expected an id in [0, ", kMaxId,
+                                                "], got ", it.value().dump()));
     }
     auto id = static_cast<std::int32_t>(it.value().get<long long>());
     model->vocab_.emplace(it.key(), id);
