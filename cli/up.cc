@@ -47,6 +47,8 @@ const std::vector<FlagSpec>& up_flags() {
       {"max-running-requests", "N", "the router's admission limit (default: derived from the decode nodes; "
                                     "docs/serving.md#admission-limits)"},
       {"max-queued-requests", "N", "requests that wait for room at the router (default: derived likewise)"},
+      {"tool-call-parser", "NAME", "the router's tool-call parser for the HTTP API: hermes or llama3_json"},
+      {"enable-auto-tool-choice", "", "the router serves tool_choice \"auto\" (needs --tool-call-parser)"},
       {"metrics", "", "every process serves Prometheus metrics at /metrics on a free port (printed)"},
       {"prometheus-targets", "FILE", "with --metrics implied: write a Prometheus file_sd JSON listing every process's "
                                      "metrics endpoint (role and node labels) and print its path"},
@@ -136,13 +138,14 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
   if (f.has("no-enable-prefix-caching")) o.node_args.push_back("--no-enable-prefix-caching");
   // The router's own flags, passed through as given (the router checks them).
-  for (const char* flag :
-       {"local-prefill-max-tokens", "served-model-name", "chat-template", "max-running-requests", "max-queued-requests"}) {
+  for (const char* flag : {"local-prefill-max-tokens", "served-model-name", "chat-template", "max-running-requests",
+                           "max-queued-requests", "tool-call-parser"}) {
     if (auto v = f.get(flag)) {
       o.router_args.push_back(str_cat("--", flag));
       o.router_args.push_back(*v);
     }
   }
+  if (f.has("enable-auto-tool-choice")) o.router_args.push_back("--enable-auto-tool-choice");
   o.metrics = f.has("metrics") || f.has("prometheus-targets");
   o.proposer_sidecar = f.has("proposer-sidecar");
   o.bin_dir = f.get("bin-dir").value_or("");

@@ -87,6 +87,11 @@ const std::vector<FlagSpec> kFlags = {
     {"http-idle-timeout-ms", "MS", "an idle keep-alive HTTP connection is closed after MS (default 60000)"},
     {"http-header-timeout-ms", "MS", "an HTTP request's header must arrive within MS of its first byte, its body "
                                      "within 60 s (default 10000); slower clients are disconnected"},
+    {"tool-call-parser", "NAME", "how the HTTP API reads tool calls from a chat's output: hermes (Qwen 2.5/3, "
+                                 "Hermes: <tool_call> blocks) or llama3_json (Llama 3.1+)"},
+    {"enable-auto-tool-choice", "", "serve tool_choice \"auto\" (the default with tools), reading calls with "
+                                    "--tool-call-parser; without it, chats with tools need tool_choice \"none\", "
+                                    "\"required\" or a function"},
     {"public-dashboard", "", "serve /dashboard and /metrics without an API key (they show counts, latencies "
                              "and node addresses, no prompt or output)"},
     {"api-keys-file", "FILE", "the public API's keys (gRPC and HTTP), one per line, or 'sha256:HEX' of one; "
@@ -237,6 +242,13 @@ absl::StatusOr<std::optional<baton::router::http::HttpOptions>> http_from_flags(
   }
   BATON_RETURN_IF_ERROR(read_ms(f, "http-idle-timeout-ms", &o.idle_timeout));
   BATON_RETURN_IF_ERROR(read_ms(f, "http-header-timeout-ms", &o.header_timeout));
+  if (auto parser = f.get("tool-call-parser")) {
+    BATON_ASSIGN_OR_RETURN(o.tool_call_parser, baton::router::http::tool_call_format(*parser));
+  }
+  o.enable_auto_tool_choice = f.has("enable-auto-tool-choice");
+  if (o.enable_auto_tool_choice && !o.tool_call_parser) {
+    return absl::InvalidArgumentError("--enable-auto-tool-choice needs --tool-call-parser (hermes or llama3_json)");
+  }
   return o;
 }
 

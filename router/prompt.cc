@@ -10,6 +10,67 @@ namespace baton::router {
 using baton::v1::ChatMessages;
 using baton::v1::GenerateRequest;
 using baton::v1::TokenizeRequest;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// JSON text a client sent (a call's arguments, a tool's schema), parsed in its order.
+absl::StatusOr<Json> json_field(const std::string& where, const std::string& text, const char* expected) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(str_cat(where, " must be ", expected, " as JSON text, got ",
+                                              Json(text.substr(0, 64)).dump()));
+  }
+  return j;
+}
+
+// The messages as transformers' templates read them (OpenAI's shape): an assistant's calls with
+// their arguments as objects (as vLLM passes them: templates print them with tojson), a tool
+// message's tool_call_id and name.
+absl::StatusOr<Json> template_messages(const std::string& field, const ChatMessages& chat) {
+  Json messages = Json::array();
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const auto& m = chat.messages(i);
+    Json message = {{"role", m.role()}, {"content", m.has_content() ? Json(m.content()) : Json()}};
+    if (m.tool_calls_size() > 0) {
+      Json calls = Json::array();
+      for (int k = 0; k < m.tool_calls_size(); ++k) {
+        const auto& call = m.tool_calls(k);
+        BATON_ASSIGN_OR_RETURN(Json arguments,
+                               json_field(str_cat(field, ".messages[", i, "].tool_calls[", k, "].arguments"),
+                                          call.arguments(), "an object"));
+        calls.push_back({{"id", call.id()},
+                         {"type", "function"},
+                         {"function", {{"name", call.name()}, {"arguments", std::move(arguments)}}}});
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id().empty()) message["tool_call_id"] = m.tool_call_id();
+    if (!m.name().empty()) message["name"] = m.name();
+    messages.push_back(std::move(message));
+  }
+  return messages;
+}
+
+// OpenAI's tool list: {"type": "function", "function": {"name", "description", "parameters"}}.
+absl::StatusOr<Json> template_tools(const std::string& field, const ChatMessages& chat) {
+  Json tools = Json::array();
+  for (int i = 0; i < chat.tools_size(); ++i) {
+    const auto& t = chat.tools(i);
+    const std::string where = str_cat(field, ".tools[", i, "]");
+    if (t.name().empty()) return absl::InvalidArgumentError(str_cat(where, ".name is empty"));
+    Json function = {{"name", t.name()}};
+    if (t.has_description()) function["description"] = t.description();
+    if (!t.parameters().empty()) {
+      BATON_ASSIGN_OR_RETURN(function["parameters"],
+                             json_field(where + ".parameters", t.parameters(), "a JSON Schema object"));
+    }
+    tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return tools;
+}
+
+}  // namespace
 
 absl::StatusOr<EncodedPrompt> PromptEncoder::encode_text(const std::string& field, const std::string& text,
                                                          bool add_special_tokens) const {
@@ -35,10 +96,10 @@ absl::StatusOr<EncodedPrompt> PromptEncoder::encode_chat(const std::string& fiel
     return absl::InvalidArgumentError(str_cat(field, ": this model's tokenizer_config.json has no chat_template; send "
                                               "prompt.text or prompt.token_ids instead"));
   }
-  nlohmann::json messages = nlohmann::json::array();
-  for (const auto& m : chat.messages()) messages.push_back({{"role", m.role()}, {"content", m.content()}});
-  auto rendered = tokenizer_->apply_chat_template(messages, chat.has_add_generation_prompt() ? chat.add_generation_prompt()
-                                                                                            : true);
+  BATON_ASSIGN_OR_RETURN(const Json messages, template_messages(field, chat));
+  BATON_ASSIGN_OR_RETURN(const Json tools, template_tools(field, chat));
+  auto rendered = tokenizer_->apply_chat_template(
+      messages, chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true, tools);
   if (!rendered.ok()) {
     return absl::InvalidArgumentError(str_cat(field, ": the chat template failed: ", rendered.status().message()));
   }

@@ -1,8 +1,9 @@
 // The public request's prompt as token ids, exactly as `baton generate` makes them (so that output
 // through the cluster equals local output): text is encoded with add_special_tokens = true; chat
-// messages are rendered with the model's chat template (add_generation_prompt: default true) and
-// the rendering encoded with add_special_tokens = false (the template writes BOS itself); token ids
-// pass through. Without tokenizer files the router is in token-id mode and refuses text and chat.
+// messages (with their tool calls, and the tools offered) are rendered with the model's chat
+// template (add_generation_prompt: default true) and the rendering encoded with
+// add_special_tokens = false (the template writes BOS itself); token ids pass through. Without
+// tokenizer files the router is in token-id mode and refuses text and chat.
 //
 // Also the checks that need no node call beyond the decode node's Info: ids within the vocabulary
 // and prompt + max_tokens within max_model_len. Errors are INVALID_ARGUMENT naming the field.

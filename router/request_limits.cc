@@ -32,9 +32,22 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
     if (static_cast<std::size_t>(messages.size()) > limits.max_chat_messages) {
       return over("messages", str_cat(messages.size(), " messages; at most ", limits.max_chat_messages));
     }
+    const auto& tools = request.chat().tools();
+    if (static_cast<std::size_t>(tools.size()) > kMaxTools) {
+      return over("tools", str_cat(tools.size(), " tools; at most ", kMaxTools));
+    }
     std::size_t bytes = 0;
-    for (const auto& m : messages) bytes += m.role().size() + m.content().size();
+    for (const auto& m : messages) {
+      if (static_cast<std::size_t>(m.tool_calls_size()) > kMaxTools) {
+        return over("messages", str_cat("a message makes ", m.tool_calls_size(), " tool calls; at most ", kMaxTools));
+      }
+      bytes += m.role().size() + m.content().size() + m.tool_call_id().size() + m.name().size();
+      for (const auto& call : m.tool_calls()) bytes += call.id().size() + call.name().size() + call.arguments().size();
+    }
     if (bytes > prompt_limit) return prompt_over(bytes, "messages");
+    std::size_t tool_bytes = 0;
+    for (const auto& t : tools) tool_bytes += t.name().size() + t.description().size() + t.parameters().size();
+    if (tool_bytes > prompt_limit) return prompt_over(tool_bytes, "tools");
   }
   const baton::v1::SamplingParams& s = request.sampling();
   // The engine's own ranges, here at the door: a bad value is the client's error, not a node's.
@@ -94,8 +107,8 @@ absl::Status check_request_limits(const baton::v1::GenerateRequest& request, con
 std::string limited_field(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return "";
   const std::string message(status.message());
-  for (const char* field : {"prompt", "messages", "stop_token_ids", "stop", "logprobs", "logit_bias", "response_format",
-                            "request_id", "cache_salt"}) {
+  for (const char* field : {"prompt", "messages", "tools", "stop_token_ids", "stop", "logprobs", "logit_bias",
+                            "response_format", "request_id", "cache_salt"}) {
     const std::string prefix = str_cat(field, ":");
     if (message.rfind(prefix, 0) == 0) return field;
   }

@@ -1,7 +1,7 @@
 // The bounds a public request must keep before the router spends anything on it (tokenizing,
 // placing, node calls): sizes of the message and prompt, and of what the nodes would have to
-// carry for it (stop strings, stop token ids, logprobs, chat messages). Every limit has a default
-// that protects a router and its nodes and a flag to change it (router/main.cc).
+// carry for it (stop strings, stop token ids, logprobs, chat messages and tools). Every limit has
+// a default that protects a router and its nodes and a flag to change it (router/main.cc).
 //
 // Over a limit: INVALID_ARGUMENT whose message starts with the field it names ("prompt: ...",
 // "stop: ..."), so that the HTTP front end can name it as OpenAI's `param`; the router serves on.
@@ -31,6 +31,8 @@ struct RequestLimits {
 };
 
 inline constexpr std::size_t kPromptBytesPerToken = 64;
+// Tools a chat request may offer, and calls one message may hold.
+inline constexpr std::size_t kMaxTools = 128;
 
 // `max_model_len`: the decode nodes' (0: not known yet).
 absl::Status check_request_limits(const baton::v1::GenerateRequest& request, const RequestLimits& limits,

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::compile(const std::s
   return result;
 }
 
-absl::StatusOr<std::string> ChatTemplate::render(const nlohmann::json& variables) const {
+absl::StatusOr<std::string> ChatTemplate::render(const nlohmann::ordered_json& variables) const {
   if (!variables.is_object()) return absl::InvalidArgumentError("chat template variables must be a JSON object");
   try {
     jinja::Evaluator evaluator(jinja::Value::from_json(variables));

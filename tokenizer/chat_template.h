@@ -27,8 +27,9 @@ class ChatTemplate {
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> compile(const std::string& source);
   ~ChatTemplate();
   // `variables`: a JSON object (messages, add_generation_prompt, bos_token, ...). Object keys reach
-  // the template in nlohmann::json's (sorted) order.
-  absl::StatusOr<std::string> render(const nlohmann::json& variables) const;
+  // the template in the object's order: as written for an ordered_json (what `tojson` prints, as
+  // transformers does), sorted for a plain nlohmann::json.
+  absl::StatusOr<std::string> render(const nlohmann::ordered_json& variables) const;
 
  private:
   ChatTemplate();

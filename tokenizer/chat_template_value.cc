@@ -70,9 +70,9 @@ Value Value::dict(Dict items, bool is_namespace) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) { return from_json(j, 0); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json(j, 0); }
 
-Value Value::from_json(const nlohmann::json& j, int depth) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
   switch (j.type()) {
     case nlohmann::json::value_t::null: return none();
     case nlohmann::json::value_t::boolean: return boolean(j.get<bool>());

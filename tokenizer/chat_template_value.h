@@ -66,8 +66,9 @@ class Value {
     v.macro_ = std::move(def);
     return v;
   }
-  // Throws TemplateError for JSON nested deeper than kMaxValueDepth.
-  static Value from_json(const nlohmann::json& j);
+  // Throws TemplateError for JSON nested deeper than kMaxValueDepth. Dicts keep the object's order
+  // (an ordered_json keeps the order it was written in, as Python's json.loads does).
+  static Value from_json(const nlohmann::ordered_json& j);
   // Insert or overwrite `key` in items being built for dict(), keeping the position of an
   // existing key.
   static void put(Dict& items, const std::string& key, Value value);
@@ -118,7 +119,7 @@ class Value {
  private:
   void repr_into(std::string& out) const;
   void dump_json(std::string& out, std::int64_t indent, int depth, bool sort_keys) const;
-  static Value from_json(const nlohmann::json& j, int depth);
+  static Value from_json(const nlohmann::ordered_json& j, int depth);
 
   Kind kind_ = Kind::kUndefined;
   bool is_namespace_ = false;

@@ -242,8 +242,9 @@ std::vector<std::int32_t> Tokenizer::eos_token_ids() const {
   return ids;
 }
 
-absl::StatusOr<std::string> Tokenizer::apply_chat_template(const nlohmann::json& messages,
-                                                           bool add_generation_prompt) const {
+absl::StatusOr<std::string> Tokenizer::apply_chat_template(const nlohmann::ordered_json& messages,
+                                                           bool add_generation_prompt,
+                                                           const nlohmann::ordered_json& tools) const {
   if (!chat_template_) {
     return absl::FailedPreconditionError(
         "this model's tokenizer_config.json has no chat_template; pass a plain prompt instead of chat messages");
@@ -258,8 +259,12 @@ absl::StatusOr<std::string> Tokenizer::apply_chat_template(const nlohmann::json&
       return absl::InvalidArgumentError(str_cat("chat messages[", i, "]: expected an object with a string \"role\""));
     }
   }
-  nlohmann::json variables = nlohmann::json::object();
+  if (!tools.is_null() && !tools.is_array()) {
+    return absl::InvalidArgumentError(str_cat("chat tools must be a JSON array, got ", tools.type_name()));
+  }
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   variables["messages"] = messages;
+  if (tools.is_array() && !tools.empty()) variables["tools"] = tools;
   variables["add_generation_prompt"] = add_generation_prompt;
   const std::pair<const char*, const std::optional<std::string>*> tokens[] = {
       {"bos_token", &bos_token_}, {"eos_token", &eos_token_}, {"unk_token", &unk_token_}, {"pad_token", &pad_token_}};

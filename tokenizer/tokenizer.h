@@ -58,8 +58,13 @@ class Tokenizer {
   // Replaces tokenizer_config.json's chat template (vLLM's --chat-template): `source` is the Jinja
   // text, `origin` what errors name (e.g. "--chat-template FILE").
   absl::Status set_chat_template(const std::string& source, const std::string& origin);
-  // messages: JSON array of {"role","content"}; renders tokenizer_config.json's chat_template.
-  absl::StatusOr<std::string> apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const;
+  // Renders the chat template (tokenizer_config.json's, or set_chat_template's) as transformers'
+  // apply_chat_template does. messages: a JSON array of {"role", "content", ...} (an assistant's
+  // "tool_calls", a tool's "tool_call_id" as OpenAI sends them); tools: OpenAI's tool list, the
+  // template's `tools` (left undefined when null or empty). Objects reach the template in their
+  // order (see ChatTemplate::render).
+  absl::StatusOr<std::string> apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                                  const nlohmann::ordered_json& tools = nullptr) const;
 
  private:
   friend class DecodeStream;

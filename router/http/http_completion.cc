@@ -37,6 +37,8 @@ HttpCompletion::HttpCompletion(HttpServer& server, RouterService& router, std::s
   context_.endpoint = api_.endpoint;
   context_.want_logprobs = api_.want_logprobs;
   context_.include_usage = api_.include_usage;
+  context_.tools = api_.tools;
+  context_.tool_parser = server_.options_.tool_call_parser;
   context_.tokenizer = router_.tokenizer();
 }
 

@@ -234,7 +234,8 @@ Reply HttpServer::health() const {
 void HttpServer::generate(int endpoint_value, const security::KeyId& caller, std::shared_ptr<Exchange> ex) {
   const Clock::time_point received = Clock::now();
   const auto endpoint = static_cast<Endpoint>(endpoint_value);
-  auto parsed = parse_request(endpoint, ex->request().body(), router_.served_model_name());
+  auto parsed = parse_request(endpoint, ex->request().body(), router_.served_model_name(),
+                              options_.enable_auto_tool_choice && options_.tool_call_parser.has_value());
   if (auto* e = std::get_if<ApiError>(&parsed)) {
     leave();
     return ex->reply(error_reply(*e));

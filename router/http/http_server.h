@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "http/http_listener.h"
+#include "router/http/tool_call_parser.h"
 #include "security/api_keys.h"
 #include "security/tls_config.h"
 
@@ -63,6 +64,10 @@ struct HttpOptions {
   std::size_t max_in_flight = 1024 + 64;      // completions being served at once; more get 429
   std::chrono::milliseconds idle_timeout{60'000};   // keep-alive connections idle this long close
   std::chrono::milliseconds header_timeout{10'000}; // a request's header must arrive this fast
+  // Tool calling (openai_tools.h): the format calls are read in (--tool-call-parser), and whether
+  // tool_choice "auto" is served (--enable-auto-tool-choice, which needs the parser).
+  std::optional<ToolCallFormat> tool_call_parser;
+  bool enable_auto_tool_choice = false;
 };
 
 class HttpServer {

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "common/sampling_ranges.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "router/http/openai_tools.h"
 
 namespace baton::router::http {
 namespace {
@@ -28,8 +30,9 @@ class Parser {
  public:
   // text: the body as sent (a JSON schema's properties are generated in the order it lists them,
   // which `body`, a sorted object, has lost).
-  Parser(Endpoint endpoint, const json& body, std::string_view text = {})
-      : endpoint_(endpoint), body_(body), text_(text) {}
+  // auto_tool_choice: the server reads calls from output (--enable-auto-tool-choice).
+  Parser(Endpoint endpoint, const json& body, std::string_view text = {}, bool auto_tool_choice = false)
+      : endpoint_(endpoint), body_(body), text_(text), auto_tool_choice_(auto_tool_choice) {}
 
   OpenAiRequest parse(const std::string& served_model) {
     OpenAiRequest r;
@@ -50,6 +53,9 @@ class Parser {
       messages(prompts[0]);
     }
     sampling(r);
+    if (endpoint_ == Endpoint::kChat) {
+      r.tools = parse_tools(ordered(), auto_tool_choice_, *prompts[0].mutable_chat(), *r.generate.mutable_sampling());
+    }
     if (const json* id = field(body_, "request_id")) r.generate.set_request_id(string_of(*id, "request_id"));
     if (const json* salt = field(body_, "cache_salt")) r.generate.set_cache_salt(string_of(*salt, "cache_salt"));
     if (const json* n = field(body_, "n")) r.n = static_cast<int>(integer(*n, "n", 1, kMaxChoices));
@@ -91,15 +97,13 @@ class Parser {
       if (v->is_string()) return !v->get_ref<const std::string&>().empty();
       return !((v->is_array() || v->is_object()) && v->empty());
     };
-    for (const char* name : {"tools", "functions"}) {
-      if (non_empty(name)) refuse(name, "tool calling");
+    // The deprecated function-calling API; `tools` replaced it (openai_tools.h).
+    if (non_empty("functions")) refuse("functions", "the deprecated `functions` (send `tools`)");
+    if (const json* v = field(body_, "function_call"); v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) {
+      refuse("function_call", "the deprecated `function_call` (send `tool_choice`)");
     }
-    for (const char* name : {"tool_choice", "function_call"}) {
-      const json* v = field(body_, name);
-      if (v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) refuse(name, "tool calling");
-    }
-    if (const json* v = field(body_, "parallel_tool_calls"); v != nullptr && *v != false && non_empty("tools")) {
-      refuse("parallel_tool_calls", "tool calling");
+    if (endpoint_ == Endpoint::kCompletions && non_empty("tools")) {
+      throw bad_field("tools", "tools belongs to /v1/chat/completions");
     }
     if (non_empty("prediction")) refuse("prediction", "a predicted output");
     if (non_empty("audio")) refuse("audio", "audio output");
@@ -117,14 +121,11 @@ class Parser {
       const json& msg = (*m)[i];
       if (!msg.is_object()) continue;  // messages() names that
       const std::string where = str_cat("messages[", i, "]");
-      for (const char* name : {"tool_calls", "function_call"}) {
-        const json* v = field(msg, name);
-        if (v != nullptr && !((v->is_array() || v->is_object()) && v->empty())) {
-          refuse(str_cat(where, ".", name), "tool calling");
-        }
+      if (const json* v = field(msg, "function_call"); v != nullptr && !(v->is_object() && v->empty())) {
+        refuse(where + ".function_call", "the deprecated `function_call` (send `tool_calls`)");
       }
-      if (const json* role = field(msg, "role"); role != nullptr && (*role == "tool" || *role == "function")) {
-        refuse(where + ".role", str_cat("a message of role ", role->get<std::string>(), " (tool calling)"));
+      if (const json* role = field(msg, "role"); role != nullptr && *role == "function") {
+        refuse(where + ".role", "a message of role function (the deprecated API; send role \"tool\")");
       }
     }
   }
@@ -166,9 +167,8 @@ class Parser {
     if (spec == nullptr || !spec->is_object() || field(*spec, "schema") == nullptr) {
       throw bad_field("response_format", "response_format.json_schema.schema is required with type \"json_schema\"");
     }
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text_, nullptr, /*allow_exceptions=*/false);
-    s.set_response_format(ordered.is_object() && ordered.contains("response_format") ? ordered["response_format"].dump()
-                                                                                      : v.dump());
+    const nlohmann::ordered_json& body = ordered();
+    s.set_response_format(body.contains("response_format") ? body["response_format"].dump() : v.dump());
   }
 
   // OpenAI's form: {"<token id>": bias, ...}, the ids as decimal strings.
@@ -267,6 +267,12 @@ class Parser {
     if (field(body_, "messages") == nullptr) throw bad_field("prompt", "prompt (a string) or messages is required");
     baton::v1::GenerateRequest g;
     messages(g);
+    // The tools reach the template; tool_choice only shapes generation, so it is not read here.
+    if (field(body_, "tools") != nullptr) {
+      baton::v1::SamplingParams unused;
+      nlohmann::ordered_json only_tools = {{"tools", ordered()["tools"]}, {"tool_choice", "none"}};
+      parse_tools(only_tools, false, *g.mutable_chat(), unused);
+    }
     *t.mutable_chat() = std::move(*g.mutable_chat());
     if (const json* a = field(body_, "add_generation_prompt")) {
       t.mutable_chat()->set_add_generation_prompt(boolean(*a, "add_generation_prompt"));
@@ -302,8 +308,13 @@ class Parser {
       const json* role = field(msg, "role");
       if (role == nullptr) throw bad_field(where + ".role", where + ".role is required");
       out->set_role(string_of(*role, where + ".role"));
+      parse_message_tools(msg, where, *out);
       const json* content = field(msg, "content");
-      if (content == nullptr) continue;
+      if (content == nullptr) {
+        // None only for an assistant's message of calls (templates test it); "" otherwise, as always.
+        if (out->tool_calls_size() == 0) out->set_content("");
+        continue;
+      }
       if (content->is_string()) {
         out->set_content(content->get<std::string>());
         continue;
@@ -403,9 +414,20 @@ class Parser {
     if (r.want_logprobs) s.set_logprobs(r.top_logprobs);
   }
 
+  // The body as written, parsed once when first needed (an object: body_ parsed).
+  const nlohmann::ordered_json& ordered() {
+    if (!ordered_) {
+      ordered_ = nlohmann::ordered_json::parse(text_, nullptr, /*allow_exceptions=*/false);
+      if (!ordered_->is_object()) ordered_ = body_;
+    }
+    return *ordered_;
+  }
+
   const Endpoint endpoint_;
   const json& body_;
   const std::string_view text_;
+  const bool auto_tool_choice_;
+  std::optional<nlohmann::ordered_json> ordered_;
 };
 
 }  // namespace
@@ -426,12 +448,12 @@ std::vector<baton::v1::GenerateRequest> choice_requests(const OpenAiRequest& r) 
 }
 
 std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
-                                                    const std::string& served_model) {
+                                                    const std::string& served_model, bool auto_tool_choice) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad_field("", "the request body is not valid JSON");
   if (!j.is_object()) return bad_field("", str_cat("the request body must be a JSON object, got ", j.type_name()));
   try {
-    return Parser(endpoint, j, body).parse(served_model);
+    return Parser(endpoint, j, body, auto_tool_choice).parse(served_model);
   } catch (const ApiError& e) {
     return e;
   }
@@ -454,7 +476,7 @@ std::variant<baton::v1::TokenizeRequest, ApiError> parse_tokenize(const std::str
   auto j = object_body(body);
   if (auto* e = std::get_if<ApiError>(&j)) return *e;
   try {
-    return Parser(Endpoint::kChat, std::get<json>(j)).tokenize(served_model);
+    return Parser(Endpoint::kChat, std::get<json>(j), body).tokenize(served_model);
   } catch (const ApiError& e) {
     return e;
   }

@@ -4,9 +4,10 @@
 // inside their OpenAI ranges pass to the nodes, which validate them with the engine's own rules.
 //
 // Supported: model, prompt (string, token ids, or a list of those), messages (string content or
-// text parts), max_tokens / max_completion_tokens, temperature, top_p, seed, stop, n, stream,
+// text parts; an assistant's tool_calls, tool messages), tools / tool_choice / parallel_tool_calls
+// (openai_tools.h), max_tokens / max_completion_tokens, temperature, top_p, seed, stop, n, stream,
 // stream_options.include_usage, logprobs (completions: integer; chat: boolean with top_logprobs),
-// presence_penalty, frequency_penalty, logit_bias; vLLM's extras top_k, min_p,
+// presence_penalty, frequency_penalty, logit_bias, response_format; vLLM's extras top_k, min_p,
 // repetition_penalty, min_tokens, ignore_eos, stop_token_ids, request_id (the id the Abort RPC
 // and the logs know the request by; unique among running requests). Unknown fields are ignored.
 //
@@ -24,6 +25,7 @@
 
 #include "baton/v1/api.pb.h"
 #include "router/http/api_error.h"
+#include "router/http/openai_tools.h"
 
 namespace baton::router::http {
 
@@ -44,6 +46,7 @@ struct OpenAiRequest {
   bool include_usage = false;           // stream_options.include_usage
   bool want_logprobs = false;           // completions: logprobs set; chat: logprobs true
   int top_logprobs = 0;
+  ToolUse tools;  // chat: how the answer is read for tool calls (openai_tools.h)
 };
 
 // Every choice's request, in OpenAI's order: prompt p's sample j is choice p * n + j. With n > 1,
@@ -51,9 +54,10 @@ struct OpenAiRequest {
 // reproducible); with several choices and a request_id, choice i is known as "<request_id>-<i>".
 std::vector<baton::v1::GenerateRequest> choice_requests(const OpenAiRequest& r);
 
-// served_model: the name `model` must equal.
+// served_model: the name `model` must equal. auto_tool_choice: the server reads tool calls from
+// output (--enable-auto-tool-choice with a --tool-call-parser), so tool_choice "auto" is served.
 std::variant<OpenAiRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
-                                                    const std::string& served_model);
+                                                    const std::string& served_model, bool auto_tool_choice = false);
 
 // vLLM's POST /tokenize: `prompt` (a string; add_special_tokens, default true) or `messages` (as
 // chat completions take them; add_generation_prompt, default true); `model` optional, the served

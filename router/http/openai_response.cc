@@ -1,6 +1,7 @@
 #include "router/http/openai_response.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/status.h"
 #include "tokenizer/tokenizer.h"
@@ -61,6 +62,41 @@ json logprobs_json(const ResponseContext& c, const std::vector<baton::v1::TokenL
 
 std::vector<baton::v1::TokenLogprob> logprobs_of(const baton::v1::GenerateResponse& m) {
   return {m.logprobs().begin(), m.logprobs().end()};
+}
+
+// The parser that reads this choice's output for tool calls; null when it is all content.
+std::unique_ptr<ToolCallParser> tool_parser_for(const ResponseContext& c) {
+  if (c.endpoint != Endpoint::kChat) return nullptr;
+  switch (c.tools.choice) {
+    case ToolChoice::kNone: return nullptr;
+    case ToolChoice::kAuto: return c.tool_parser ? make_tool_call_parser(*c.tool_parser) : nullptr;
+    case ToolChoice::kRequired: return make_required_calls_parser();
+    case ToolChoice::kNamed: return make_named_call_parser(c.tools.name);
+  }
+  return nullptr;
+}
+
+// "call_" and 24 random hex digits, as OpenAI's ids look.
+std::string new_call_id() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kHex[random() & 15];
+  return id;
+}
+
+// Calls past the first are dropped with parallel_tool_calls false (tool_choice "auto": the
+// constrained modes make one call then).
+void keep_allowed_calls(const ResponseContext& c, ParsedText& parsed) {
+  if (c.tools.parallel) return;
+  std::erase_if(parsed.calls, [](const ToolCallPart& p) { return p.index > 0; });
+}
+
+json finish_reason_for(const ResponseContext& c, baton::v1::FinishReason reason, bool made_calls) {
+  if (made_calls && reason == baton::v1::FINISH_REASON_STOP && c.tools.choice != ToolChoice::kNamed) {
+    return "tool_calls";
+  }
+  return finish_reason_json(reason);
 }
 
 }  // namespace
@@ -138,8 +174,33 @@ json CompletionBody::choice() const {
   std::size_t offset = 0;
   json choice = {{"index", context_.index}, {"logprobs", logprobs_json(context_, logprobs_, &offset)},
                  {"finish_reason", finish_reason_json(finish_)}};
-  if (context_.endpoint == Endpoint::kChat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  else choice["text"] = text_;
+  if (context_.endpoint != Endpoint::kChat) {
+    choice["text"] = text_;
+    return choice;
+  }
+  std::unique_ptr<ToolCallParser> parser = tool_parser_for(context_);
+  if (parser == nullptr) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    return choice;
+  }
+  // The same parser as a stream's, fed the whole text: the same content and calls.
+  ParsedText parsed = parser->feed(text_);
+  ParsedText rest = parser->finish();
+  parsed.content += rest.content;
+  for (ToolCallPart& part : rest.calls) parsed.calls.push_back(std::move(part));
+  keep_allowed_calls(context_, parsed);
+  json calls = json::array();
+  for (const ToolCallPart& part : parsed.calls) {
+    if (part.index >= calls.size()) {
+      calls.push_back({{"id", new_call_id()}, {"type", "function"}, {"function", {{"name", part.name}, {"arguments", ""}}}});
+    }
+    calls[part.index]["function"]["arguments"] =
+        calls[part.index]["function"]["arguments"].get<std::string>() + part.arguments;
+  }
+  const bool made_calls = !calls.empty();
+  choice["message"] = {{"role", "assistant"}, {"content", parsed.content.empty() && made_calls ? json() : json(parsed.content)}};
+  if (made_calls) choice["message"]["tool_calls"] = std::move(calls);
+  choice["finish_reason"] = finish_reason_for(context_, finish_, made_calls);
   return choice;
 }
 
@@ -168,6 +229,9 @@ json usage_chunk(const ResponseContext& context, const baton::v1::Usage& usage) 
 
 json CompletionChunks::chunk(json choice) const { return chunk_of(context_, std::move(choice)); }
 
+CompletionChunks::CompletionChunks(ResponseContext context)
+    : context_(std::move(context)), tool_parser_(tool_parser_for(context_)) {}
+
 std::vector<json> CompletionChunks::on_message(const baton::v1::GenerateResponse& m) {
   std::vector<json> out;
   const bool chat = context_.endpoint == Endpoint::kChat;
@@ -176,16 +240,51 @@ std::vector<json> CompletionChunks::on_message(const baton::v1::GenerateResponse
                          {"finish_reason", nullptr}}));
     role_sent_ = true;
   }
-  if (!m.text().empty() || m.token_ids_size() > 0) {
+  const bool finished = m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED;
+  if (tool_parser_ != nullptr) {
+    // Content and calls as the parser releases them; a chunk only when it says something (or
+    // carries the tokens' logprobs).
+    ParsedText parsed = tool_parser_->feed(m.text());
+    if (finished) {
+      ParsedText rest = tool_parser_->finish();
+      parsed.content += rest.content;
+      for (ToolCallPart& part : rest.calls) parsed.calls.push_back(std::move(part));
+    }
+    keep_allowed_calls(context_, parsed);
+    json delta = json::object();
+    if (!parsed.content.empty()) delta["content"] = parsed.content;
+    if (!parsed.calls.empty()) {
+      json calls = json::array();
+      for (const ToolCallPart& part : parsed.calls) {
+        json call = {{"index", part.index}};
+        if (part.index >= call_ids_.size()) {
+          call_ids_.push_back(new_call_id());
+          call["id"] = call_ids_.back();
+          call["type"] = "function";
+          call["function"] = {{"name", part.name}, {"arguments", part.arguments}};
+        } else {
+          call["function"] = {{"arguments", part.arguments}};
+        }
+        calls.push_back(std::move(call));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
+    const json logprobs = logprobs_json(context_, logprobs_of(m), &text_offset_);
+    if (!delta.empty() || (!logprobs.is_null() && m.logprobs_size() > 0)) {
+      if (delta.empty()) delta["content"] = "";
+      out.push_back(chunk({{"index", context_.index}, {"delta", std::move(delta)}, {"logprobs", logprobs},
+                           {"finish_reason", nullptr}}));
+    }
+  } else if (!m.text().empty() || m.token_ids_size() > 0) {
     json choice = {{"index", context_.index}, {"logprobs", logprobs_json(context_, logprobs_of(m), &text_offset_)},
                    {"finish_reason", nullptr}};
     if (chat) choice["delta"] = {{"content", m.text()}};
     else choice["text"] = m.text();
     out.push_back(chunk(std::move(choice)));
   }
-  if (m.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
+  if (finished) {
     json choice = {{"index", context_.index}, {"logprobs", nullptr},
-                   {"finish_reason", finish_reason_json(m.finish_reason())}};
+                   {"finish_reason", finish_reason_for(context_, m.finish_reason(), !call_ids_.empty())}};
     if (chat) choice["delta"] = json::object();
     else choice["text"] = "";
     out.push_back(chunk(std::move(choice)));

@@ -5,18 +5,24 @@
 // has OpenAI's token counts plus `prompt_tokens_details.cached_tokens` and Baton's `speculation`
 // counts. Logprobs in each endpoint's shape, tokens as their text (token-id mode: "token_id:N").
 // A request with several choices (n > 1, a list of prompts) builds each choice's part with its
-// index and merges them: one body with every choice, one usage for all.
+// index and merges them: one body with every choice, one usage for all. A chat with tools has its
+// output read for calls (tool_call_parser.h): the message's `tool_calls` (finish_reason
+// "tool_calls", except for a named tool_choice, as OpenAI does), or the stream's tool_calls
+// deltas, each call's first with its id, type and name.
 //
 // Must not: do I/O (http_server.h frames and sends what this builds).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "baton/v1/api.pb.h"
 #include "nlohmann/json.hpp"
 #include "router/http/openai_request.h"
+#include "router/http/tool_call_parser.h"
 
 namespace baton {
 class Tokenizer;
@@ -36,6 +42,8 @@ struct ResponseContext {
   // A stream of one choice among several: it sends no usage chunk of its own (the request's,
   // merged, comes last: usage_chunk()).
   bool shared_usage = false;
+  ToolUse tools;                                // chat: how output is read for calls
+  std::optional<ToolCallFormat> tool_parser;    // --tool-call-parser (tool_choice "auto")
 };
 
 // "stop", "length", "abort", "error"; null while running.
@@ -73,13 +81,15 @@ class CompletionBody {
 // A streamed completion: the chunks each message makes, in order.
 class CompletionChunks {
  public:
-  explicit CompletionChunks(ResponseContext context) : context_(std::move(context)) {}
+  explicit CompletionChunks(ResponseContext context);
   std::vector<nlohmann::json> on_message(const baton::v1::GenerateResponse& message);
   const baton::v1::Usage& usage() const { return usage_; }  // the last message's
 
  private:
   nlohmann::json chunk(nlohmann::json choice) const;
   ResponseContext context_;
+  std::unique_ptr<ToolCallParser> tool_parser_;  // null: output is content
+  std::vector<std::string> call_ids_;           // by call index
   bool role_sent_ = false;
   std::size_t text_offset_ = 0;
   baton::v1::Usage usage_;

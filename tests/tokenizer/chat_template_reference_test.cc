@@ -58,12 +58,13 @@ TEST(ChatTemplateReference, RendersLikeHuggingFaceJinja) {
   }
   ASSERT_GE(cases.size(), 8u);
 
-  auto conversations = nlohmann::json::parse(
+  // Ordered: a tool's schema and a call's arguments reach `tojson` in the order they were written.
+  auto conversations = nlohmann::ordered_json::parse(
       testing::read_file(testing::source_dir() + "/tests/tokenizer/conversations.json"), nullptr, false);
   ASSERT_FALSE(conversations.is_discarded()) << "conversations.json is not JSON";
-  nlohmann::json request = {{"templates", nlohmann::json::object()},
-                            {"variables", nlohmann::json::object()},
-                            {"conversations", conversations}};
+  nlohmann::ordered_json request = {{"templates", nlohmann::json::object()},
+                                    {"variables", nlohmann::json::object()},
+                                    {"conversations", conversations}};
   for (const auto& [name, c] : cases) {
     request["templates"][name] = c.source;
     request["variables"][name] = c.variables;
@@ -86,19 +87,23 @@ TEST(ChatTemplateReference, RendersLikeHuggingFaceJinja) {
   for (const auto& r : reference["renders"]) {
     const std::string name = r["template"].get<std::string>();
     const TemplateCase& c = cases.at(name);
-    const auto& messages = conversations[r["conversation"].get<std::size_t>()];
+    const auto& conversation = conversations[r["conversation"].get<std::size_t>()];
+    const bool with_tools = conversation.is_object();
+    const auto& messages = with_tools ? conversation["messages"] : conversation;
+    const nlohmann::ordered_json tools = with_tools ? conversation["tools"] : nlohmann::ordered_json();
     bool add_generation_prompt = r["add_generation_prompt"].get<bool>();
     absl::StatusOr<std::string> ours;
     if (c.tokenizer != nullptr) {
-      ours = c.tokenizer->apply_chat_template(messages, add_generation_prompt);
+      ours = c.tokenizer->apply_chat_template(messages, add_generation_prompt, tools);
     } else {
       if (!compiled.count(name)) {
         auto t = ChatTemplate::compile(c.source);
         ASSERT_TRUE(t.ok()) << name << ": " << t.status();
         compiled[name] = std::move(t).value();
       }
-      nlohmann::json variables = c.variables;
+      nlohmann::ordered_json variables = c.variables;
       variables["messages"] = messages;
+      if (!tools.empty()) variables["tools"] = tools;
       variables["add_generation_prompt"] = add_generation_prompt;
       ours = compiled[name]->render(variables);
     }

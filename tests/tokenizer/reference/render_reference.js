@@ -2,8 +2,9 @@
 //
 //   node render_reference.js CASES_JSON
 //
-// CASES_JSON: {"templates": {name: template_text}, "conversations": [[message, ...], ...],
+// CASES_JSON: {"templates": {name: template_text}, "conversations": [conversation, ...],
 //              "variables": {name: {bos_token, eos_token, ...}}}
+// A conversation is [message, ...], or {"messages": [message, ...], "tools": [tool, ...]}.
 // Prints {"renders": [{"template", "conversation", "add_generation_prompt", "text" | "error"}]}
 // for every template × conversation × add_generation_prompt. Variables are passed exactly as
 // transformers' apply_chat_template passes them (messages, add_generation_prompt, special tokens).
@@ -22,11 +23,15 @@ async function main() {
   for (const [name, text] of Object.entries(cases.templates)) {
     const template = new Template(text);
     const variables = cases.variables[name] || {};
-    cases.conversations.forEach((messages, index) => {
+    cases.conversations.forEach((conversation, index) => {
+      const messages = Array.isArray(conversation) ? conversation : conversation.messages;
+      const tools = Array.isArray(conversation) ? undefined : conversation.tools;
       for (const addGenerationPrompt of [false, true]) {
         const entry = { template: name, conversation: index, add_generation_prompt: addGenerationPrompt };
         try {
-          entry.text = template.render({ ...variables, messages, add_generation_prompt: addGenerationPrompt });
+          const context = { ...variables, messages, add_generation_prompt: addGenerationPrompt };
+          if (tools !== undefined && tools.length > 0) context.tools = tools;
+          entry.text = template.render(context);
         } catch (e) {
           entry.error = String(e.message || e);
         }
