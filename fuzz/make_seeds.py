@@ -93,8 +93,44 @@ def openai_request():
     }
     for name, body in chat.items():
         write("openai_request", "chat-" + name, "1" + json.dumps(body))
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "city": {"type": "string", "maxLength": 16},
+                                                   "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}},
+             {"type": "function", "function": {"name": "now"}}]
+    ask = [{"role": "user", "content": "Weather?"}]
+    history = ask + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "cold"}]
+    tool_chats = {
+        "tools-auto": {"model": model, "messages": ask, "tools": tools},
+        "tools-required": {"model": model, "messages": ask, "tools": tools, "tool_choice": "required",
+                           "parallel_tool_calls": False},
+        "tools-named": {"model": model, "messages": ask, "tools": tools,
+                        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        "tools-history": {"model": model, "messages": history, "tools": tools, "tool_choice": "none"},
+    }
+    for name, body in tool_chats.items():
+        write("openai_request", "chat-" + name, "1" + json.dumps(body))
     write("openai_request", "not-json", '0{"model": "baton-tiny-code", "prompt": ')
     write("openai_request", "array", '1[{"model": "baton-tiny-code"}]')
+
+
+def tool_call_parser():
+    # Byte 0: the parser (0 hermes, 1 llama3_json, 2 named, 3 required); byte 1: where to cut.
+    outputs = [
+        (0, 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+            '<tool_call>{"name": "now"}</tool_call>'),
+        (0, "plain <tool text"),
+        (0, '<tool_call>{"nom": 1}</tool_call> and <tool_call>{"name": "now", "arg'),
+        (1, '<|python_tag|>{"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "a;}"}}'),
+        (1, "  just words"),
+        (2, ' {"city" : "Oslo"}\n'),
+        (3, '[{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"now","parameters":{}}]'),
+        (3, '[{"name":"now","param'),
+    ]
+    for i, (parser, text) in enumerate(outputs):
+        write("tool_call_parser", f"{i}", bytes([parser, 7]) + text.encode())
 
 
 def convert():
@@ -251,6 +287,7 @@ def kv_link():
 def main():
     clear_seeds()
     openai_request()
+    tool_call_parser()
     convert()
     spec_config()
     tokenizer_and_templates()

@@ -198,15 +198,27 @@ class Llama3JsonParser final : public ToolCallParser {
   std::string buffer_;
 };
 
-// tool_choice naming a function: the output is its arguments.
+// tool_choice naming a function: the output is its arguments, without the blanks the JSON
+// grammar allows around them (blanks are held until more text follows them).
 class NamedCallParser final : public ToolCallParser {
  public:
   explicit NamedCallParser(std::string name) : name_(std::move(name)) {}
 
   ParsedText feed(std::string_view text) override {
     ParsedText out;
-    if (text.empty()) return out;
-    out.calls.push_back({0, std::exchange(name_, std::string()), std::string(text)});
+    held_ += text;
+    std::size_t end = held_.size();
+    while (end > 0 && blank(std::string_view(held_).substr(end - 1, 1))) --end;
+    std::size_t begin = 0;
+    if (!started_) {
+      while (begin < end && blank(std::string_view(held_).substr(begin, 1))) ++begin;
+    }
+    if (begin == end) {
+      if (!started_) held_.clear();  // leading blanks
+      return out;
+    }
+    out.calls.push_back({0, std::exchange(name_, std::string()), held_.substr(begin, end - begin)});
+    held_.erase(0, end);
     started_ = true;
     return out;
   }
@@ -215,11 +227,13 @@ class NamedCallParser final : public ToolCallParser {
     ParsedText out;
     if (!started_) out.calls.push_back({0, std::exchange(name_, std::string()), ""});
     started_ = true;
+    held_.clear();
     return out;
   }
 
  private:
   std::string name_;  // until the first part carries it
+  std::string held_;  // blanks that may end the arguments
   bool started_ = false;
 };
 

@@ -113,6 +113,57 @@ TEST(Prompt, ChatIsRenderedThenEncodedWithoutSpecialTokens) {
   EXPECT_EQ(tokenized->rendered, *rendered);
 }
 
+// Tools and the history's calls reach the template as transformers passes them (OpenAI's shape,
+// arguments as objects, everything in the order written): the bundled template lists the tools and
+// writes the calls, as rendering the same JSON directly does.
+TEST(Prompt, ToolsAndCallsReachTheTemplateInTheirOrder) {
+  auto tokenizer = load(bundled_dir());
+  PromptEncoder encoder(tokenizer.get());
+  baton::v1::GenerateRequest r;
+  auto* chat = r.mutable_chat();
+  auto* tool = chat->add_tools();
+  tool->set_name("get_weather");
+  tool->set_description("Weather.");
+  tool->set_parameters(R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}})");
+  chat->add_tools()->set_name("now");
+  auto* m = chat->add_messages();
+  m->set_role("user");
+  m->set_content("Weather?");
+  m = chat->add_messages();
+  m->set_role("assistant");
+  auto* call = m->add_tool_calls();
+  call->set_id("call_1");
+  call->set_name("get_weather");
+  call->set_arguments(R"({"city": "Oslo", "days": 2})");
+  m = chat->add_messages();
+  m->set_role("tool");
+  m->set_tool_call_id("call_1");
+  m->set_content("cold");
+  auto p = encoder.encode(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+
+  const auto messages = nlohmann::ordered_json::parse(R"([{"role":"user","content":"Weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+       "function":{"name":"get_weather","arguments":{"city":"Oslo","days":2}}}]},
+      {"role":"tool","content":"cold","tool_call_id":"call_1"}])");
+  const auto tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "description":"Weather.","parameters":{"type":"object","properties":{"city":{"type":"string"},
+      "days":{"type":"integer"}}}}},{"type":"function","function":{"name":"now"}}])");
+  auto expected = tokenizer->apply_chat_template(messages, /*add_generation_prompt=*/true, tools);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(p->rendered, *expected);
+  EXPECT_THAT(p->rendered, HasSubstr(R"({"type": "function", "function": {"name": "get_weather", "description")"));
+  EXPECT_THAT(p->rendered, HasSubstr(R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}})"));
+  EXPECT_THAT(p->rendered, HasSubstr("# tool\ncold\n"));
+
+  call->set_arguments("[1]");
+  EXPECT_THAT(encoder.encode(r).status().message(),
+              HasSubstr("prompt.chat.messages[1].tool_calls[0].arguments must be an object"));
+  call->set_arguments("{}");
+  chat->mutable_tools(0)->set_parameters("nope");
+  EXPECT_THAT(encoder.encode(r).status().message(), HasSubstr("prompt.chat.tools[0].parameters must be"));
+}
+
 TEST(Prompt, ChatNeedsATemplateAndMessages) {
   auto tokenizer = load(templateless_dir());
   PromptEncoder encoder(tokenizer.get());

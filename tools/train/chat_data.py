@@ -49,15 +49,39 @@ import tokenizer_bpe
 EOT = tokenizer_bpe.EOT
 ROLES = ("system", "user", "assistant")
 # The Jinja source stored as tokenizer_config.json's "chat_template". Every tag trims the whitespace
-# before it, so the text is the same with or without trim_blocks / lstrip_blocks.
+# before it, so the text is the same with or without trim_blocks / lstrip_blocks. Tools (one JSON
+# line each under "# tools"), an assistant's calls (hermes-style <tool_call> lines) and "tool"
+# messages render too, for the OpenAI API's tool calling; the tune's chats have none of them.
 TEMPLATE = (
     "{{- bos_token }}\n"
+    "{%- if tools %}\n"
+    "    {{- '# tools\\n' }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- tool | tojson }}\n"
+    "        {{- '\\n' }}\n"
+    "    {%- endfor %}\n"
+    "{%- endif %}\n"
     "{%- for message in messages %}\n"
-    "    {%- if message['role'] not in ['system', 'user', 'assistant'] %}\n"
-    "        {{- raise_exception('baton-tiny-code chats know the roles system, user and assistant') }}\n"
+    "    {%- if message['role'] not in ['system', 'user', 'assistant', 'tool'] %}\n"
+    "        {{- raise_exception('baton-tiny-code chats know the roles system, user, assistant and tool') }}\n"
     "    {%- endif %}\n"
     "    {{- '# ' + message['role'] + '\\n' }}\n"
-    "    {{- message['content'] | trim }}\n"
+    "    {%- if message['content'] %}\n"
+    "        {{- message['content'] | trim }}\n"
+    "    {%- endif %}\n"
+    "    {%- for call in message['tool_calls'] or [] %}\n"
+    "        {%- if message['content'] or not loop.first %}\n"
+    "            {{- '\\n' }}\n"
+    "        {%- endif %}\n"
+    "        {%- set function = call['function'] if call['function'] is defined else call %}\n"
+    "        {{- '<tool_call>{\"name\": ' + function['name'] | tojson + ', \"arguments\": ' }}\n"
+    "        {%- if function['arguments'] is string %}\n"
+    "            {{- function['arguments'] }}\n"
+    "        {%- else %}\n"
+    "            {{- function['arguments'] | tojson }}\n"
+    "        {%- endif %}\n"
+    "        {{- '}</tool_call>' }}\n"
+    "    {%- endfor %}\n"
     "    {{- '\\n' }}\n"
     "    {%- if message['role'] == 'assistant' %}\n"
     "        {{- eos_token }}\n"
