@@ -53,7 +53,10 @@ class Parser {
       messages(prompts[0]);
     }
     sampling(r);
-    if (endpoint_ == Endpoint::kChat) {
+    // Tools need the body as written (their schemas' order); a chat without them is not parsed again.
+    const bool tool_fields = field(body_, "tools") != nullptr || field(body_, "tool_choice") != nullptr ||
+                             field(body_, "parallel_tool_calls") != nullptr;
+    if (endpoint_ == Endpoint::kChat && tool_fields) {
       r.tools = parse_tools(ordered(), auto_tool_choice_, *prompts[0].mutable_chat(), *r.generate.mutable_sampling());
     }
     if (const json* id = field(body_, "request_id")) r.generate.set_request_id(string_of(*id, "request_id"));

@@ -136,10 +136,10 @@ TEST_F(RouterWithoutNodes, TokenizeGivesGeneratesIds) {
             (*tokenizer)->encode(response.prompt(), false));
   // A role the template does not know: its own error, as INVALID_ARGUMENT.
   grpc::ClientContext bad_context;
-  message->set_role("tool");
+  message->set_role("function");
   const grpc::Status s = client_->stub().Tokenize(&bad_context, chat, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("roles system, user and assistant"));
+  EXPECT_THAT(s.error_message(), HasSubstr("roles system, user, assistant and tool"));
 }
 
 TEST_F(RouterWithoutNodes, HealthIsServing) {

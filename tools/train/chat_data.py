@@ -47,7 +47,8 @@ import corpus
 import tokenizer_bpe
 
 EOT = tokenizer_bpe.EOT
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant")  # the tune's chats
+TEMPLATE_ROLES = ROLES + ("tool",)      # what TEMPLATE renders
 # The Jinja source stored as tokenizer_config.json's "chat_template". Every tag trims the whitespace
 # before it, so the text is the same with or without trim_blocks / lstrip_blocks. Tools (one JSON
 # line each under "# tools"), an assistant's calls (hermes-style <tool_call> lines) and "tool"
@@ -106,13 +107,30 @@ VERBS = ("add", "append", "apply", "build", "calculate", "call", "check", "clear
 MIN_WORDS, MAX_REQUEST_CHARS = 3, 400
 
 
-def render(messages, add_generation_prompt=False):
+def tojson(value):
+    """Jinja's tojson as transformers defines it."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render(messages, add_generation_prompt=False, tools=None):
     """The text TEMPLATE renders (bos_token = eos_token = <|endoftext|>)."""
     out = [EOT]
+    if tools:
+        out.append("# tools\n")
+        out.extend(tojson(tool) + "\n" for tool in tools)
     for m in messages:
-        if m["role"] not in ROLES:
-            raise ValueError("baton-tiny-code chats know the roles system, user and assistant")
-        out.append("# " + m["role"] + "\n" + m["content"].strip() + "\n")
+        if m["role"] not in TEMPLATE_ROLES:
+            raise ValueError("baton-tiny-code chats know the roles system, user, assistant and tool")
+        content = m.get("content")
+        out.append("# " + m["role"] + "\n" + (content.strip() if content else ""))
+        for i, call in enumerate(m.get("tool_calls") or []):
+            if content or i > 0:
+                out.append("\n")
+            function = call.get("function", call)
+            arguments = function["arguments"]
+            out.append('<tool_call>{"name": ' + tojson(function["name"]) + ', "arguments": ' +
+                       (arguments if isinstance(arguments, str) else tojson(arguments)) + "}</tool_call>")
+        out.append("\n")
         if m["role"] == "assistant":
             out.append(EOT)
     if add_generation_prompt:

@@ -7,7 +7,8 @@ What it is for
   - @huggingface/jinja (tests/tokenizer/reference, the renderer the C++ tests hold Baton's to)
     renders it exactly as chat_data.render() -- the text the chat stage trains on -- for
     CONVERSATIONS and tests/tokenizer/conversations.json, with and without add_generation_prompt,
-    and fails exactly where render() fails (roles other than system, user, assistant);
+    and fails exactly where render() fails (roles other than system, user, assistant, tool); a
+    conversation is a list of messages or {"messages", "tools"};
   - with --baton: `baton up` on FAMILY/target (its own Jinja renderer and tokenizer) answers
     POST /tokenize for every non-empty conversation (the API refuses an empty one) with exactly
     tokenizer_bpe's ids of render() where render() succeeds and an error where it fails (needs
@@ -57,9 +58,31 @@ CONVERSATIONS = [
 ]
 
 
-def python_render(messages, add_generation_prompt):
+def unpack(conversation):
+    """(messages, tools) of a conversation: a list of messages, or {"messages", "tools"}."""
+    if isinstance(conversation, dict):
+        return conversation["messages"], conversation.get("tools")
+    return conversation, None
+
+
+def as_sent(messages):
+    """The messages as an OpenAI client sends them: a call's arguments as JSON text."""
+    sent = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=c["function"]["arguments"]
+                                                     if isinstance(c["function"]["arguments"], str)
+                                                     else json.dumps(c["function"]["arguments"], ensure_ascii=False)))
+                               for c in m["tool_calls"]]
+        sent.append(m)
+    return sent
+
+
+def python_render(conversation, add_generation_prompt):
+    messages, tools = unpack(conversation)
     try:
-        return {"text": chat_data.render(messages, add_generation_prompt)}
+        return {"text": chat_data.render(messages, add_generation_prompt, tools)}
     except Exception as e:  # any failure: the Jinja renderers must fail too
         return {"error": str(e)}
 
@@ -119,12 +142,16 @@ def check_baton(baton, family, work, conversations):
                 api = m.group(1) if m else None
             base = api[:-len("/v1")]
             bad, checked = 0, 0
-            for i, messages in enumerate(conversations):
+            for i, conversation in enumerate(conversations):
+                messages, tools = unpack(conversation)
                 if not messages:
                     continue  # the API refuses an empty conversation before rendering it
                 for gen in (False, True):
-                    want = python_render(messages, gen)
-                    status, body = post(base + "/tokenize", {"messages": messages, "add_generation_prompt": gen})
+                    want = python_render(conversation, gen)
+                    request = {"messages": as_sent(messages), "add_generation_prompt": gen}
+                    if tools:
+                        request["tools"] = tools
+                    status, body = post(base + "/tokenize", request)
                     checked += 1
                     if "error" in want:
                         ok = status >= 400
