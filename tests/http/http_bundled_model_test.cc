@@ -16,19 +16,9 @@ namespace {
 // model ends its turn; a repeated prompt is served from the prefix cache with the same text; and a
 // JSON-schema response_format gives JSON that validates.
 TEST(HttpBundledModel, TheDefaultClusterChatsInPythonWithTheOpenAiClient) {
-  const std::string log_dir = scratch_path("baton-http-bundled-up").string();
-  Subprocess::Options o;
-  o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--http-port", "0", "--kv-cache-memory", "0.125", "--bin-dir",
-            BATON_BINARY_DIR, "--log-dir", log_dir};
-  o.log_path = log_dir + "/up.log";
-  std::filesystem::create_directories(log_dir);
-  auto up = Subprocess::start(std::move(o));
-  ASSERT_TRUE(up.ok()) << up.status();
-  // "baton up: OpenAI API on http://HOST:PORT/v1 (...)"
-  auto line = (*up)->wait_for_line("OpenAI API on ", std::chrono::seconds(180));
-  ASSERT_TRUE(line.ok()) << line.status() << (*up)->log_tail();
-  const std::size_t at = line->find("OpenAI API on ") + 14;
-  const std::string base = line->substr(at, line->find(' ', at) - at);
+  BundledUp up = start_bundled_up("baton-http-bundled-up", BATON_BINARY_DIR);
+  ASSERT_FALSE(up.base.empty());
+  const std::string& base = up.base;
   const std::string model = source_path("models/baton-tiny-code/target");
   const std::string messages = R"([{"role":"user","content":"Return the n-th Fibonacci number."}])";
   const json expected = baton_generate(model, {"--chat", messages, "--max-tokens", "128", "--temperature", "0"});
@@ -105,7 +95,7 @@ TEST(HttpBundledModel, TheDefaultClusterChatsInPythonWithTheOpenAiClient) {
   ASSERT_EQ(unspeculated.status, 200) << unspeculated.body;
   EXPECT_EQ(unspeculated.json_body()["choices"][0]["message"]["content"], answers[0]["text"]);
   EXPECT_EQ(unspeculated.json_body()["usage"]["speculation"]["num_drafts"], 0);
-  EXPECT_EQ((*up)->terminate(std::chrono::seconds(30)), 0) << (*up)->log_tail();
+  EXPECT_EQ(up.process->terminate(std::chrono::seconds(30)), 0) << up.process->log_tail();
 }
 
 }  // namespace

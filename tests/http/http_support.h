@@ -135,6 +135,41 @@ inline json baton_generate(const std::string& model, std::vector<std::string> ar
   return json::parse(p.out.substr(brace, p.out.find('\n', brace) - brace));
 }
 
+// The newcomer's cluster: `baton up --port 0 --http-port 0` on the bundled model (EAGLE-3, KV over
+// UCX) with `flags` added, its logs in a scratch directory named after `name`. `base` is the HTTP
+// API's URL (".../v1"); empty, with a failure added, when it did not come up.
+struct BundledUp {
+  std::unique_ptr<Subprocess> process;
+  std::string base;
+};
+
+inline BundledUp start_bundled_up(const std::string& name, const std::string& bin_dir,
+                                  const std::vector<std::string>& flags = {}) {
+  const std::string log_dir = scratch_path(name).string();
+  Subprocess::Options o;
+  o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--http-port", "0", "--kv-cache-memory", "0.125", "--bin-dir",
+            bin_dir, "--log-dir", log_dir};
+  o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+  o.log_path = log_dir + "/up.log";
+  std::filesystem::create_directories(log_dir);
+  auto up = Subprocess::start(std::move(o));
+  BundledUp out;
+  if (!up.ok()) {
+    ADD_FAILURE() << up.status();
+    return out;
+  }
+  out.process = std::move(*up);
+  // "baton up: OpenAI API on http://HOST:PORT/v1 (...)"
+  auto line = out.process->wait_for_line("OpenAI API on ", std::chrono::seconds(180));
+  if (!line.ok()) {
+    ADD_FAILURE() << line.status() << out.process->log_tail();
+    return out;
+  }
+  const std::size_t at = line->find("OpenAI API on ") + 14;
+  out.base = line->substr(at, line->find(' ', at) - at);
+  return out;
+}
+
 // A raw HTTP/1.1 connection: sends one request and reads what comes, so that a test can hang up
 // in the middle of a stream.
 class RawConnection {

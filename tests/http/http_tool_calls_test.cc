@@ -67,19 +67,10 @@ json functions_of(const json& calls) {
 }
 
 TEST(HttpToolCalls, TheOpenAiClientGetsForcedAndParsedCalls) {
-  const std::string log_dir = scratch_path("baton-http-tools-up").string();
-  Subprocess::Options o;
-  o.argv = {BATON_CLI_PATH, "up", "--port", "0", "--http-port", "0", "--kv-cache-memory", "0.125",
-            "--tool-call-parser", "hermes", "--enable-auto-tool-choice", "--bin-dir", BATON_BINARY_DIR,
-            "--log-dir", log_dir};
-  o.log_path = log_dir + "/up.log";
-  std::filesystem::create_directories(log_dir);
-  auto up = Subprocess::start(std::move(o));
-  ASSERT_TRUE(up.ok()) << up.status();
-  auto line = (*up)->wait_for_line("OpenAI API on ", std::chrono::seconds(180));
-  ASSERT_TRUE(line.ok()) << line.status() << (*up)->log_tail();
-  const std::size_t at = line->find("OpenAI API on ") + 14;
-  const std::string base = line->substr(at, line->find(' ', at) - at);
+  BundledUp up = start_bundled_up("baton-http-tools-up", BATON_BINARY_DIR,
+                                  {"--tool-call-parser", "hermes", "--enable-auto-tool-choice"});
+  ASSERT_FALSE(up.base.empty());
+  const std::string& base = up.base;
 
   const json ask = json::parse(R"([{"role":"user","content":"What is the weather in Paris? Then add 2 and 5."}])");
   const json named_choice = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
@@ -167,7 +158,7 @@ TEST(HttpToolCalls, TheOpenAiClientGetsForcedAndParsedCalls) {
   const HttpResult refused = curl(base + "/chat/completions", unknown.dump(), "");
   EXPECT_EQ(refused.status, 400) << refused.body;
   EXPECT_EQ(refused.json_body()["error"]["param"], "tool_choice");
-  EXPECT_EQ((*up)->terminate(std::chrono::seconds(30)), 0) << (*up)->log_tail();
+  EXPECT_EQ(up.process->terminate(std::chrono::seconds(30)), 0) << up.process->log_tail();
 }
 
 }  // namespace
