@@ -52,6 +52,10 @@ namespace {
 constexpr std::align_val_t kStagingAlignment{64};
 }  // namespace
 
+void Backend::moe(const TensorView&, const TensorView&, const MoeExperts&, const MoeScratch&, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no mixture-of-experts kernels (check runs_moe() before loading such a model)");
+}
+
 absl::StatusOr<DeviceBuffer> Backend::allocate_staging(std::size_t bytes) {
   void* p = ::operator new(std::max<std::size_t>(bytes, 1), kStagingAlignment, std::nothrow);
   if (p == nullptr) return absl::ResourceExhaustedError(str_cat("cannot allocate ", bytes, " bytes of host staging memory"));

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/tensor.h"
@@ -92,6 +93,23 @@ struct SampleRowParams {
   float min_p = 0.0f;         // <= 0: off
   std::uint64_t seed = 0;
   std::int64_t position = 0;
+};
+
+// One mixture-of-experts layer's experts, for Backend::moe(): expert e's fused [gate; up]
+// [2 inter, hidden] and down [hidden, inter] matrices (linear() weights, packed or not).
+struct MoeExperts {
+  std::vector<TensorView> gate_up;
+  std::vector<TensorView> down;
+  std::int32_t top_k = 0;
+  bool normalize = false;  // divide the top-k probabilities by their sum
+};
+
+// moe()'s scratch, act, each with at least tokens * top_k rows.
+struct MoeScratch {
+  TensorView rows;     // [rows, hidden]: the tokens, grouped by expert
+  TensorView gate_up;  // [rows, 2 inter]
+  TensorView act;      // [rows, inter]
+  TensorView out;      // [rows, hidden]: each (token, expert) pair's expert output
 };
 
 // argmax_rows()' answers for rows that have no greedy pick.
@@ -227,6 +245,16 @@ class Backend {
   // kArgmaxHasNaN when the row holds a NaN, kArgmaxNoFinite when every entry is -inf.
   // logits: [rows, vocab] F32 (strided rows allowed); out: [rows] I32.
   virtual void argmax_rows(const TensorView& logits, const TensorView& out) = 0;
+  // Whether moe() exists here (a model with mixture-of-experts layers refuses to load otherwise).
+  virtual bool runs_moe() const { return false; }
+  // A mixture-of-experts MLP. For each token t: p = softmax(router_logits[t]) in F32; its experts
+  // are the top_k entries of p (the larger first, ties to the lower index), weighted by p (divided
+  // by the top_k's sum when experts.normalize); out[t] = the sum, in that order, of
+  // weight * down_e(silu(gate_e(x[t])) * up_e(x[t])). A token's result depends on its own row
+  // only. x: [tokens, hidden] act; router_logits: [tokens, num_experts] F32; out: [tokens, hidden]
+  // act (may alias x). Default: none (runs_moe() false).
+  virtual void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts,
+                   const MoeScratch& scratch, const TensorView& out);
 
   // Whether sample_rows() exists here. The CPU has none: its host Sampler reads the rows in place.
   virtual bool samples_rows() const { return false; }

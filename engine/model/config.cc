@@ -115,6 +115,47 @@ absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const
   return std::optional<DType>();
 }
 
+// Qwen3-MoE's experts (Qwen3MoeConfig's keys and defaults); every other architecture must have none.
+absl::Status parse_experts(const json& config, const std::string& where, ModelConfig& c) {
+  c.sparse_mlp.assign(static_cast<std::size_t>(c.num_layers), false);
+  if (c.architecture != Architecture::kQwen3Moe) {
+    for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
+      if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
+        return field_error(where, key, str_cat("is set, but ", c.architecture_name, " has no mixture of experts"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts"}) {
+    if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
+      return field_error(where, key, "is set: shared experts are not supported for Qwen3MoeForCausalLM");
+    }
+  }
+  BATON_ASSIGN_OR_RETURN(c.num_experts, get_positive_int(config, where, "num_experts", 128));
+  BATON_ASSIGN_OR_RETURN(c.num_experts_per_tok, get_positive_int(config, where, "num_experts_per_tok", 8));
+  BATON_ASSIGN_OR_RETURN(c.moe_intermediate_size, get_positive_int(config, where, "moe_intermediate_size", 768));
+  BATON_ASSIGN_OR_RETURN(c.norm_topk_prob, get_bool(config, where, "norm_topk_prob", false));
+  BATON_ASSIGN_OR_RETURN(const std::int32_t step, get_positive_int(config, where, "decoder_sparse_step", 1));
+  if (c.num_experts_per_tok > c.num_experts) {
+    return field_error(where, "num_experts_per_tok",
+                       str_cat("(", c.num_experts_per_tok, ") is more than num_experts (", c.num_experts, ")"));
+  }
+  std::vector<bool> dense_only(static_cast<std::size_t>(c.num_layers), false);
+  if (auto it = config.find("mlp_only_layers"); it != config.end() && !it->is_null()) {
+    if (!it->is_array()) return field_error(where, "mlp_only_layers", "must be a list of layer indices");
+    for (const json& i : *it) {
+      if (!i.is_number_integer() || i.get<std::int64_t>() < 0 || i.get<std::int64_t>() >= c.num_layers) {
+        return field_error(where, "mlp_only_layers", str_cat("holds ", i.dump(), "; layers are 0 to ", c.num_layers - 1));
+      }
+      dense_only[static_cast<std::size_t>(i.get<std::int64_t>())] = true;
+    }
+  }
+  for (std::int32_t i = 0; i < c.num_layers; ++i) {
+    c.sparse_mlp[static_cast<std::size_t>(i)] = !dense_only[static_cast<std::size_t>(i)] && (i + 1) % step == 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
@@ -204,6 +245,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     c.architecture = Architecture::kQwen2;
   } else if (c.architecture_name == "Qwen3ForCausalLM") {
     c.architecture = Architecture::kQwen3;
+  } else if (c.architecture_name == "Qwen3MoeForCausalLM") {
+    c.architecture = Architecture::kQwen3Moe;
   } else {
     if (c.has_recurrent_layers) {
       return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
@@ -211,7 +254,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     }
     return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
                                             "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-                                            "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+                                            "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
   }
   if (config.contains("quantization_config")) {
     return field_error(where, "quantization_config", "is present: quantized checkpoints are not supported");
@@ -224,8 +267,9 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   BATON_ASSIGN_OR_RETURN(c.vocab_size, get_positive_int(config, where, "vocab_size"));
   BATON_ASSIGN_OR_RETURN(c.max_position_embeddings, get_positive_int(config, where, "max_position_embeddings", 2048));
   // Qwen3's own default head_dim is 128; the others derive it from hidden_size.
+  const bool qwen3 = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe;
   const bool head_dim_given = config.contains("head_dim") && !config["head_dim"].is_null();
-  if (head_dim_given || c.architecture == Architecture::kQwen3) {
+  if (head_dim_given || qwen3) {
     BATON_ASSIGN_OR_RETURN(c.head_dim, get_positive_int(config, where, "head_dim", 128));
   } else {
     if (c.hidden_size % c.num_heads != 0) {
@@ -257,6 +301,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   switch (c.architecture) {
     case Architecture::kLlama:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
       c.qkv_bias = attention_bias;
       c.o_bias = attention_bias;
       break;
@@ -266,7 +311,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     case Architecture::kMistral:
       break;
   }
-  c.qk_norm = c.architecture == Architecture::kQwen3;
+  c.qk_norm = qwen3;
+  BATON_RETURN_IF_ERROR(parse_experts(config, where, c));
 
   // Sliding window, per layer.
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
@@ -278,7 +324,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
       BATON_ASSIGN_OR_RETURN(const std::int32_t w, get_positive_int(config, where, "sliding_window"));
       c.sliding_window.assign(c.sliding_window.size(), w);
     }
-  } else if (c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3) {
+  } else if (c.architecture == Architecture::kQwen2 || qwen3) {
     if (auto lt = config.find("layer_types"); lt != config.end() && lt->is_array()) {
       if (static_cast<std::int32_t>(lt->size()) != c.num_layers) {
         return field_error(where, "layer_types", str_cat("has ", lt->size(), " entries for ", c.num_layers, " layers"));
@@ -332,10 +378,16 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
 std::int64_t ModelConfig::num_parameters() const {
   const std::int64_t h = hidden_size;
   const std::int64_t attn = h * (q_size() + 2LL * kv_size()) + static_cast<std::int64_t>(q_size()) * h;
-  const std::int64_t mlp = 3LL * h * intermediate_size;
-  const std::int64_t per_layer = attn + mlp + 2 * h;
+  const std::int64_t dense_mlp = 3LL * h * intermediate_size;
+  // Every expert and the router's [num_experts, hidden] matrix.
+  const std::int64_t experts_mlp = num_experts * (3LL * h * moe_intermediate_size + h);
+  std::int64_t layers = 0;
+  for (std::int32_t i = 0; i < num_layers; ++i) {
+    const auto l = static_cast<std::size_t>(i);
+    layers += attn + (l < sparse_mlp.size() && sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
+  }
   const std::int64_t embed = static_cast<std::int64_t>(vocab_size) * h;
-  return per_layer * num_layers + embed * (tie_word_embeddings ? 1 : 2) + h;
+  return layers + embed * (tie_word_embeddings ? 1 : 2) + h;
 }
 
 }  // namespace baton

@@ -3,9 +3,11 @@
 //
 // Supported: LlamaForCausalLM (Llama 2, 3, 3.1 with llama3 rope scaling), MistralForCausalLM
 // (sliding window), Qwen2ForCausalLM (q/k/v bias, optional per-layer sliding window),
-// Qwen3ForCausalLM (per-head q/k RMSNorm). Anything else, or a feature of these we do not
-// implement (quantization, other rope scalings, non-SiLU activations, MLP bias), is an error that
-// names the file and key — never a silently different model.
+// Qwen3ForCausalLM (per-head q/k RMSNorm), Qwen3MoeForCausalLM (Qwen3 with mixture-of-experts
+// MLPs: softmax router, top-k experts, norm_topk_prob, decoder_sparse_step, mlp_only_layers).
+// Anything else, or a feature of these we do not implement (quantization, other rope scalings,
+// non-SiLU activations, MLP bias, shared experts), is an error that names the file and key — never
+// a silently different model.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@
 
 namespace baton {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe };
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kLlama3 };
@@ -49,6 +51,15 @@ struct ModelConfig {
   bool o_bias = false;    // o_proj has a bias (attention_bias on Llama/Qwen3)
   bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
   std::vector<std::int32_t> sliding_window;  // per layer; 0 = full attention
+  // Mixture of experts (Qwen3-MoE). A sparse layer's MLP is num_experts experts of
+  // moe_intermediate_size; each token goes to the num_experts_per_tok with the highest softmax of
+  // the router's logits, weighted by those probabilities (renormalized to sum 1 when
+  // norm_topk_prob). Dense layers keep the intermediate_size MLP.
+  std::int32_t num_experts = 0;  // 0: every MLP is dense
+  std::int32_t num_experts_per_tok = 0;
+  std::int32_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  std::vector<bool> sparse_mlp;  // per layer: experts (true) or the dense MLP
   std::optional<DType> torch_dtype;
   std::optional<std::int32_t> bos_token_id;
   std::vector<std::int32_t> eos_token_ids;  // config.json and generation_config.json together
@@ -67,6 +78,7 @@ struct ModelConfig {
                                            const std::string& where);
 
   std::int32_t q_size() const { return num_heads * head_dim; }
+  bool has_experts() const { return num_experts > 0; }
   std::int32_t kv_size() const { return num_kv_heads * head_dim; }
   std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
 };

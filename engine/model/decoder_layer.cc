@@ -14,6 +14,17 @@ absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, st
     if (!b.ok()) return b.status();
     *buffer = std::move(*b);
   }
+  if (!c.has_experts()) return absl::OkStatus();
+  const std::int64_t pairs = max_tokens * c.num_experts_per_tok;
+  const std::pair<DeviceBuffer*, std::int64_t> moe[] = {
+      {&router_logits_, max_tokens * c.num_experts}, {&moe_rows_, pairs * c.hidden_size},
+      {&moe_gate_up_, pairs * 2LL * c.moe_intermediate_size}, {&moe_act_, pairs * c.moe_intermediate_size},
+      {&moe_out_, pairs * c.hidden_size}};
+  for (const auto& [buffer, floats] : moe) {
+    auto b = backend.allocate(static_cast<std::size_t>(floats) * sizeof(float));
+    if (!b.ok()) return b.status();
+    *buffer = std::move(*b);
+  }
   return absl::OkStatus();
 }
 
@@ -24,6 +35,14 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
   s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
   s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
   s.act = act_.view(DType::kF32, {t, c.intermediate_size});
+  if (c.has_experts()) {
+    const std::int64_t pairs = t * c.num_experts_per_tok;
+    s.router_logits = router_logits_.view(DType::kF32, {t, c.num_experts});
+    s.moe.rows = moe_rows_.view(DType::kF32, {pairs, c.hidden_size});
+    s.moe.gate_up = moe_gate_up_.view(DType::kF32, {pairs, 2LL * c.moe_intermediate_size});
+    s.moe.act = moe_act_.view(DType::kF32, {pairs, c.moe_intermediate_size});
+    s.moe.out = moe_out_.view(DType::kF32, {pairs, c.hidden_size});
+  }
   return s;
 }
 
@@ -49,9 +68,14 @@ void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std:
 
   b.linear(s.attn.reshape({t, q}), w.o_proj, w.o_bias, s.hidden);
   b.add_rms_norm(residual, s.hidden, w.post_norm, c.rms_norm_eps, s.hidden);
-  b.linear(s.hidden, w.gate_up, TensorView{}, s.gate_up);
-  b.silu_mul(s.gate_up, s.act);
-  b.linear(s.act, w.down, TensorView{}, s.hidden);
+  if (!w.router.empty()) {
+    b.linear(s.hidden, w.router, TensorView{}, s.router_logits);
+    b.moe(s.hidden, s.router_logits, w.experts, s.moe, s.hidden);
+  } else {
+    b.linear(s.hidden, w.gate_up, TensorView{}, s.gate_up);
+    b.silu_mul(s.gate_up, s.act);
+    b.linear(s.act, w.down, TensorView{}, s.hidden);
+  }
   if (add_mlp_output) b.add(residual, s.hidden, residual);
 }
 

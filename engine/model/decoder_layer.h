@@ -1,5 +1,5 @@
-// decoder_layer: one pre-norm decoder layer (attention with RoPE over paged KV, then the SiLU MLP),
-// on any Backend. Shared by the target Transformer and the draft heads (EAGLE-1/3, MTP), which feed
+// decoder_layer: one pre-norm decoder layer (attention with RoPE over paged KV, then the SiLU MLP
+// or a mixture of SiLU experts), on any Backend. Shared by the target Transformer and the draft heads (EAGLE-1/3, MTP), which feed
 // it differently shaped attention inputs: the normalized residual for a plain layer, the residual
 // itself for EAGLE-1, cat(norm(embedding), norm(hidden)) of width 2H for EAGLE-3.
 #pragma once
@@ -21,6 +21,9 @@ struct LayerScratch {
   TensorView attn;     // [T, heads, head_dim]
   TensorView gate_up;  // [T, 2 intermediate]
   TensorView act;      // [T, intermediate]
+  // Models with experts only (empty otherwise).
+  TensorView router_logits;  // [T, num_experts]
+  MoeScratch moe;            // T * num_experts_per_tok rows
 };
 
 // The scratch buffers of one decoder layer, allocated once for up to max_tokens tokens.
@@ -31,6 +34,7 @@ class LayerWorkspace {
 
  private:
   DeviceBuffer hidden_, qkv_, attn_, gate_up_, act_;
+  DeviceBuffer router_logits_, moe_rows_, moe_gate_up_, moe_act_, moe_out_;
 };
 
 // Per-batch inputs every layer shares.
@@ -40,7 +44,8 @@ struct LayerBatch {
   AttentionBatch attention;
 };
 
-// residual += attention(attn_input); residual += mlp(post_norm(residual)).
+// residual += attention(attn_input); residual += mlp(post_norm(residual)), the MLP being the
+// layer's experts when it has a router (Backend::moe).
 // attn_input: [T, in] (in = the width w.qkv expects); residual: [T, hidden]; kv_layer: this
 // layer's pool [blocks, 2, block_size, kv_heads, head_dim]. With add_mlp_output false the MLP's
 // output is left in s.hidden instead of added, for the caller to add in one pass with the norm

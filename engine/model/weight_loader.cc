@@ -147,12 +147,36 @@ absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std
   if (c.o_bias) {
     BATON_ASSIGN_OR_RETURN(l.o_bias, vector_f32({{p + "self_attn.o_proj.bias", h}}, "[hidden_size]"));
   }
+  if (spec.experts) {
+    BATON_RETURN_IF_ERROR(experts(c, p, l));
+    return l;
+  }
   BATON_ASSIGN_OR_RETURN(l.gate_up, fused({{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h,
                                           "[intermediate_size, hidden_size]"));
   BATON_ASSIGN_OR_RETURN(l.gate_up, for_linear(l.gate_up));
   BATON_ASSIGN_OR_RETURN(l.down, matrix(p + "mlp.down_proj.weight", h, inter, "[hidden_size, intermediate_size]"));
   BATON_ASSIGN_OR_RETURN(l.down, for_linear(l.down));
   return l;
+}
+
+absl::Status WeightLoader::experts(const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const std::int64_t h = c.hidden_size, inter = c.moe_intermediate_size;
+  BATON_ASSIGN_OR_RETURN(l.router, matrix(p + "mlp.gate.weight", c.num_experts, h, "[num_experts, hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(l.router, for_linear(l.router));
+  l.experts.top_k = c.num_experts_per_tok;
+  l.experts.normalize = c.norm_topk_prob;
+  for (std::int32_t e = 0; e < c.num_experts; ++e) {
+    const std::string x = str_cat(p, "mlp.experts.", e, ".");
+    BATON_ASSIGN_OR_RETURN(TensorView gate_up, fused({{x + "gate_proj.weight", inter}, {x + "up_proj.weight", inter}}, h,
+                                                     "[moe_intermediate_size, hidden_size]"));
+    BATON_ASSIGN_OR_RETURN(gate_up, for_linear(gate_up));
+    BATON_ASSIGN_OR_RETURN(TensorView down, matrix(x + "down_proj.weight", h, inter,
+                                                   "[hidden_size, moe_intermediate_size]"));
+    BATON_ASSIGN_OR_RETURN(down, for_linear(down));
+    l.experts.gate_up.push_back(gate_up);
+    l.experts.down.push_back(down);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorView> WeightLoader::upload(const std::vector<const TensorInfo*>& parts, DType target,

@@ -53,12 +53,15 @@ class WeightLoader {
   struct LayerSpec {
     bool input_norm = true;
     std::int64_t in_width = 0;
+    bool experts = false;  // a mixture-of-experts MLP (mlp.gate, mlp.experts.E.*) instead of the dense one
   };
   absl::StatusOr<LayerWeights> layer(const ModelConfig& c, const std::string& prefix, const LayerSpec& spec);
 
   const std::set<std::string>& used() const { return used_; }
 
  private:
+  // A layer's router and experts (Qwen3-MoE's names) into l.router and l.experts.
+  absl::Status experts(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
   absl::StatusOr<TensorView> upload(const std::vector<const TensorInfo*>& parts, DType target, std::int64_t rows,
                                     std::int64_t cols);
 

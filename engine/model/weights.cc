@@ -17,6 +17,10 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
   if (options.dtype && *options.dtype != DType::kF32 && *options.dtype != DType::kBF16 && *options.dtype != DType::kF16) {
     return absl::InvalidArgumentError(str_cat("weight dtype override must be F32, BF16 or F16, got ", dtype_name(*options.dtype)));
   }
+  if (c.has_experts() && !backend.runs_moe()) {
+    return absl::UnimplementedError(str_cat(c.architecture_name, ": ", backend.describe(),
+                                            " has no mixture-of-experts kernels yet; run this model on the CPU backend"));
+  }
   ModelWeights w;
   w.checkpoint_ = ckpt;
   WeightLoader load(c.architecture_name, *ckpt, backend, options, &w.owned_);
@@ -31,7 +35,9 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
   // Packed for linear() (a copy of its own when tied: the embedding lookup reads rows).
   BATON_ASSIGN_OR_RETURN(w.lm_head, load.for_linear(w.lm_head));
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
-    BATON_ASSIGN_OR_RETURN(LayerWeights l, load.layer(c, str_cat("model.layers.", i, "."), {}));
+    WeightLoader::LayerSpec spec;
+    spec.experts = c.sparse_mlp.at(static_cast<std::size_t>(i));
+    BATON_ASSIGN_OR_RETURN(LayerWeights l, load.layer(c, str_cat("model.layers.", i, "."), spec));
     w.layers.push_back(l);
   }
   const std::set<std::string> used = load.used();
@@ -55,7 +61,11 @@ std::int64_t ModelWeights::bytes_per_decode_step() const {
   std::int64_t total = bytes(lm_head) + bytes(final_norm);
   for (const LayerWeights& l : layers) {
     total += bytes(l.input_norm) + bytes(l.qkv) + bytes(l.qkv_bias) + bytes(l.q_norm) + bytes(l.k_norm) +
-             bytes(l.o_proj) + bytes(l.o_bias) + bytes(l.post_norm) + bytes(l.gate_up) + bytes(l.down);
+             bytes(l.o_proj) + bytes(l.o_bias) + bytes(l.post_norm) + bytes(l.gate_up) + bytes(l.down) + bytes(l.router);
+    // A token reads top_k experts of a MoE layer (a batch may read more: the floor is one token's).
+    if (!l.experts.gate_up.empty()) {
+      total += l.experts.top_k * (bytes(l.experts.gate_up.front()) + bytes(l.experts.down.front()));
+    }
   }
   return total;
 }
@@ -64,7 +74,10 @@ std::string ModelWeights::matrix_dtype() const {
   std::set<std::string> names;
   names.insert(std::string(dtype_name(lm_head.dtype)));
   for (const LayerWeights& l : layers) {
-    for (const TensorView* v : {&l.qkv, &l.o_proj, &l.gate_up, &l.down}) names.insert(std::string(dtype_name(v->dtype)));
+    for (const TensorView* v : {&l.qkv, &l.o_proj, &l.gate_up, &l.down, &l.router}) {
+      if (!v->empty()) names.insert(std::string(dtype_name(v->dtype)));
+    }
+    for (const TensorView& v : l.experts.gate_up) names.insert(std::string(dtype_name(v.dtype)));
   }
   return names.size() == 1 ? *names.begin() : std::string("mixed");
 }

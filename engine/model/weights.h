@@ -3,7 +3,8 @@
 //
 // Layout choices made at load (the forward pass relies on them):
 //  - q/k/v projections are fused into one [q + 2 kv, hidden] matrix (and biases into one vector),
-//    gate/up into one [2 * intermediate, hidden] matrix, so each is one GEMM per layer;
+//    gate/up into one [2 * intermediate, hidden] matrix, so each is one GEMM per layer (each
+//    expert's gate/up likewise);
 //  - norm weights and biases are F32;
 //  - the matrices linear() reads (layers' qkv, o_proj, gate_up, down, and lm_head) are in the
 //    backend's packed layout when it has one (Backend::pack_linear_weight): pass them only to
@@ -34,8 +35,12 @@ struct LayerWeights {
   TensorView o_proj;         // [hidden, q_size]
   TensorView o_bias;         // [hidden] F32, or empty
   TensorView post_norm;      // [hidden] F32
-  TensorView gate_up;        // [2 intermediate, hidden]
+  TensorView gate_up;        // [2 intermediate, hidden] (a dense MLP)
   TensorView down;           // [hidden, intermediate]
+  // A mixture-of-experts MLP instead (ModelConfig::sparse_mlp): the router [num_experts, hidden]
+  // and each expert's [2 moe_intermediate, hidden] gate/up and [hidden, moe_intermediate] down.
+  TensorView router;         // empty: the dense MLP
+  MoeExperts experts;
 };
 
 struct WeightLoadOptions {

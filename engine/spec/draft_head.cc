@@ -28,6 +28,8 @@ absl::StatusOr<ModelConfig> layer_config_from(json layer, const ModelConfig& tar
   if (!layer.contains("vocab_size")) layer["vocab_size"] = target.vocab_size;
   layer["num_hidden_layers"] = 1;
   layer.erase("quantization_config");
+  // An EAGLE head's layer is dense; configs written from an MoE target's may carry its expert keys.
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) layer.erase(key);
   return ModelConfig::parse(layer, nullptr, where);
 }
 

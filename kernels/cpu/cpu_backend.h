@@ -72,6 +72,9 @@ class CpuBackend final : public Backend {
   void paged_attention(const TensorView& q, const TensorView& kv_cache, const AttentionBatch& batch,
                        float scale, int sliding_window, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& out) override;
+  bool runs_moe() const override { return true; }
+  void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts, const MoeScratch& scratch,
+           const TensorView& out) override;  // moe.cc
   bool samples_rows() const override { return true; }
   void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override;
 

@@ -23,10 +23,14 @@ inline std::string fixture_path(const std::string& name) { return fixtures_dir()
 // The fixture set, known at compile time so parameterized tests can be listed before the fixtures
 // exist; a test checks it against the generated manifest.json.
 inline const std::vector<std::string>& fixture_names() {
-  static const std::vector<std::string> names = {"llama-f32",  "llama3-bf16",   "mistral-f16",          "qwen2-f32",
-                                                 "qwen3-bf16", "qwen2-swa-f32", "llama-bias-linear-f32"};
+  static const std::vector<std::string> names = {"llama-f32",     "llama3-bf16",   "mistral-f16",
+                                                 "qwen2-f32",     "qwen3-bf16",    "qwen2-swa-f32",
+                                                 "llama-bias-linear-f32", "qwen3-moe-f32", "qwen3-moe-bf16"};
   return names;
 }
+
+// The fixtures with mixture-of-experts layers, which only the CPU backend runs so far.
+inline bool fixture_has_experts(const std::string& name) { return name.find("-moe-") != std::string::npos; }
 
 // A fixture name as a gtest parameter name ("llama-f32" -> "llama_f32").
 inline std::string test_name_for(std::string fixture) {

@@ -54,6 +54,9 @@ inline std::vector<MethodCase> method_cases() {
        R"({"method": "draft_model", "rejection_sample_method": "block", "draft_sample_method": "probabilistic", "model": ")" +
            fixture_path("llama-f32") + "\"",
        true},
+      // Mixture-of-experts targets: verification batches k + 1 positions whose tokens share experts.
+      {"ngram_moe", "qwen3-moe-f32", R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3)"},
+      {"self_draft_moe", "qwen3-moe-bf16", R"({"method": "draft_model", "model": ")" + fixture_path("qwen3-moe-bf16") + "\""},
   };
 }
 

@@ -9,8 +9,9 @@ What it is for
       in numpy (explicit GQA index h // g, explicit window test, RoPE as 2x2
       rotations of (i, i + hd/2) pairs, llama3 frequencies vectorised);
     - reference.json matches a fresh forward/greedy, and the CLI agrees;
-    - that the brute force is sensitive: the wrong GQA mapping (h % n_kv) or a
-      dropped sliding window changes the layer output where the fixture says it must.
+    - that the brute force is sensitive: the wrong GQA mapping (h % n_kv), a
+      dropped sliding window, or (mixture of experts) one expert fewer per token
+      changes the layer output where the fixture says it must.
 
 What it must not do
   Share code with transformer_ref.py beyond loading weights and reading the
@@ -79,7 +80,31 @@ def bf_window(cfg, layer):
     return None
 
 
-def bf_layer(m, W, layer, x, gqa="div", window="config"):
+def bf_sparse(cfg, layer):
+    if cfg["architectures"][0] != "Qwen3MoeForCausalLM":
+        return False
+    step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+    return layer not in dense and cfg.get("num_experts", 128) > 0 and (layer + 1) % step == 0
+
+
+def bf_experts(cfg, proj, p, hn, top_k=None):
+    """Mixture of experts for one position: the router's softmax, experts sorted by probability."""
+    logits = proj("mlp.gate", hn)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    k = top_k or cfg.get("num_experts_per_tok", 8)
+    chosen = sorted(range(len(probs)), key=lambda e: -probs[e])[:k]
+    weights = np.array([probs[e] for e in chosen])
+    if cfg.get("norm_topk_prob", False):
+        weights = weights / weights.sum()
+    out = np.zeros_like(hn)
+    for w, e in zip(weights, chosen):
+        gate, up = proj(f"mlp.experts.{e}.gate_proj", hn), proj(f"mlp.experts.{e}.up_proj", hn)
+        out += w * proj(f"mlp.experts.{e}.down_proj", gate / (1 + np.exp(-gate)) * up)
+    return out
+
+
+def bf_layer(m, W, layer, x, gqa="div", window="config", top_k=None):
     """One decoder layer, loops over positions and heads. x: numpy [T, H]."""
     cfg, eps = m.config, m.eps
     p = f"model.layers.{layer}."
@@ -115,6 +140,9 @@ def bf_layer(m, W, layer, x, gqa="div", window="config"):
         attn = proj("self_attn.o_proj", np.concatenate(heads))
         h1 = x[pos] + attn
         hn = bf_rms(h1, W[p + "post_attention_layernorm.weight"], eps)
+        if bf_sparse(cfg, layer):
+            out[pos] = h1 + bf_experts(cfg, proj, p, hn, top_k)
+            continue
         gate, up = proj("mlp.gate_proj", hn), proj("mlp.up_proj", hn)
         out[pos] = h1 + proj("mlp.down_proj", gate / (1 + np.exp(-gate)) * up)
     return out
@@ -158,6 +186,10 @@ def check_sensitivity(m, W, states):
             nowin = bf_layer(m, W, i, states[i], window="none")
             assert np.abs(nowin - bf_layer(m, W, i, states[i])).max() > 1e-3, f"window {i} inert"
             notes.append(f"window@{i}")
+        if bf_sparse(m.config, i) and m.top_k > 1:
+            fewer = bf_layer(m, W, i, states[i], top_k=m.top_k - 1)
+            assert np.abs(fewer - bf_layer(m, W, i, states[i])).max() > 1e-3, f"experts of layer {i} inert"
+            notes.append(f"experts@{i}")
     return notes
 
 
@@ -191,6 +223,10 @@ def check_config_semantics(name, m):
         assert all(w == 8 for w in m.windows)
     if name == "qwen2-swa-f32":
         assert m.windows == [None, 6, 6], m.windows
+    if name == "qwen3-moe-f32":
+        assert m.sparse == [True, False, True] and m.norm_topk_prob, m.sparse
+    if name == "qwen3-moe-bf16":
+        assert m.sparse == [False, True] and not m.norm_topk_prob, m.sparse
     if name == "llama3-bf16":
         base = ref.rope_inv_freq(m.head_dim, m.config["rope_theta"], None)
         ratio = (m.inv_freq / base).tolist()

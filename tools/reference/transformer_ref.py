@@ -9,7 +9,9 @@ What it is for
         --prompt-tokens 1,2,3 --max-tokens N        # -> {"token_ids": [...]}
 
   Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-  Qwen3ForCausalLM. Weights are read with tools/fixtures/safetensors_io.py,
+  Qwen3ForCausalLM, Qwen3MoeForCausalLM (a softmax router picks each token's
+  top-k experts; their SiLU MLPs are summed with the router's probabilities,
+  renormalized when norm_topk_prob). Weights are read with tools/fixtures/safetensors_io.py,
   upcast to float64, and everything (RMSNorm, RoPE, softmax) runs in float64.
   No KV cache: every call recomputes the whole sequence at positions 0..T-1.
 
@@ -32,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 from safetensors_io import read_model_dir  # noqa: E402
 
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                 "Qwen3MoeForCausalLM")
 
 
 @dataclass
@@ -52,6 +55,10 @@ class Model:
     inv_freq: torch.Tensor  # [head_dim/2] float64, after rope scaling
     weights: dict = field(repr=False)  # name -> float64 tensor
     eos_ids: list = field(default_factory=list)
+    sparse: list = field(default_factory=list)  # per layer: a mixture of experts (True) or a dense MLP
+    n_experts: int = 0
+    top_k: int = 0
+    norm_topk_prob: bool = False
 
 
 # ----------------------------------------------------------------------------- config
@@ -101,7 +108,7 @@ def layer_windows(cfg, arch, n_layers):
     if arch == "MistralForCausalLM":
         active = isinstance(window, int) and window > 0
         return [window if active else None] * n_layers
-    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM") and cfg.get("use_sliding_window"):
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM") and cfg.get("use_sliding_window"):
         first = cfg.get("max_window_layers", n_layers)
         return [window if i >= first else None for i in range(n_layers)]
     return [None] * n_layers
@@ -128,6 +135,8 @@ def check_supported(cfg, arch):
         raise ValueError(f"unsupported hidden_act {cfg['hidden_act']!r}")
     if cfg.get("mlp_bias"):
         raise ValueError("mlp_bias=true is not supported")
+    if cfg.get("shared_expert_intermediate_size"):
+        raise ValueError("shared experts are not supported")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -141,7 +150,11 @@ def expected_names(m, tied):
         p = f"model.layers.{i}."
         names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
         names += [p + f"self_attn.{x}_proj.weight" for x in "qkvo"]
-        names += [p + f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")]
+        if m.sparse[i]:
+            names.append(p + "mlp.gate.weight")
+            names += [p + f"mlp.experts.{e}.{x}_proj.weight" for e in range(m.n_experts) for x in ("gate", "up", "down")]
+        else:
+            names += [p + f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")]
         if m.qkv_bias:
             names += [p + f"self_attn.{x}_proj.bias" for x in "qkv"]
         if m.o_bias:
@@ -166,7 +179,8 @@ def build_model(cfg, stored, eos_ids=()):
     head_dim = cfg.get("head_dim") or hidden // n_heads
     # Qwen2 always has q/k/v biases and never an o_proj bias. Llama and Qwen3
     # follow `attention_bias`, which (as in HF) covers o_proj too. Mistral: none.
-    attention_bias = arch in ("LlamaForCausalLM", "Qwen3ForCausalLM") and bool(cfg.get("attention_bias"))
+    attention_bias = (arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
+                      and bool(cfg.get("attention_bias")))
     m = Model(
         config=cfg,
         arch=arch,
@@ -178,13 +192,20 @@ def build_model(cfg, stored, eos_ids=()):
         eps=float(cfg["rms_norm_eps"]),
         qkv_bias=arch == "Qwen2ForCausalLM" or attention_bias,
         o_bias=attention_bias,
-        qk_norm=arch == "Qwen3ForCausalLM",
+        qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
         windows=layer_windows(cfg, arch, n_layers),
         inv_freq=rope_inv_freq(head_dim, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling")),
         weights={},
         eos_ids=sorted(eos_ids),
     )
     assert n_heads % m.n_kv_heads == 0 and head_dim % 2 == 0
+    m.sparse = [False] * n_layers
+    if arch == "Qwen3MoeForCausalLM":  # Qwen3MoeConfig's keys and defaults
+        m.n_experts = cfg.get("num_experts", 128)
+        m.top_k = cfg.get("num_experts_per_tok", 8)
+        m.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
+        step, dense = cfg.get("decoder_sparse_step", 1), set(cfg.get("mlp_only_layers") or [])
+        m.sparse = [i not in dense and m.n_experts > 0 and (i + 1) % step == 0 for i in range(n_layers)]
     tied = bool(cfg.get("tie_word_embeddings", False))
     names = expected_names(m, tied)
     missing = [n for n in names if n not in stored]
@@ -250,16 +271,33 @@ def attention(m, i, x):
     return linear(m, out, p + "o_proj", m.o_bias)
 
 
-def mlp(m, i, x):
-    p = f"model.layers.{i}.mlp."
+def mlp(m, i, x, p=None):
+    p = p or f"model.layers.{i}.mlp."
     gate = linear(m, x, p + "gate_proj")
     return linear(m, torch.nn.functional.silu(gate) * linear(m, x, p + "up_proj"), p + "down_proj")
+
+
+def experts(m, i, x):
+    """Mixture of experts: softmax over the router's logits, each token's top_k experts (the
+    largest probabilities) weighted by those probabilities (renormalized when norm_topk_prob)."""
+    p = f"model.layers.{i}.mlp."
+    probs = torch.softmax(linear(m, x, p + "gate"), dim=-1)  # [T, E]
+    weights, chosen = torch.topk(probs, m.top_k, dim=-1)
+    if m.norm_topk_prob:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j in range(m.top_k):
+            e = int(chosen[t, j])
+            out[t] += weights[t, j] * mlp(m, i, x[t:t + 1], f"{p}experts.{e}.")[0]
+    return out
 
 
 def decoder_layer(m, i, x):
     p = f"model.layers.{i}."
     x = x + attention(m, i, rms_norm(x, m.weights[p + "input_layernorm.weight"], m.eps))
-    return x + mlp(m, i, rms_norm(x, m.weights[p + "post_attention_layernorm.weight"], m.eps))
+    h = rms_norm(x, m.weights[p + "post_attention_layernorm.weight"], m.eps)
+    return x + (experts(m, i, h) if m.sparse[i] else mlp(m, i, h))
 
 
 def forward(m, token_ids, hidden_states=False):

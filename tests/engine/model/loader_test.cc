@@ -291,6 +291,82 @@ TEST(ModelConfig, ReadsEveryFixtureAndItsFeatures) {
   ASSERT_TRUE(qwen2.ok());
   EXPECT_TRUE(qwen2->qkv_bias);
   EXPECT_EQ(qwen2->sliding_window[0], 0);  // sliding_window given but use_sliding_window false
+  auto moe = ModelConfig::load(testing::fixture_path("qwen3-moe-f32"));
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_TRUE(moe->qk_norm);
+  EXPECT_EQ(moe->num_experts, 8);
+  EXPECT_EQ(moe->num_experts_per_tok, 2);
+  EXPECT_TRUE(moe->norm_topk_prob);
+  EXPECT_EQ(moe->sparse_mlp, (std::vector<bool>{true, false, true}));  // mlp_only_layers [1]
+  EXPECT_EQ(ModelConfig::load(testing::fixture_path("qwen3-moe-bf16"))->sparse_mlp,
+            (std::vector<bool>{false, true}));  // decoder_sparse_step 2
+}
+
+// A one-layer Qwen3-MoE: 4 experts of 6, 2 per token.
+json tiny_moe_config() {
+  json c = tiny_config();
+  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["head_dim"] = 4;
+  c["num_experts"] = 4;
+  c["num_experts_per_tok"] = 2;
+  c["moe_intermediate_size"] = 6;
+  return c;
+}
+
+std::map<std::string, RawTensor> tiny_moe_tensors() {
+  auto t = tiny_tensors();
+  for (const char* x : {"gate", "up", "down"}) t.erase(str_cat("model.layers.0.mlp.", x, "_proj.weight"));
+  t["model.layers.0.self_attn.q_norm.weight"] = f32({4}, 1.0f);
+  t["model.layers.0.self_attn.k_norm.weight"] = f32({4}, 1.0f);
+  t["model.layers.0.mlp.gate.weight"] = f32({4, 8});
+  for (int e = 0; e < 4; ++e) {
+    const std::string p = str_cat("model.layers.0.mlp.experts.", e, ".");
+    t[p + "gate_proj.weight"] = f32({6, 8});
+    t[p + "up_proj.weight"] = f32({6, 8});
+    t[p + "down_proj.weight"] = f32({8, 6});
+  }
+  return t;
+}
+
+TEST_F(LoaderTest, ExpertsLoadAndTheirMistakesAreNamed) {
+  write_config(tiny_moe_config());
+  write_model(tiny_moe_tensors());
+  EXPECT_TRUE(load().ok()) << load();
+  auto c = ModelConfig::load(dir_.string());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sparse_mlp, std::vector<bool>{true});
+  EXPECT_FALSE(c->norm_topk_prob);  // Qwen3MoeConfig's default
+
+  auto missing = tiny_moe_tensors();
+  missing.erase("model.layers.0.mlp.experts.3.up_proj.weight");
+  write_model(missing);
+  EXPECT_THAT(load().message(), HasSubstr("`model.layers.0.mlp.experts.3.up_proj.weight` is missing"));
+
+  // mlp_only_layers keeps the dense MLP, whose tensors are then the ones expected.
+  json dense = tiny_moe_config();
+  dense["mlp_only_layers"] = {0};
+  write_config(dense);
+  write_model(tiny_moe_tensors());
+  EXPECT_THAT(load().message(), HasSubstr("`model.layers.0.mlp.gate_proj.weight` is missing"));
+
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"num_experts_per_tok", 5}}, "`num_experts_per_tok` (5) is more than num_experts (4)"},
+      {{{"num_experts", 0}}, "`num_experts` must be a positive integer"},
+      {{{"mlp_only_layers", {3}}}, "`mlp_only_layers` holds 3"},
+      {{{"shared_expert_intermediate_size", 16}}, "shared experts are not supported"},
+      {{{"decoder_sparse_step", -1}}, "`decoder_sparse_step`"},
+  };
+  for (const auto& [patch, expected] : cases) {
+    json bad = tiny_moe_config();
+    bad.merge_patch(patch);
+    write_config(bad);
+    EXPECT_THAT(load().message(), HasSubstr(expected)) << patch.dump();
+  }
+  // Experts on an architecture without them would be ignored: refused.
+  json llama = tiny_config();
+  llama["num_local_experts"] = 8;
+  write_config(llama);
+  EXPECT_THAT(load().message(), HasSubstr("`num_local_experts` is set, but LlamaForCausalLM has no mixture of experts"));
 }
 
 TEST(ModelConfig, RecurrentLayersAreDerivedFromTheConfig) {
