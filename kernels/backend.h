@@ -96,20 +96,29 @@ struct SampleRowParams {
 };
 
 // One mixture-of-experts layer's experts, for Backend::moe(): expert e's fused [gate; up]
-// [2 inter, hidden] and down [hidden, inter] matrices (linear() weights, packed or not).
+// [2 inter, hidden] and down [hidden, inter] matrices (linear() weights, packed or not), and
+// optionally a shared expert every token goes through, scaled by a sigmoid gate.
 struct MoeExperts {
   std::vector<TensorView> gate_up;
   std::vector<TensorView> down;
   std::int32_t top_k = 0;
   bool normalize = false;  // divide the top-k probabilities by their sum
+  TensorView shared_gate_up;  // [2 shared_inter, hidden], or empty: no shared expert
+  TensorView shared_down;     // [hidden, shared_inter]
+  TensorView shared_gate;     // [1, hidden]: the shared expert's gate logit
 };
 
-// moe()'s scratch, act, each with at least tokens * top_k rows.
+// moe()'s scratch, act: the first four with at least tokens * top_k rows, the shared ones (with a
+// shared expert only) tokens rows.
 struct MoeScratch {
   TensorView rows;     // [rows, hidden]: the tokens, grouped by expert
   TensorView gate_up;  // [rows, 2 inter]
   TensorView act;      // [rows, inter]
   TensorView out;      // [rows, hidden]: each (token, expert) pair's expert output
+  TensorView shared_gate_up;  // [tokens, 2 shared_inter]
+  TensorView shared_act;      // [tokens, shared_inter]
+  TensorView shared_out;      // [tokens, hidden]
+  TensorView shared_logit;    // [tokens, 1]
 };
 
 // argmax_rows()' answers for rows that have no greedy pick.
@@ -250,8 +259,8 @@ class Backend {
   // A mixture-of-experts MLP. For each token t: p = softmax(router_logits[t]) in F32; its experts
   // are the top_k entries of p (the larger first, ties to the lower index), weighted by p (divided
   // by the top_k's sum when experts.normalize); out[t] = the sum, in that order, of
-  // weight * down_e(silu(gate_e(x[t])) * up_e(x[t])). A token's result depends on its own row
-  // only. x: [tokens, hidden] act; router_logits: [tokens, num_experts] F32; out: [tokens, hidden]
+  // weight * down_e(silu(gate_e(x[t])) * up_e(x[t])), then (with a shared expert) plus
+  // sigmoid(shared_gate . x[t]) * shared(x[t]). A token's result depends on its own row only. x: [tokens, hidden] act; router_logits: [tokens, num_experts] F32; out: [tokens, hidden]
   // act (may alias x). Default: none (runs_moe() false).
   virtual void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts,
                    const MoeScratch& scratch, const TensorView& out);

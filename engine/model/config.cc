@@ -115,10 +115,12 @@ absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const
   return std::optional<DType>();
 }
 
-// Qwen3-MoE's experts (Qwen3MoeConfig's keys and defaults); every other architecture must have none.
+// The experts of Qwen3-MoE and Qwen2-MoE (their configs' keys and defaults); every other
+// architecture must have none.
 absl::Status parse_experts(const json& config, const std::string& where, ModelConfig& c) {
   c.sparse_mlp.assign(static_cast<std::size_t>(c.num_layers), false);
-  if (c.architecture != Architecture::kQwen3Moe) {
+  const bool qwen2 = c.architecture == Architecture::kQwen2Moe;
+  if (c.architecture != Architecture::kQwen3Moe && !qwen2) {
     for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
       if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
         return field_error(where, key, str_cat("is set, but ", c.architecture_name, " has no mixture of experts"));
@@ -126,14 +128,20 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
     }
     return absl::OkStatus();
   }
-  for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts"}) {
-    if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
-      return field_error(where, key, "is set: shared experts are not supported for Qwen3MoeForCausalLM");
+  if (qwen2) {  // Qwen2MoeConfig's defaults
+    BATON_ASSIGN_OR_RETURN(c.shared_expert_intermediate_size,
+                           get_positive_int(config, where, "shared_expert_intermediate_size", 5632));
+  } else {
+    for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts"}) {
+      if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
+        return field_error(where, key, "is set, but Qwen3MoeForCausalLM has no shared expert");
+      }
     }
   }
-  BATON_ASSIGN_OR_RETURN(c.num_experts, get_positive_int(config, where, "num_experts", 128));
-  BATON_ASSIGN_OR_RETURN(c.num_experts_per_tok, get_positive_int(config, where, "num_experts_per_tok", 8));
-  BATON_ASSIGN_OR_RETURN(c.moe_intermediate_size, get_positive_int(config, where, "moe_intermediate_size", 768));
+  BATON_ASSIGN_OR_RETURN(c.num_experts, get_positive_int(config, where, "num_experts", qwen2 ? 60 : 128));
+  BATON_ASSIGN_OR_RETURN(c.num_experts_per_tok, get_positive_int(config, where, "num_experts_per_tok", qwen2 ? 4 : 8));
+  BATON_ASSIGN_OR_RETURN(c.moe_intermediate_size,
+                         get_positive_int(config, where, "moe_intermediate_size", qwen2 ? 1408 : 768));
   BATON_ASSIGN_OR_RETURN(c.norm_topk_prob, get_bool(config, where, "norm_topk_prob", false));
   BATON_ASSIGN_OR_RETURN(const std::int32_t step, get_positive_int(config, where, "decoder_sparse_step", 1));
   if (c.num_experts_per_tok > c.num_experts) {
@@ -247,6 +255,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     c.architecture = Architecture::kQwen3;
   } else if (c.architecture_name == "Qwen3MoeForCausalLM") {
     c.architecture = Architecture::kQwen3Moe;
+  } else if (c.architecture_name == "Qwen2MoeForCausalLM") {
+    c.architecture = Architecture::kQwen2Moe;
   } else {
     if (c.has_recurrent_layers) {
       return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
@@ -254,7 +264,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     }
     return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
                                             "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-                                            "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
+                                            "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+                                            "Qwen2MoeForCausalLM)"));
   }
   if (config.contains("quantization_config")) {
     return field_error(where, "quantization_config", "is present: quantized checkpoints are not supported");
@@ -306,6 +317,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
       c.o_bias = attention_bias;
       break;
     case Architecture::kQwen2:
+    case Architecture::kQwen2Moe:
       c.qkv_bias = true;
       break;
     case Architecture::kMistral:
@@ -324,7 +336,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
       BATON_ASSIGN_OR_RETURN(const std::int32_t w, get_positive_int(config, where, "sliding_window"));
       c.sliding_window.assign(c.sliding_window.size(), w);
     }
-  } else if (c.architecture == Architecture::kQwen2 || qwen3) {
+  } else if (c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen2Moe || qwen3) {
     if (auto lt = config.find("layer_types"); lt != config.end() && lt->is_array()) {
       if (static_cast<std::int32_t>(lt->size()) != c.num_layers) {
         return field_error(where, "layer_types", str_cat("has ", lt->size(), " entries for ", c.num_layers, " layers"));
@@ -379,8 +391,9 @@ std::int64_t ModelConfig::num_parameters() const {
   const std::int64_t h = hidden_size;
   const std::int64_t attn = h * (q_size() + 2LL * kv_size()) + static_cast<std::int64_t>(q_size()) * h;
   const std::int64_t dense_mlp = 3LL * h * intermediate_size;
-  // Every expert and the router's [num_experts, hidden] matrix.
-  const std::int64_t experts_mlp = num_experts * (3LL * h * moe_intermediate_size + h);
+  // Every expert, the router's [num_experts, hidden] matrix, and a shared expert and its gate.
+  const std::int64_t experts_mlp = num_experts * (3LL * h * moe_intermediate_size + h) +
+                                   (shared_expert_intermediate_size > 0 ? 3LL * h * shared_expert_intermediate_size + h : 0);
   std::int64_t layers = 0;
   for (std::int32_t i = 0; i < num_layers; ++i) {
     const auto l = static_cast<std::size_t>(i);

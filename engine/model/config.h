@@ -4,10 +4,11 @@
 // Supported: LlamaForCausalLM (Llama 2, 3, 3.1 with llama3 rope scaling), MistralForCausalLM
 // (sliding window), Qwen2ForCausalLM (q/k/v bias, optional per-layer sliding window),
 // Qwen3ForCausalLM (per-head q/k RMSNorm), Qwen3MoeForCausalLM (Qwen3 with mixture-of-experts
-// MLPs: softmax router, top-k experts, norm_topk_prob, decoder_sparse_step, mlp_only_layers).
-// Anything else, or a feature of these we do not implement (quantization, other rope scalings,
-// non-SiLU activations, MLP bias, shared experts), is an error that names the file and key — never
-// a silently different model.
+// MLPs: softmax router, top-k experts, norm_topk_prob, decoder_sparse_step, mlp_only_layers),
+// Qwen2MoeForCausalLM (Qwen2 attention, the same experts plus a shared expert behind a sigmoid
+// gate). Anything else, or a feature of these we do not implement (quantization, other rope
+// scalings, non-SiLU activations, MLP bias), is an error that names the file and key — never a
+// silently different model.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@
 
 namespace baton {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kQwen2Moe };
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kLlama3 };
@@ -59,6 +60,9 @@ struct ModelConfig {
   std::int32_t num_experts_per_tok = 0;
   std::int32_t moe_intermediate_size = 0;
   bool norm_topk_prob = false;
+  // Qwen2-MoE's shared expert: an MLP every token goes through, its output scaled by
+  // sigmoid(shared_expert_gate(x)) and added to the experts'. 0: none.
+  std::int32_t shared_expert_intermediate_size = 0;
   std::vector<bool> sparse_mlp;  // per layer: experts (true) or the dense MLP
   std::optional<DType> torch_dtype;
   std::optional<std::int32_t> bos_token_id;

@@ -20,7 +20,17 @@ absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, st
       {&router_logits_, max_tokens * c.num_experts}, {&moe_rows_, pairs * c.hidden_size},
       {&moe_gate_up_, pairs * 2LL * c.moe_intermediate_size}, {&moe_act_, pairs * c.moe_intermediate_size},
       {&moe_out_, pairs * c.hidden_size}};
+  const std::int64_t shared = c.shared_expert_intermediate_size;
+  const std::pair<DeviceBuffer*, std::int64_t> shared_buffers[] = {
+      {&shared_gate_up_, max_tokens * 2 * shared}, {&shared_act_, max_tokens * shared},
+      {&shared_out_, shared > 0 ? max_tokens * c.hidden_size : 0}, {&shared_logit_, shared > 0 ? max_tokens : 0}};
   for (const auto& [buffer, floats] : moe) {
+    auto b = backend.allocate(static_cast<std::size_t>(floats) * sizeof(float));
+    if (!b.ok()) return b.status();
+    *buffer = std::move(*b);
+  }
+  for (const auto& [buffer, floats] : shared_buffers) {
+    if (floats == 0) continue;
     auto b = backend.allocate(static_cast<std::size_t>(floats) * sizeof(float));
     if (!b.ok()) return b.status();
     *buffer = std::move(*b);
@@ -42,6 +52,12 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
     s.moe.gate_up = moe_gate_up_.view(DType::kF32, {pairs, 2LL * c.moe_intermediate_size});
     s.moe.act = moe_act_.view(DType::kF32, {pairs, c.moe_intermediate_size});
     s.moe.out = moe_out_.view(DType::kF32, {pairs, c.hidden_size});
+    if (const std::int64_t shared = c.shared_expert_intermediate_size; shared > 0) {
+      s.moe.shared_gate_up = shared_gate_up_.view(DType::kF32, {t, 2 * shared});
+      s.moe.shared_act = shared_act_.view(DType::kF32, {t, shared});
+      s.moe.shared_out = shared_out_.view(DType::kF32, {t, c.hidden_size});
+      s.moe.shared_logit = shared_logit_.view(DType::kF32, {t, 1});
+    }
   }
   return s;
 }

@@ -35,6 +35,7 @@ class LayerWorkspace {
  private:
   DeviceBuffer hidden_, qkv_, attn_, gate_up_, act_;
   DeviceBuffer router_logits_, moe_rows_, moe_gate_up_, moe_act_, moe_out_;
+  DeviceBuffer shared_gate_up_, shared_act_, shared_out_, shared_logit_;
 };
 
 // Per-batch inputs every layer shares.

@@ -176,6 +176,18 @@ absl::Status WeightLoader::experts(const ModelConfig& c, const std::string& p, L
     l.experts.gate_up.push_back(gate_up);
     l.experts.down.push_back(down);
   }
+  if (c.shared_expert_intermediate_size > 0) {
+    const std::int64_t s = c.shared_expert_intermediate_size;
+    const std::string x = p + "mlp.shared_expert.";
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_gate_up, fused({{x + "gate_proj.weight", s}, {x + "up_proj.weight", s}}, h,
+                                                           "[shared_expert_intermediate_size, hidden_size]"));
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_gate_up, for_linear(l.experts.shared_gate_up));
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_down, matrix(x + "down_proj.weight", h, s,
+                                                         "[hidden_size, shared_expert_intermediate_size]"));
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_down, for_linear(l.experts.shared_down));
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_gate, matrix(p + "mlp.shared_expert_gate.weight", 1, h, "[1, hidden_size]"));
+    BATON_ASSIGN_OR_RETURN(l.experts.shared_gate, for_linear(l.experts.shared_gate));
+  }
   return absl::OkStatus();
 }
 

@@ -60,7 +60,7 @@ class WeightLoader {
   const std::set<std::string>& used() const { return used_; }
 
  private:
-  // A layer's router and experts (Qwen3-MoE's names) into l.router and l.experts.
+  // A layer's router and experts (Qwen3-MoE's and Qwen2-MoE's names) into l.router and l.experts.
   absl::Status experts(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
   absl::StatusOr<TensorView> upload(const std::vector<const TensorInfo*>& parts, DType target, std::int64_t rows,
                                     std::int64_t cols);

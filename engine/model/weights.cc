@@ -64,7 +64,8 @@ std::int64_t ModelWeights::bytes_per_decode_step() const {
              bytes(l.o_proj) + bytes(l.o_bias) + bytes(l.post_norm) + bytes(l.gate_up) + bytes(l.down) + bytes(l.router);
     // A token reads top_k experts of a MoE layer (a batch may read more: the floor is one token's).
     if (!l.experts.gate_up.empty()) {
-      total += l.experts.top_k * (bytes(l.experts.gate_up.front()) + bytes(l.experts.down.front()));
+      total += l.experts.top_k * (bytes(l.experts.gate_up.front()) + bytes(l.experts.down.front())) +
+               bytes(l.experts.shared_gate_up) + bytes(l.experts.shared_down) + bytes(l.experts.shared_gate);
     }
   }
   return total;

@@ -1,4 +1,4 @@
-// CpuBackend::moe: mixture-of-experts MLPs (Qwen3-MoE) on the host.
+// CpuBackend::moe: mixture-of-experts MLPs (Qwen3-MoE, Qwen2-MoE's shared expert) on the host.
 //
 // Each token is routed on its own (softmax of its router logits, its top_k experts by probability,
 // ties to the lower expert); the tokens are grouped by expert, in token order, and each expert
@@ -97,7 +97,20 @@ void CpuBackend::moe(const TensorView& x, const TensorView& router_logits, const
     linear(scratch.act.slice0(b, end), experts.down[i], TensorView{}, scratch.out.slice0(b, end));
   }
 
-  // out[t] = sum_j weight_j * expert row, in the token's top_k order.
+  // The shared expert and its gate, from x before out (which may alias it) is written.
+  const bool shared = !experts.shared_gate_up.empty();
+  if (shared) {
+    BATON_CHECK(scratch.shared_out.dim(0) >= tokens && scratch.shared_logit.dim(0) >= tokens,
+                "moe shared-expert scratch: ", scratch.shared_out.describe());
+    linear(x, experts.shared_gate_up, TensorView{}, scratch.shared_gate_up.slice0(0, tokens));
+    silu_mul(scratch.shared_gate_up.slice0(0, tokens), scratch.shared_act.slice0(0, tokens));
+    linear(scratch.shared_act.slice0(0, tokens), experts.shared_down, TensorView{}, scratch.shared_out.slice0(0, tokens));
+    linear(x, experts.shared_gate, TensorView{}, scratch.shared_logit.slice0(0, tokens));
+  }
+  const Rows<const float> shared_out(shared ? scratch.shared_out : scratch.out);
+  const Rows<const float> shared_logit(shared ? scratch.shared_logit : scratch.out);
+
+  // out[t] = sum_j weight_j * expert row, in the token's top_k order (+ the gated shared expert).
   const Rows<const float> expert_out(scratch.out);
   pool_.parallel_for(tokens, min_rows_per_thread(hidden * k), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
@@ -111,6 +124,11 @@ void CpuBackend::moe(const TensorView& x, const TensorView& router_logits, const
         } else {
           for (std::int64_t c = 0; c < hidden; ++c) dst[c] += w * src[c];
         }
+      }
+      if (shared) {
+        const float gate = 1.0f / (1.0f + std::exp(-shared_logit.row(t)[0]));
+        const float* src = shared_out.row(t);
+        for (std::int64_t c = 0; c < hidden; ++c) dst[c] += gate * src[c];
       }
     }
   });

@@ -25,7 +25,8 @@ inline std::string fixture_path(const std::string& name) { return fixtures_dir()
 inline const std::vector<std::string>& fixture_names() {
   static const std::vector<std::string> names = {"llama-f32",     "llama3-bf16",   "mistral-f16",
                                                  "qwen2-f32",     "qwen3-bf16",    "qwen2-swa-f32",
-                                                 "llama-bias-linear-f32", "qwen3-moe-f32", "qwen3-moe-bf16"};
+                                                 "llama-bias-linear-f32", "qwen3-moe-f32", "qwen3-moe-bf16",
+                                                 "qwen2-moe-f32"};
   return names;
 }
 

@@ -81,7 +81,7 @@ def bf_window(cfg, layer):
 
 
 def bf_sparse(cfg, layer):
-    if cfg["architectures"][0] != "Qwen3MoeForCausalLM":
+    if cfg["architectures"][0] not in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):
         return False
     step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
     return layer not in dense and cfg.get("num_experts", 128) > 0 and (layer + 1) % step == 0
@@ -101,6 +101,10 @@ def bf_experts(cfg, proj, p, hn, top_k=None):
     for w, e in zip(weights, chosen):
         gate, up = proj(f"mlp.experts.{e}.gate_proj", hn), proj(f"mlp.experts.{e}.up_proj", hn)
         out += w * proj(f"mlp.experts.{e}.down_proj", gate / (1 + np.exp(-gate)) * up)
+    if cfg["architectures"][0] == "Qwen2MoeForCausalLM":
+        gate, up = proj("mlp.shared_expert.gate_proj", hn), proj("mlp.shared_expert.up_proj", hn)
+        shared = proj("mlp.shared_expert.down_proj", gate / (1 + np.exp(-gate)) * up)
+        out += shared / (1 + np.exp(-proj("mlp.shared_expert_gate", hn)[0]))
     return out
 
 
@@ -227,6 +231,8 @@ def check_config_semantics(name, m):
         assert m.sparse == [True, False, True] and m.norm_topk_prob, m.sparse
     if name == "qwen3-moe-bf16":
         assert m.sparse == [False, True] and not m.norm_topk_prob, m.sparse
+    if name == "qwen2-moe-f32":
+        assert m.sparse == [True, True] and m.shared_expert and m.qkv_bias and not m.qk_norm
     if name == "llama3-bf16":
         base = ref.rope_inv_freq(m.head_dim, m.config["rope_theta"], None)
         ratio = (m.inv_freq / base).tolist()

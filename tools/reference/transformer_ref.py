@@ -11,7 +11,8 @@ What it is for
   Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
   Qwen3ForCausalLM, Qwen3MoeForCausalLM (a softmax router picks each token's
   top-k experts; their SiLU MLPs are summed with the router's probabilities,
-  renormalized when norm_topk_prob). Weights are read with tools/fixtures/safetensors_io.py,
+  renormalized when norm_topk_prob), Qwen2MoeForCausalLM (Qwen2 attention, the
+  same experts plus a shared expert scaled by sigmoid(shared_expert_gate)). Weights are read with tools/fixtures/safetensors_io.py,
   upcast to float64, and everything (RMSNorm, RoPE, softmax) runs in float64.
   No KV cache: every call recomputes the whole sequence at positions 0..T-1.
 
@@ -35,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from safetensors_io import read_model_dir  # noqa: E402
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "Qwen3MoeForCausalLM")
+                 "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Model:
     n_experts: int = 0
     top_k: int = 0
     norm_topk_prob: bool = False
+    shared_expert: bool = False
 
 
 # ----------------------------------------------------------------------------- config
@@ -108,7 +110,7 @@ def layer_windows(cfg, arch, n_layers):
     if arch == "MistralForCausalLM":
         active = isinstance(window, int) and window > 0
         return [window if active else None] * n_layers
-    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM") and cfg.get("use_sliding_window"):
+    if arch.startswith(("Qwen2", "Qwen3")) and cfg.get("use_sliding_window"):
         first = cfg.get("max_window_layers", n_layers)
         return [window if i >= first else None for i in range(n_layers)]
     return [None] * n_layers
@@ -135,8 +137,8 @@ def check_supported(cfg, arch):
         raise ValueError(f"unsupported hidden_act {cfg['hidden_act']!r}")
     if cfg.get("mlp_bias"):
         raise ValueError("mlp_bias=true is not supported")
-    if cfg.get("shared_expert_intermediate_size"):
-        raise ValueError("shared experts are not supported")
+    if cfg.get("shared_expert_intermediate_size") and arch != "Qwen2MoeForCausalLM":
+        raise ValueError(f"{arch} has no shared expert")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -153,6 +155,9 @@ def expected_names(m, tied):
         if m.sparse[i]:
             names.append(p + "mlp.gate.weight")
             names += [p + f"mlp.experts.{e}.{x}_proj.weight" for e in range(m.n_experts) for x in ("gate", "up", "down")]
+            if m.shared_expert:
+                names += [p + f"mlp.shared_expert.{x}_proj.weight" for x in ("gate", "up", "down")]
+                names.append(p + "mlp.shared_expert_gate.weight")
         else:
             names += [p + f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")]
         if m.qkv_bias:
@@ -190,7 +195,7 @@ def build_model(cfg, stored, eos_ids=()):
         n_kv_heads=cfg.get("num_key_value_heads") or n_heads,
         head_dim=head_dim,
         eps=float(cfg["rms_norm_eps"]),
-        qkv_bias=arch == "Qwen2ForCausalLM" or attention_bias,
+        qkv_bias=arch in ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM") or attention_bias,
         o_bias=attention_bias,
         qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
         windows=layer_windows(cfg, arch, n_layers),
@@ -200,9 +205,11 @@ def build_model(cfg, stored, eos_ids=()):
     )
     assert n_heads % m.n_kv_heads == 0 and head_dim % 2 == 0
     m.sparse = [False] * n_layers
-    if arch == "Qwen3MoeForCausalLM":  # Qwen3MoeConfig's keys and defaults
-        m.n_experts = cfg.get("num_experts", 128)
-        m.top_k = cfg.get("num_experts_per_tok", 8)
+    if arch in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):  # their configs' keys and defaults
+        qwen2 = arch == "Qwen2MoeForCausalLM"
+        m.n_experts = cfg.get("num_experts", 60 if qwen2 else 128)
+        m.top_k = cfg.get("num_experts_per_tok", 4 if qwen2 else 8)
+        m.shared_expert = qwen2
         m.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
         step, dense = cfg.get("decoder_sparse_step", 1), set(cfg.get("mlp_only_layers") or [])
         m.sparse = [i not in dense and m.n_experts > 0 and (i + 1) % step == 0 for i in range(n_layers)]
@@ -290,6 +297,9 @@ def experts(m, i, x):
         for j in range(m.top_k):
             e = int(chosen[t, j])
             out[t] += weights[t, j] * mlp(m, i, x[t:t + 1], f"{p}experts.{e}.")[0]
+    if m.shared_expert:
+        gate = torch.sigmoid(linear(m, x, p + "shared_expert_gate"))  # [T, 1]
+        out = out + gate * mlp(m, i, x, p + "shared_expert.")
     return out
 
 

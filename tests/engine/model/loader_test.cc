@@ -300,6 +300,11 @@ TEST(ModelConfig, ReadsEveryFixtureAndItsFeatures) {
   EXPECT_EQ(moe->sparse_mlp, (std::vector<bool>{true, false, true}));  // mlp_only_layers [1]
   EXPECT_EQ(ModelConfig::load(testing::fixture_path("qwen3-moe-bf16"))->sparse_mlp,
             (std::vector<bool>{false, true}));  // decoder_sparse_step 2
+  auto qwen2_moe = ModelConfig::load(testing::fixture_path("qwen2-moe-f32"));
+  ASSERT_TRUE(qwen2_moe.ok()) << qwen2_moe.status();
+  EXPECT_TRUE(qwen2_moe->qkv_bias);
+  EXPECT_FALSE(qwen2_moe->qk_norm);
+  EXPECT_EQ(qwen2_moe->shared_expert_intermediate_size, 40);
 }
 
 // A one-layer Qwen3-MoE: 4 experts of 6, 2 per token.
@@ -353,7 +358,7 @@ TEST_F(LoaderTest, ExpertsLoadAndTheirMistakesAreNamed) {
       {{{"num_experts_per_tok", 5}}, "`num_experts_per_tok` (5) is more than num_experts (4)"},
       {{{"num_experts", 0}}, "`num_experts` must be a positive integer"},
       {{{"mlp_only_layers", {3}}}, "`mlp_only_layers` holds 3"},
-      {{{"shared_expert_intermediate_size", 16}}, "shared experts are not supported"},
+      {{{"shared_expert_intermediate_size", 16}}, "`shared_expert_intermediate_size` is set, but Qwen3MoeForCausalLM has no shared expert"},
       {{{"decoder_sparse_step", -1}}, "`decoder_sparse_step`"},
   };
   for (const auto& [patch, expected] : cases) {
@@ -362,6 +367,27 @@ TEST_F(LoaderTest, ExpertsLoadAndTheirMistakesAreNamed) {
     write_config(bad);
     EXPECT_THAT(load().message(), HasSubstr(expected)) << patch.dump();
   }
+  // Qwen2-MoE: the shared expert and its gate are loaded too, and named when missing.
+  json qwen2 = tiny_moe_config();
+  qwen2["architectures"] = {"Qwen2MoeForCausalLM"};
+  qwen2["shared_expert_intermediate_size"] = 10;
+  qwen2.erase("head_dim");
+  write_config(qwen2);
+  auto with_shared = tiny_moe_tensors();
+  with_shared.erase("model.layers.0.self_attn.q_norm.weight");
+  with_shared.erase("model.layers.0.self_attn.k_norm.weight");
+  with_shared["model.layers.0.self_attn.q_proj.bias"] = f32({8});
+  with_shared["model.layers.0.self_attn.k_proj.bias"] = f32({4});
+  with_shared["model.layers.0.self_attn.v_proj.bias"] = f32({4});
+  with_shared["model.layers.0.mlp.shared_expert.gate_proj.weight"] = f32({10, 8});
+  with_shared["model.layers.0.mlp.shared_expert.up_proj.weight"] = f32({10, 8});
+  with_shared["model.layers.0.mlp.shared_expert.down_proj.weight"] = f32({8, 10});
+  write_model(with_shared);
+  EXPECT_THAT(load().message(), HasSubstr("`model.layers.0.mlp.shared_expert_gate.weight` is missing (expected [1, 8]"));
+  with_shared["model.layers.0.mlp.shared_expert_gate.weight"] = f32({1, 8});
+  write_model(with_shared);
+  EXPECT_TRUE(load().ok()) << load();
+
   // Experts on an architecture without them would be ignored: refused.
   json llama = tiny_config();
   llama["num_local_experts"] = 8;
