@@ -6,7 +6,7 @@ import grpc
 
 from . import _auth, _convert
 from ._auth import Metadata
-from ._convert import Messages
+from ._convert import Messages, Tools
 from ._proto import api_pb2, api_pb2_grpc
 from .client import DEFAULT_TIMEOUT_S, ChannelOptions
 from .errors import BatonError
@@ -44,6 +44,7 @@ class AsyncClient:
 
     def stream(self, prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
                messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
+               tools: Optional[Tools] = None,
                sampling: Optional[SamplingParams] = None,
                max_tokens: Optional[int] = None, temperature: Optional[float] = None, top_k: Optional[int] = None,
                top_p: Optional[float] = None, min_p: Optional[float] = None,
@@ -59,7 +60,7 @@ class AsyncClient:
         """`async for delta in client.stream(...)`: the completion's deltas as they arrive; arguments
         as Client.generate(), checked here (the request starts at the first iteration)."""
         request = _convert.generate_request(
-            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt,
+            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt, tools=tools,
             request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt, sampling=sampling,
             keywords=SamplingParams(
                 temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
@@ -83,6 +84,7 @@ class AsyncClient:
 
     async def generate(self, prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
                        messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
+                       tools: Optional[Tools] = None,
                        sampling: Optional[SamplingParams] = None,
                        max_tokens: Optional[int] = None, temperature: Optional[float] = None,
                        top_k: Optional[int] = None, top_p: Optional[float] = None, min_p: Optional[float] = None,
@@ -97,7 +99,7 @@ class AsyncClient:
                        timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> GenerateResult:
         """One whole completion; arguments as Client.generate()."""
         stream = self.stream(
-            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt,
+            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt, tools=tools,
             sampling=sampling, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
             frequency_penalty=frequency_penalty, seed=seed, min_tokens=min_tokens, stop=stop,
@@ -129,9 +131,11 @@ class AsyncClient:
         return _convert.model_info(r)
 
     async def tokenize(self, prompt: Optional[str] = None, *, messages: Optional[Messages] = None,
-                       add_generation_prompt: Optional[bool] = None, add_special_tokens: Optional[bool] = None,
+                       add_generation_prompt: Optional[bool] = None, tools: Optional[Tools] = None,
+                       add_special_tokens: Optional[bool] = None,
                        timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> TokenizeResult:
         request = _convert.tokenize_request(prompt, messages=messages, add_generation_prompt=add_generation_prompt,
+                                            tools=tools,
                                             add_special_tokens=add_special_tokens)
         try:
             r = await self._stub.Tokenize(request, timeout=self._timeout(timeout), metadata=self._metadata(metadata))

@@ -11,7 +11,7 @@ import grpc
 
 from . import _auth, _convert
 from ._auth import Metadata
-from ._convert import Messages
+from ._convert import Messages, Tools
 from ._proto import api_pb2, api_pb2_grpc
 from .errors import BatonError
 from .sampling import SamplingParams
@@ -57,6 +57,7 @@ class Client:
 
     def stream(self, prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
                messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
+               tools: Optional[Tools] = None,
                sampling: Optional[SamplingParams] = None,
                max_tokens: Optional[int] = None, temperature: Optional[float] = None, top_k: Optional[int] = None,
                top_p: Optional[float] = None, min_p: Optional[float] = None,
@@ -73,7 +74,7 @@ class Client:
         Arguments as generate(); they are checked here, the request starts at the first next().
         Leaving the loop early cancels the request."""
         request = _convert.generate_request(
-            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt,
+            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt, tools=tools,
             request_id=request_id, force_local_prefill=force_local_prefill, cache_salt=cache_salt, sampling=sampling,
             keywords=SamplingParams(
                 temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
@@ -96,6 +97,7 @@ class Client:
 
     def generate(self, prompt: Optional[str] = None, *, token_ids: Optional[Iterable[int]] = None,
                  messages: Optional[Messages] = None, add_generation_prompt: Optional[bool] = None,
+                 tools: Optional[Tools] = None,
                  sampling: Optional[SamplingParams] = None,
                  max_tokens: Optional[int] = None, temperature: Optional[float] = None, top_k: Optional[int] = None,
                  top_p: Optional[float] = None, min_p: Optional[float] = None,
@@ -109,7 +111,9 @@ class Client:
                  request_id: str = "", force_local_prefill: bool = False, cache_salt: str = "",
                  timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> GenerateResult:
         """One whole completion. Give exactly one of `prompt` (text), `token_ids` or `messages`
-        ([{"role": ..., "content": ...}], with `add_generation_prompt`). Sampling: a
+        ([{"role": ..., "content": ...}] in OpenAI's shape, an assistant's `tool_calls` and tool
+        messages' `tool_call_id` included, with `add_generation_prompt` and `tools`, OpenAI's tool
+        list, which the chat template shows to the model; the reply comes back as text). Sampling: a
         SamplingParams as `sampling`, and/or its fields as keywords (max_tokens, temperature, top_k,
         top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed, min_tokens, stop
         (str or list), stop_token_ids, ignore_eos, include_stop_str_in_output, logprobs,
@@ -118,7 +122,7 @@ class Client:
         (seconds) and `metadata` (this call's gRPC metadata, after the client's). A completion the server ended
         with an error returns finish_reason "error" and `error`."""
         stream = self.stream(
-            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt,
+            prompt, token_ids=token_ids, messages=messages, add_generation_prompt=add_generation_prompt, tools=tools,
             sampling=sampling, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
             frequency_penalty=frequency_penalty, seed=seed, min_tokens=min_tokens, stop=stop,
@@ -151,11 +155,13 @@ class Client:
             raise BatonError.from_rpc_error(e) from None
 
     def tokenize(self, prompt: Optional[str] = None, *, messages: Optional[Messages] = None,
-                 add_generation_prompt: Optional[bool] = None, add_special_tokens: Optional[bool] = None,
+                 add_generation_prompt: Optional[bool] = None, tools: Optional[Tools] = None,
+                 add_special_tokens: Optional[bool] = None,
                  timeout: Optional[float] = None, metadata: Optional[Metadata] = None) -> TokenizeResult:
         """Token ids of a text (with special tokens unless add_special_tokens=False) or of chat
         messages rendered with the model's template."""
         request = _convert.tokenize_request(prompt, messages=messages, add_generation_prompt=add_generation_prompt,
+                                            tools=tools,
                                             add_special_tokens=add_special_tokens)
         try:
             r = self._stub.Tokenize(request, timeout=self._timeout(timeout), metadata=self._metadata(metadata))

@@ -227,6 +227,31 @@ class TypedArgumentsTest(unittest.TestCase):
                 "type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a+"}}})
 
 
+    def test_tools_and_calls_reach_the_template(self):
+        # OpenAI's tool list and an assistant's call (arguments as JSON text or a dict): the bundled
+        # template lists each tool as its JSON and writes the call as a <tool_call> line.
+        tool = {"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                                 "parameters": {"type": "object",
+                                                                "properties": {"city": {"type": "string"}}}}}
+        for arguments in ('{"city": "Oslo"}', {"city": "Oslo"}):
+            messages = [{"role": "user", "content": "Weather in Oslo?"},
+                        {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": "call_1", "type": "function",
+                             "function": {"name": "get_weather", "arguments": arguments}}]},
+                        {"role": "tool", "tool_call_id": "call_1", "content": "cold"}]
+            t = self.client.tokenize(messages=messages, tools=[tool])
+            self.assertIn("# tools\n" + json.dumps(tool, ensure_ascii=False) + "\n", t.prompt)
+            self.assertIn('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>', t.prompt)
+            self.assertIn("# tool\ncold\n", t.prompt)
+        r = self.client.generate(messages=messages, tools=[tool], max_tokens=8, temperature=0)
+        self.assertEqual(r.usage.prompt_tokens, len(t.ids))
+        bad = [messages[0], dict(messages[1], tool_calls=[{"id": "c", "function": {"name": "f", "arguments": "[1]"}}])]
+        with self.assertRaisesRegex(BatonError, r"messages\[1\]\.tool_calls\[0\]\.arguments must be an object"):
+            self.client.tokenize(messages=bad)
+        with self.assertRaisesRegex(ValueError, "tools go with messages"):
+            self.client.generate(PROMPT, tools=[tool])
+
+
 class MetadataTest(unittest.TestCase):
     """Client and per-call metadata go out with the calls (the router without API keys ignores
     what it does not read); malformed metadata is refused before any call. test_tls.py checks that
