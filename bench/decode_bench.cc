@@ -2,6 +2,8 @@
 //
 // A decode step must read every weight matrix once (whatever the batch), so its floor is
 // weight bytes / read bandwidth; both are measured here, in the same run, with the same threads.
+// With experts (Qwen3-MoE), the bytes are those one token reads (num_experts_per_tok experts per
+// layer): the floor of a batch-1 step; larger batches read more experts, so theirs is only a bound.
 // Prints one JSON object per configuration on stdout.
 //
 // With --profile 1 (the default) each decode line also splits the step into GEMM, attention,
@@ -408,12 +410,13 @@ int main(int argc, char** argv) {
   // other tier (and F32 weights) runs exact F32 FMAs.
   const bool bf16_dot = args.cpu_isa == "avx512bf16" && engine->model().weights().matrix_dtype() == "BF16";
   const ComputePeak peak = bf16_dot ? measure_bf16_dot_peak(probe_pool, 9) : measure_fma_peak(probe_pool, 9);
-  // Matrix flops of a step: every token through the layers, the rows that need logits through the
-  // LM head (decode and verification: all; prefill: the last).
+  // Matrix flops of a step: every token through the layers (with experts, through the ones it
+  // uses), the rows that need logits through the LM head (decode and verification: all; prefill:
+  // the last).
   const ModelConfig& mc = engine->model_config();
   const double head_params = static_cast<double>(vocab) * mc.hidden_size;
   const double layer_params =
-      static_cast<double>(mc.num_parameters()) - head_params * (mc.tie_word_embeddings ? 1.0 : 2.0);
+      static_cast<double>(mc.num_active_parameters()) - head_params * (mc.tie_word_embeddings ? 1.0 : 2.0);
   auto step_flops = [&](double tokens, double logit_rows) {
     return 2.0 * layer_params * tokens + 2.0 * head_params * logit_rows;
   };

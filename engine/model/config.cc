@@ -387,20 +387,30 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   return c;
 }
 
-std::int64_t ModelConfig::num_parameters() const {
-  const std::int64_t h = hidden_size;
-  const std::int64_t attn = h * (q_size() + 2LL * kv_size()) + static_cast<std::int64_t>(q_size()) * h;
-  const std::int64_t dense_mlp = 3LL * h * intermediate_size;
+namespace {
+
+// The weights a forward reads, counting `experts` experts in each layer that has them.
+std::int64_t parameters(const ModelConfig& c, std::int64_t experts) {
+  const std::int64_t h = c.hidden_size;
+  const std::int64_t attn = h * (c.q_size() + 2LL * c.kv_size()) + static_cast<std::int64_t>(c.q_size()) * h;
+  const std::int64_t dense_mlp = 3LL * h * c.intermediate_size;
   // Every expert, the router's [num_experts, hidden] matrix, and a shared expert and its gate.
-  const std::int64_t experts_mlp = num_experts * (3LL * h * moe_intermediate_size + h) +
-                                   (shared_expert_intermediate_size > 0 ? 3LL * h * shared_expert_intermediate_size + h : 0);
+  const std::int64_t shared = c.shared_expert_intermediate_size;
+  const std::int64_t experts_mlp = experts * 3LL * h * c.moe_intermediate_size + c.num_experts * h +
+                                   (shared > 0 ? 3LL * h * shared + h : 0);
   std::int64_t layers = 0;
-  for (std::int32_t i = 0; i < num_layers; ++i) {
+  for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const auto l = static_cast<std::size_t>(i);
-    layers += attn + (l < sparse_mlp.size() && sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
+    layers += attn + (l < c.sparse_mlp.size() && c.sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
   }
-  const std::int64_t embed = static_cast<std::int64_t>(vocab_size) * h;
-  return layers + embed * (tie_word_embeddings ? 1 : 2) + h;
+  const std::int64_t embed = static_cast<std::int64_t>(c.vocab_size) * h;
+  return layers + embed * (c.tie_word_embeddings ? 1 : 2) + h;
 }
+
+}  // namespace
+
+std::int64_t ModelConfig::num_parameters() const { return parameters(*this, num_experts); }
+
+std::int64_t ModelConfig::num_active_parameters() const { return parameters(*this, num_experts_per_tok); }
 
 }  // namespace baton

@@ -85,6 +85,9 @@ struct ModelConfig {
   bool has_experts() const { return num_experts > 0; }
   std::int32_t kv_size() const { return num_kv_heads * head_dim; }
   std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
+  // The weights one token computes with: num_parameters() but, in a layer with experts, only
+  // num_experts_per_tok of them (with the router and any shared expert). Dense models: the same.
+  std::int64_t num_active_parameters() const;
 };
 
 // Whether a config.json describes a hybrid model with recurrent layers: `layer_types` naming
