@@ -1,7 +1,8 @@
 // decoder_layer: one pre-norm decoder layer (attention with RoPE over paged KV, then the SiLU MLP
-// or a mixture of SiLU experts), on any Backend. Shared by the target Transformer and the draft heads (EAGLE-1/3, MTP), which feed
-// it differently shaped attention inputs: the normalized residual for a plain layer, the residual
-// itself for EAGLE-1, cat(norm(embedding), norm(hidden)) of width 2H for EAGLE-3.
+// or a mixture of SiLU experts), on any Backend. Shared by the target Transformer and the draft
+// heads (EAGLE-1/3, MTP), which feed it differently shaped attention inputs: the normalized
+// residual for a plain layer, the residual itself for EAGLE-1, cat(norm(embedding), norm(hidden))
+// of width 2H for EAGLE-3.
 #pragma once
 
 #include <cstdint>
