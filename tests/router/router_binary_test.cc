@@ -211,13 +211,16 @@ TEST(RouterBinary, BadFlagsExitTwoAndHelpExitsZero) {
   Process help = spawn({"--help"});
   EXPECT_THAT(first_line(help), HasSubstr("usage: baton-router"));
   EXPECT_EQ(wait_exit(help), 0);
-  // The Kubernetes flags' values are checked before anything starts.
+  // The Kubernetes and tool-calling flags' values are checked before anything starts.
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--decode-dns", "baton-decode"},
                                              {"--prefill-dns", "baton-prefill:0"},
                                              {"--decode-dns", "localhost:7001", "--dns-family", "ipv5"},
                                              {"--forget-unreachable-ms", "-1"},
-                                             {"--drain-timeout-ms", "0"}}) {
+                                             {"--drain-timeout-ms", "0"},
+                                             // Tool calling: "auto" needs a parser, and one it knows.
+                                             {"--http-port", "0", "--enable-auto-tool-choice"},
+                                             {"--http-port", "0", "--tool-call-parser", "xml"}}) {
     EXPECT_EQ(wait_exit(spawn(args)), 1) << args[0];
   }
 }
