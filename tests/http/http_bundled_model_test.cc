@@ -29,12 +29,7 @@ TEST(HttpBundledModel, TheDefaultClusterChatsInPythonWithTheOpenAiClient) {
                      {"params", {{"model", "target"}, {"messages", json::parse(messages)}, {"max_tokens", 128},
                                  {"temperature", 0}}}});
   }
-  const ProcessOutput node = run_program(
-      {"/usr/bin/node", source_path("tests/http/client/openai_check.mjs"), base, "no-key-needed", cases.dump()});
-  ASSERT_EQ(node.code, 0) << node.out;
-  const std::size_t result_at = node.out.find("RESULT ");
-  ASSERT_NE(result_at, std::string::npos) << node.out;
-  const json results = json::parse(node.out.substr(result_at + 7, node.out.find('\n', result_at) - result_at - 7));
+  const json results = openai_client(base, "no-key-needed", cases);
   ASSERT_EQ(results.size(), cases.size());
   for (std::size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE(cases[i].dump());
@@ -68,12 +63,7 @@ TEST(HttpBundledModel, TheDefaultClusterChatsInPythonWithTheOpenAiClient) {
     structured.push_back({{"kind", "chat"}, {"stream", false}, {"params", params}});
   }
   structured.push_back({{"kind", "chat"}, {"stream", true}, {"params", structured[0]["params"]}});
-  const ProcessOutput answered = run_program(
-      {"/usr/bin/node", source_path("tests/http/client/openai_check.mjs"), base, "no-key-needed", structured.dump()});
-  ASSERT_EQ(answered.code, 0) << answered.out;
-  const std::size_t answers_at = answered.out.find("RESULT ");
-  ASSERT_NE(answers_at, std::string::npos) << answered.out;
-  const json answers = json::parse(answered.out.substr(answers_at + 7, answered.out.find('\n', answers_at) - answers_at - 7));
+  const json answers = openai_client(base, "no-key-needed", structured);
   ASSERT_EQ(answers.size(), structured.size());
   const std::filesystem::path instances = temp_path("baton-structured-answers.jsonl");
   {

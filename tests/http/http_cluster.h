@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/v1/node.grpc.pb.h"
@@ -69,6 +70,16 @@ inline bool decode_idle(const node::v1::NodeLoad& load) {
     if (pool.used() != 0 || pool.reserved() != 0) return false;
   }
   return true;
+}
+
+// The decode node at `address` holds no request, block or reservation within 30 s (a failure
+// otherwise, with its load).
+inline void expect_decode_idle_soon(const std::string& address) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!decode_idle(decode_load(address)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(decode_idle(decode_load(address))) << decode_load(address).DebugString();
 }
 
 }  // namespace baton::testing

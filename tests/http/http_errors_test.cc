@@ -197,11 +197,7 @@ TEST_F(HttpErrors, HangingUpMidStreamAbortsOnTheNodesAndFreesTheSlot) {
   auto line = cluster_->router().process->wait_for_line(str_cat("router: aborted ", request_id, ".1 on decode node"),
                                                         std::chrono::seconds(30));
   ASSERT_TRUE(line.ok()) << line.status();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!decode_idle(decode_load(decode)) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
+  expect_decode_idle_soon(decode);
   expect_still_serving();  // the slot is free again: not 429
 }
 
@@ -224,11 +220,7 @@ TEST_F(HttpErrors, AChoiceThatIsRefusedFailsTheRequestAndStopsTheOthers) {
       EXPECT_EQ(events.back(), "[DONE]");
       EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "rate_limit_exceeded") << r.body;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!decode_idle(decode_load(decode)) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
+    expect_decode_idle_soon(decode);
     expect_still_serving();
   }
 }
@@ -254,11 +246,7 @@ TEST_F(HttpErrors, HangingUpBeforeANonStreamedAnswerAbortsOnTheNodes) {
   auto line = cluster_->router().process->wait_for_line("router: aborted hang-up-plain~", std::chrono::seconds(30));
   ASSERT_TRUE(line.ok()) << line.status();
   EXPECT_NE(line->find(".1 on decode node"), std::string::npos) << *line;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!decode_idle(decode_load(decode)) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  EXPECT_TRUE(decode_idle(decode_load(decode))) << decode_load(decode).DebugString();
+  expect_decode_idle_soon(decode);
   expect_still_serving();
 }
 

@@ -135,6 +135,20 @@ inline json baton_generate(const std::string& model, std::vector<std::string> ar
   return json::parse(p.out.substr(brace, p.out.find('\n', brace) - brace));
 }
 
+// The official `openai` npm client's answers to `cases` (tests/http/client/openai_check.mjs: one
+// object per case); an empty array, with a failure added, when the script did not answer.
+inline json openai_client(const std::string& base, const std::string& key, const json& cases) {
+  const ProcessOutput node =
+      run_program({"/usr/bin/node", source_path("tests/http/client/openai_check.mjs"), base, key, cases.dump()});
+  EXPECT_EQ(node.code, 0) << node.out;
+  const std::size_t at = node.out.find("RESULT ");
+  if (node.code != 0 || at == std::string::npos) {
+    ADD_FAILURE() << "no RESULT line: " << node.out;
+    return json::array();
+  }
+  return json::parse(node.out.substr(at + 7, node.out.find('\n', at) - at - 7));
+}
+
 // The newcomer's cluster: `baton up --port 0 --http-port 0` on the bundled model (EAGLE-3, KV over
 // UCX) with `flags` added, its logs in a scratch directory named after `name`. `base` is the HTTP
 // API's URL (".../v1"); empty, with a failure added, when it did not come up.

@@ -32,19 +32,6 @@ const json& schema_of(const std::string& name) {
   return none;
 }
 
-// The official client's answers to `cases` (tests/http/client/openai_check.mjs).
-json openai_client(const std::string& base, const json& cases) {
-  const ProcessOutput node =
-      run_program({"/usr/bin/node", source_path("tests/http/client/openai_check.mjs"), base, "no-key", cases.dump()});
-  EXPECT_EQ(node.code, 0) << node.out;
-  const std::size_t at = node.out.find("RESULT ");
-  if (at == std::string::npos) {
-    ADD_FAILURE() << node.out;
-    return json::array();
-  }
-  return json::parse(node.out.substr(at + 7, node.out.find('\n', at) - at - 7));
-}
-
 // Every call's arguments against its tool's schema, by the reference validator.
 void expect_valid_arguments(const json& calls) {
   const std::filesystem::path instances = temp_path("baton-tool-arguments.jsonl");
@@ -92,7 +79,7 @@ TEST(HttpToolCalls, TheOpenAiClientGetsForcedAndParsedCalls) {
       {{"kind", "chat"}, {"stream", true}, {"helper", true}, {"params", params("auto", greedy)}},
       {{"kind", "chat"}, {"stream", false}, {"params", params("none", greedy)}},
   });
-  const json r = openai_client(base, cases);
+  const json r = openai_client(base, "no-key", cases);
   ASSERT_EQ(r.size(), cases.size()) << r.dump();
   for (const json& answer : r) ASSERT_FALSE(answer.contains("error")) << answer.dump();
 
