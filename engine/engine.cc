@@ -47,13 +47,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                         !config.kv_transfer_in_device_memory;
   KvMemoryProvider* pool_memory = mirrored ? nullptr : config.kv_memory.get();
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
+  if (model_config.num_linear_attention_layers() > 0) {
+    return absl::UnimplementedError(str_cat(config.model_dir, ": ", model_config.architecture_name,
+                                            " has linear-attention layers, whose recurrent state the engine's scheduler "
+                                            "does not keep yet; only its forward pass runs so far"));
+  }
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
   WeightLoadOptions wo;
   wo.dtype = config.dtype;
   BATON_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::load(model_config, checkpoint, *e->backend_, wo));
 
   KvCacheLayout layout;
-  layout.num_layers = model_config.num_layers;
+  layout.num_layers = model_config.num_attention_layers();
   layout.num_kv_heads = model_config.num_kv_heads;
   layout.head_dim = model_config.head_dim;
   layout.block_size = config.block_size;

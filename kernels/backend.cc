@@ -56,6 +56,25 @@ void Backend::moe(const TensorView&, const TensorView&, const MoeExperts&, const
   BATON_CHECK(false, describe(), " has no mixture-of-experts kernels (check runs_moe() before loading such a model)");
 }
 
+void Backend::sigmoid_mul(const TensorView&, const TensorView&, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
+}
+
+void Backend::causal_conv1d(const TensorView&, const TensorView&, const TensorView&, const RecurrentBatch&,
+                            const TensorView&) {
+  BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
+}
+
+void Backend::gated_delta_rule(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                               const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                               const RecurrentBatch&, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
+}
+
+void Backend::gated_rms_norm(const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
+}
+
 absl::StatusOr<DeviceBuffer> Backend::allocate_staging(std::size_t bytes) {
   void* p = ::operator new(std::max<std::size_t>(bytes, 1), kStagingAlignment, std::nothrow);
   if (p == nullptr) return absl::ResourceExhaustedError(str_cat("cannot allocate ", bytes, " bytes of host staging memory"));

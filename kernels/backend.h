@@ -121,6 +121,19 @@ struct MoeScratch {
   TensorView shared_logit;    // [tokens, 1]
 };
 
+// The sequences of a batch as the recurrent ops (causal_conv1d, gated_delta_rule) see them. Each
+// keeps its state in `slots` slots of a state group: the slot it starts from, and the slots the
+// states after its last min(tokens, slots) tokens go to, in order (slot j - max(0, tokens - slots)
+// after token j; so with tokens <= slots, slot j holds the state after token j, which lets a
+// verification step keep the state after whichever draft was accepted without recomputing).
+struct RecurrentBatch {
+  // [num_seqs, 4] I32 per sequence: its first token row, its token count, its state group (< 0:
+  // padding, computed from the zero state and kept nowhere), and the slot holding the state before
+  // its first token (< 0: the zero state). Rows no sequence covers are left alone.
+  TensorView seqs;
+  std::int32_t slots = 1;
+};
+
 // argmax_rows()' answers for rows that have no greedy pick.
 inline constexpr std::int32_t kArgmaxHasNaN = -1;
 inline constexpr std::int32_t kArgmaxNoFinite = -2;
@@ -218,7 +231,8 @@ class Backend {
 
   // Rotary embedding in place, "rotate half" convention: for i < half,
   // (x[i], x[i + half]) <- (x[i] cos - x[i + half] sin, x[i + half] cos + x[i] sin).
-  // x: [tokens, heads, head_dim] (strided), cos_sin: [tokens, head_dim].
+  // x: [tokens, heads, head_dim] (strided), cos_sin: [tokens, head_dim]. Partial rotary passes a
+  // view of each head's first rotary_dim dims (head_dim = rotary_dim here).
   virtual void apply_rope(const TensorView& x, const TensorView& cos_sin) = 0;
 
   // out[t, i] = silu(gate_up[t, i]) * gate_up[t, inter + i]. gate_up: [tokens, 2 * inter];
@@ -264,6 +278,37 @@ class Backend {
   // act (may alias x). Default: none (runs_moe() false).
   virtual void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts,
                    const MoeScratch& scratch, const TensorView& out);
+
+  // Whether the linear-attention ops below exist here (a model with such layers refuses to load
+  // otherwise).
+  virtual bool runs_linear_attention() const { return false; }
+  // out = x * sigmoid(gate), elementwise. x, gate, out: [rows, cols] act (strided rows allowed; out
+  // may alias x). Gated attention's output gate.
+  virtual void sigmoid_mul(const TensorView& x, const TensorView& gate, const TensorView& out);
+  // Depthwise causal convolution over each sequence's tokens, then SiLU:
+  // out[t, c] = silu(sum_j weight[c, j] * in[t - (K - 1) + j, c]), the inputs before a sequence's
+  // first token coming from its state (the last K - 1 inputs, oldest first; zeros when it starts
+  // from the zero state). The states after its tokens are stored as RecurrentBatch says.
+  // x: [tokens, channels] act (strided rows allowed); weight: [channels, K] F32;
+  // state: [groups, slots, (K - 1) * channels] F32, one slot laid out [K - 1, channels];
+  // out: [tokens, channels] act (must not alias x).
+  virtual void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& state,
+                             const RecurrentBatch& batch, const TensorView& out);
+  // The gated delta rule (Gated DeltaNet), token by token within each sequence. Per value head h
+  // (key head h / (v_heads / k_heads)), with q and k L2-normalized (eps 1e-6) and q scaled by
+  // 1 / sqrt(key_dim), beta = sigmoid(b), decay = exp(-exp(a_log) * softplus(a + dt_bias)):
+  //   S = decay * S;  S += k (beta (v - k^T S))^T;  out = q^T S,   S: [key_dim, value_dim] F32.
+  // q, k: [tokens, k_heads, key_dim] act (strided); v: [tokens, v_heads, value_dim] act (strided);
+  // b, a: [tokens, v_heads] act (strided); a_log, dt_bias: [v_heads] F32;
+  // state: [groups, slots, v_heads * key_dim * value_dim] F32 (S of head h at h * key_dim * value_dim);
+  // out: [tokens, v_heads, value_dim] act.
+  virtual void gated_delta_rule(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& b,
+                                const TensorView& a, const TensorView& a_log, const TensorView& dt_bias,
+                                const TensorView& state, const RecurrentBatch& batch, const TensorView& out);
+  // out = rms_norm(x) * weight * silu(gate) per row. x, gate, out: [rows, dim] or [rows, heads, dim]
+  // act (strided rows allowed; out may alias x); weight: [dim] F32.
+  virtual void gated_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight, float eps,
+                              const TensorView& out);
 
   // Whether sample_rows() exists here. The CPU has none: its host Sampler reads the rows in place.
   virtual bool samples_rows() const { return false; }

@@ -36,7 +36,8 @@ absl::Status BatchPlan::allocate(Backend& backend, const BatchLimits& limits) {
   max_blocks_per_seq_ = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   const std::size_t elements = 4 * static_cast<std::size_t>(limits.max_num_tokens) +
                                static_cast<std::size_t>(std::max(1, limits.max_num_logits)) +
-                               static_cast<std::size_t>(limits.max_num_seqs) * static_cast<std::size_t>(max_blocks_per_seq_);
+                               static_cast<std::size_t>(limits.max_num_seqs) * static_cast<std::size_t>(max_blocks_per_seq_) +
+                               4 * static_cast<std::size_t>(limits.max_num_seqs);
   BATON_ASSIGN_OR_RETURN(device_, backend.allocate(elements * sizeof(std::int32_t)));
   for (DeviceBuffer& slot : staging_) {
     BATON_ASSIGN_OR_RETURN(slot, backend.allocate_staging(elements * sizeof(std::int32_t)));
@@ -59,8 +60,15 @@ AttentionBatch BatchPlan::attention() const {
   return a;
 }
 
+RecurrentBatch BatchPlan::recurrent() const {
+  RecurrentBatch r;
+  r.seqs = region(Region::kRecurrent, {num_seqs_, 4});
+  r.slots = std::max(1, state_slots_);
+  return r;
+}
+
 absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
-                             const std::optional<GraphShape>& padded) {
+                             const std::optional<GraphShape>& padded, const RecurrentLimits& recurrent) {
   const auto real_seqs = static_cast<std::int64_t>(batch.sequences.size());
   if (real_seqs == 0) return absl::InvalidArgumentError("forward batch has no tokens");
   std::int64_t num_tokens = batch.num_tokens();
@@ -88,6 +96,8 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
   h_token_seq_.clear();
   h_slots_.clear();
   h_logits_rows_.clear();
+  h_recurrent_.clear();
+  state_slots_ = recurrent.slots;
   h_block_tables_.assign(static_cast<std::size_t>(num_seqs_ * max_blocks_per_seq_), -1);
   max_context_len_ = 0;
   for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -111,6 +121,23 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
       h_block_tables_[s * static_cast<std::size_t>(max_blocks_per_seq_) + b] = seq.block_table[b];
     }
     const auto base = static_cast<std::int32_t>(h_tokens_.size());
+    if (recurrent.groups > 0) {
+      if (seq.state_group < 0 || seq.state_group >= recurrent.groups) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": state group ", seq.state_group, " outside the ",
+                                                  recurrent.groups, " of the recurrent state cache"));
+      }
+      if (seq.state_slot < -1 || seq.state_slot >= recurrent.slots || (seq.state_slot == -1) != (seq.start_position == 0)) {
+        return absl::InvalidArgumentError(str_cat("sequence ", s, ": state slot ", seq.state_slot, " at position ",
+                                                  seq.start_position, " (slots 0..", recurrent.slots - 1,
+                                                  "; -1, the zero state, exactly at position 0)"));
+      }
+      for (std::size_t other = 0; other < s; ++other) {
+        if (batch.sequences[other].state_group == seq.state_group) {
+          return absl::InvalidArgumentError(str_cat("sequences ", other, " and ", s, " share state group ", seq.state_group));
+        }
+      }
+    }
+    h_recurrent_.insert(h_recurrent_.end(), {base, static_cast<std::int32_t>(q_len), seq.state_group, seq.state_slot});
     for (std::int64_t i = 0; i < q_len; ++i) {
       const std::int32_t tok = seq.tokens[static_cast<std::size_t>(i)];
       if (tok < 0 || tok >= limits_.vocab_size) {
@@ -138,6 +165,7 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
     for (std::int64_t s = real_seqs; s < padded->num_seqs; ++s) {
       std::fill_n(h_block_tables_.begin() + s * max_blocks_per_seq_, max_blocks_per_seq_, 0);
       const auto base = static_cast<std::int32_t>(h_tokens_.size());
+      h_recurrent_.insert(h_recurrent_.end(), {base, q_len, -1, -1});
       for (std::int32_t i = 0; i < q_len; ++i) {
         h_tokens_.push_back(0);
         h_positions_.push_back(i);
@@ -171,7 +199,7 @@ absl::Status BatchPlan::plan(const ForwardBatch& batch, std::int32_t num_blocks,
   auto* packed = static_cast<std::int32_t*>(staging_[slot].data());
   std::int64_t used = 0;
   const std::vector<std::int32_t>* parts[] = {&h_tokens_, &h_positions_, &h_token_seq_, &h_slots_, &h_logits_rows_,
-                                              &h_block_tables_};
+                                              &h_block_tables_, &h_recurrent_};
   for (int r = 0; r < static_cast<int>(Region::kCount); ++r) {
     offsets_[r] = used;
     std::copy(parts[r]->begin(), parts[r]->end(), packed + used);

@@ -34,6 +34,13 @@ struct BatchLimits {
   std::int32_t vocab_size = 0;  // token ids must be below it
 };
 
+// The recurrent-state cache a batch's sequences name (StateCache's groups and slots); all zero for
+// a model without linear-attention layers, whose sequences' state fields are then ignored.
+struct RecurrentLimits {
+  std::int32_t groups = 0;
+  std::int32_t slots = 0;
+};
+
 // The shape of a padded forward (a graph's): num_seqs sequences of tokens_per_seq new tokens each,
 // with logits at none of them (logits_per_seq 0), the last (1) or every one (tokens_per_seq).
 struct GraphShape {
@@ -58,8 +65,12 @@ class BatchPlan {
   //    shape has logits at every token), placed after every real token;
   //  - sequences up to num_seqs, each at positions 0.. over block 0 with its KV writes skipped.
   // Their rows are computed and never read: kernels are batch-invariant, so no real row changes.
+  //  - padding sequences keep no recurrent state (group -1); fillers are outside every sequence's
+  //    recurrent rows.
+  // With `recurrent` limits, each sequence's state group and slot are checked against them (groups
+  // distinct within the batch, the zero state exactly at position 0).
   absl::Status plan(const ForwardBatch& batch, std::int32_t num_blocks,
-                    const std::optional<GraphShape>& padded = std::nullopt);
+                    const std::optional<GraphShape>& padded = std::nullopt, const RecurrentLimits& recurrent = {});
 
   // Counts include padding.
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(h_tokens_.size()); }
@@ -73,16 +84,19 @@ class BatchPlan {
   TensorView slots() const { return region(Region::kSlots, {num_tokens()}); }
   TensorView logits_rows() const { return region(Region::kLogitsRows, {num_logits()}); }
   AttentionBatch attention() const;
+  RecurrentBatch recurrent() const;
 
  private:
   // The packed device buffer holds these arrays back to back, in this order.
-  enum class Region { kTokens, kPositions, kTokenSeq, kSlots, kLogitsRows, kBlockTables, kCount };
+  enum class Region { kTokens, kPositions, kTokenSeq, kSlots, kLogitsRows, kBlockTables, kRecurrent, kCount };
   TensorView region(Region r, std::initializer_list<std::int64_t> shape) const;
 
   Backend* backend_ = nullptr;
   BatchLimits limits_;
   std::int32_t max_blocks_per_seq_ = 0;
   std::vector<std::int32_t> h_tokens_, h_positions_, h_token_seq_, h_slots_, h_block_tables_, h_logits_rows_;
+  std::vector<std::int32_t> h_recurrent_;  // [num_seqs, 4]: RecurrentBatch::seqs
+  std::int32_t state_slots_ = 0;
   std::int64_t num_seqs_ = 0, max_context_len_ = 0;
   std::int64_t offsets_[static_cast<int>(Region::kCount)] = {};  // in int32 elements
   DeviceBuffer device_;

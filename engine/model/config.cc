@@ -120,7 +120,8 @@ absl::StatusOr<std::optional<DType>> parse_torch_dtype(const json& config, const
 absl::Status parse_experts(const json& config, const std::string& where, ModelConfig& c) {
   c.sparse_mlp.assign(static_cast<std::size_t>(c.num_layers), false);
   const bool qwen2 = c.architecture == Architecture::kQwen2Moe;
-  if (c.architecture != Architecture::kQwen3Moe && !qwen2) {
+  const bool next = c.architecture == Architecture::kQwen3Next;
+  if (c.architecture != Architecture::kQwen3Moe && !qwen2 && !next) {
     for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
       if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
         return field_error(where, key, str_cat("is set, but ", c.architecture_name, " has no mixture of experts"));
@@ -128,9 +129,9 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
     }
     return absl::OkStatus();
   }
-  if (qwen2) {  // Qwen2MoeConfig's defaults
+  if (qwen2 || next) {  // Qwen2MoeConfig's and Qwen3NextConfig's defaults
     BATON_ASSIGN_OR_RETURN(c.shared_expert_intermediate_size,
-                           get_positive_int(config, where, "shared_expert_intermediate_size", 5632));
+                           get_positive_int(config, where, "shared_expert_intermediate_size", next ? 512 : 5632));
   } else {
     for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts"}) {
       if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
@@ -138,11 +139,12 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
       }
     }
   }
-  BATON_ASSIGN_OR_RETURN(c.num_experts, get_positive_int(config, where, "num_experts", qwen2 ? 60 : 128));
-  BATON_ASSIGN_OR_RETURN(c.num_experts_per_tok, get_positive_int(config, where, "num_experts_per_tok", qwen2 ? 4 : 8));
+  BATON_ASSIGN_OR_RETURN(c.num_experts, get_positive_int(config, where, "num_experts", next ? 512 : qwen2 ? 60 : 128));
+  BATON_ASSIGN_OR_RETURN(c.num_experts_per_tok,
+                         get_positive_int(config, where, "num_experts_per_tok", next ? 10 : qwen2 ? 4 : 8));
   BATON_ASSIGN_OR_RETURN(c.moe_intermediate_size,
-                         get_positive_int(config, where, "moe_intermediate_size", qwen2 ? 1408 : 768));
-  BATON_ASSIGN_OR_RETURN(c.norm_topk_prob, get_bool(config, where, "norm_topk_prob", false));
+                         get_positive_int(config, where, "moe_intermediate_size", next ? 512 : qwen2 ? 1408 : 768));
+  BATON_ASSIGN_OR_RETURN(c.norm_topk_prob, get_bool(config, where, "norm_topk_prob", next));
   BATON_ASSIGN_OR_RETURN(const std::int32_t step, get_positive_int(config, where, "decoder_sparse_step", 1));
   if (c.num_experts_per_tok > c.num_experts) {
     return field_error(where, "num_experts_per_tok",
@@ -164,7 +166,60 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
   return absl::OkStatus();
 }
 
+// Qwen3-Next's layer mix (`layer_types`, else every full_attention_interval-th layer is full
+// attention), its linear-attention shapes and its partial rotary (Qwen3NextConfig's defaults).
+absl::Status parse_hybrid(const json& config, const std::string& where, ModelConfig& c) {
+  c.mixers.assign(static_cast<std::size_t>(c.num_layers), MixerKind::kAttention);
+  if (c.architecture != Architecture::kQwen3Next) return absl::OkStatus();
+  c.attn_output_gate = true;
+  c.zero_centered_norms = true;
+  if (auto lt = config.find("layer_types"); lt != config.end() && !lt->is_null()) {
+    if (!lt->is_array() || static_cast<std::int32_t>(lt->size()) != c.num_layers) {
+      return field_error(where, "layer_types", str_cat("must list one type for each of the ", c.num_layers, " layers"));
+    }
+    for (std::size_t i = 0; i < lt->size(); ++i) {
+      const std::string t = (*lt)[i].is_string() ? (*lt)[i].get<std::string>() : "";
+      if (t == "linear_attention") {
+        c.mixers[i] = MixerKind::kLinearAttention;
+      } else if (t != "full_attention") {
+        return field_error(where, "layer_types",
+                           str_cat("entry ", i, " is ", (*lt)[i].dump(), "; expected \"linear_attention\" or \"full_attention\""));
+      }
+    }
+  } else {
+    BATON_ASSIGN_OR_RETURN(const std::int32_t interval, get_positive_int(config, where, "full_attention_interval", 4));
+    for (std::int32_t i = 0; i < c.num_layers; ++i) {
+      if ((i + 1) % interval != 0) c.mixers[static_cast<std::size_t>(i)] = MixerKind::kLinearAttention;
+    }
+  }
+  LinearAttentionConfig& l = c.linear_attention;
+  BATON_ASSIGN_OR_RETURN(l.num_key_heads, get_positive_int(config, where, "linear_num_key_heads", 16));
+  BATON_ASSIGN_OR_RETURN(l.num_value_heads, get_positive_int(config, where, "linear_num_value_heads", 32));
+  BATON_ASSIGN_OR_RETURN(l.key_head_dim, get_positive_int(config, where, "linear_key_head_dim", 128));
+  BATON_ASSIGN_OR_RETURN(l.value_head_dim, get_positive_int(config, where, "linear_value_head_dim", 128));
+  BATON_ASSIGN_OR_RETURN(l.conv_kernel, get_positive_int(config, where, "linear_conv_kernel_dim", 4));
+  if (l.num_value_heads % l.num_key_heads != 0) {
+    return field_error(where, "linear_num_key_heads",
+                       str_cat("(", l.num_key_heads, ") must divide linear_num_value_heads (", l.num_value_heads, ")"));
+  }
+  BATON_ASSIGN_OR_RETURN(const double factor, get_number(config, where, "partial_rotary_factor", 0.25));
+  const auto rotary = static_cast<std::int32_t>(c.head_dim * factor);  // int(), as the reference rounds
+  if (!(factor > 0 && factor <= 1) || rotary < 2 || rotary % 2 != 0) {
+    return field_error(where, "partial_rotary_factor",
+                       str_cat("(", factor, ") must leave an even number of rotated dims of head_dim ", c.head_dim,
+                               ", got ", rotary));
+  }
+  c.rotary_dim = rotary;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::int32_t ModelConfig::num_attention_layers() const {
+  std::int32_t n = 0;
+  for (std::int32_t i = 0; i < num_layers; ++i) n += is_linear_attention(i) ? 0 : 1;
+  return n;
+}
 
 absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
   namespace fs = std::filesystem;
@@ -257,6 +312,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     c.architecture = Architecture::kQwen3Moe;
   } else if (c.architecture_name == "Qwen2MoeForCausalLM") {
     c.architecture = Architecture::kQwen2Moe;
+  } else if (c.architecture_name == "Qwen3NextForCausalLM") {
+    c.architecture = Architecture::kQwen3Next;
   } else {
     if (c.has_recurrent_layers) {
       return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
@@ -265,7 +322,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
                                             "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                                             "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                            "Qwen2MoeForCausalLM)"));
+                                            "Qwen2MoeForCausalLM, Qwen3NextForCausalLM)"));
   }
   if (config.contains("quantization_config")) {
     return field_error(where, "quantization_config", "is present: quantized checkpoints are not supported");
@@ -277,11 +334,12 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   BATON_ASSIGN_OR_RETURN(c.num_kv_heads, get_positive_int(config, where, "num_key_value_heads", c.num_heads));
   BATON_ASSIGN_OR_RETURN(c.vocab_size, get_positive_int(config, where, "vocab_size"));
   BATON_ASSIGN_OR_RETURN(c.max_position_embeddings, get_positive_int(config, where, "max_position_embeddings", 2048));
-  // Qwen3's own default head_dim is 128; the others derive it from hidden_size.
-  const bool qwen3 = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe;
+  // Qwen3's own default head_dim is 128 (Qwen3-Next's 256); the others derive it from hidden_size.
+  const bool next = c.architecture == Architecture::kQwen3Next;
+  const bool qwen3 = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe || next;
   const bool head_dim_given = config.contains("head_dim") && !config["head_dim"].is_null();
   if (head_dim_given || qwen3) {
-    BATON_ASSIGN_OR_RETURN(c.head_dim, get_positive_int(config, where, "head_dim", 128));
+    BATON_ASSIGN_OR_RETURN(c.head_dim, get_positive_int(config, where, "head_dim", next ? 256 : 128));
   } else {
     if (c.hidden_size % c.num_heads != 0) {
       return field_error(where, "num_attention_heads",
@@ -300,8 +358,10 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
   BATON_ASSIGN_OR_RETURN(c.rope_theta, get_number(config, where, "rope_theta", 10000.0));
   if (!(c.rope_theta > 0)) return field_error(where, "rope_theta", "must be positive");
   BATON_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(config, where));
-  if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"] != 1.0) {
-    return field_error(where, "partial_rotary_factor", "other than 1.0 is not supported");
+  c.rotary_dim = c.head_dim;
+  if (!next && config.contains("partial_rotary_factor") && config["partial_rotary_factor"] != 1.0) {
+    return field_error(where, "partial_rotary_factor",
+                       str_cat("other than 1.0 is not supported on ", c.architecture_name));
   }
   const std::string act = config.value("hidden_act", std::string("silu"));
   if (act != "silu") return field_error(where, "hidden_act", str_cat("is \"", act, "\"; only \"silu\" is supported"));
@@ -322,9 +382,13 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
       break;
     case Architecture::kMistral:
       break;
+    case Architecture::kQwen3Next:
+      if (attention_bias) return field_error(where, "attention_bias", "true is not supported on Qwen3NextForCausalLM");
+      break;
   }
   c.qk_norm = qwen3;
   BATON_RETURN_IF_ERROR(parse_experts(config, where, c));
+  BATON_RETURN_IF_ERROR(parse_hybrid(config, where, c));
 
   // Sliding window, per layer.
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
@@ -336,7 +400,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
       BATON_ASSIGN_OR_RETURN(const std::int32_t w, get_positive_int(config, where, "sliding_window"));
       c.sliding_window.assign(c.sliding_window.size(), w);
     }
-  } else if (c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen2Moe || qwen3) {
+  } else if ((c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen2Moe || qwen3) && !next) {
     if (auto lt = config.find("layer_types"); lt != config.end() && lt->is_array()) {
       if (static_cast<std::int32_t>(lt->size()) != c.num_layers) {
         return field_error(where, "layer_types", str_cat("has ", lt->size(), " entries for ", c.num_layers, " layers"));
@@ -392,7 +456,12 @@ namespace {
 // The weights a forward reads, counting `experts` experts in each layer that has them.
 std::int64_t parameters(const ModelConfig& c, std::int64_t experts) {
   const std::int64_t h = c.hidden_size;
-  const std::int64_t attn = h * (c.q_size() + 2LL * c.kv_size()) + static_cast<std::int64_t>(c.q_size()) * h;
+  const std::int64_t q_rows = c.q_size() * (c.attn_output_gate ? 2LL : 1LL);
+  const std::int64_t attn = h * (q_rows + 2LL * c.kv_size()) + static_cast<std::int64_t>(c.q_size()) * h;
+  // A Gated DeltaNet layer: its input projection, conv taps, A_log and dt_bias, norm and out_proj.
+  const LinearAttentionConfig& la = c.linear_attention;
+  const std::int64_t linear_attn = h * la.projection_width() + la.conv_channels() * la.conv_kernel +
+                                   2LL * la.num_value_heads + la.value_head_dim + la.value_dim() * h;
   const std::int64_t dense_mlp = 3LL * h * c.intermediate_size;
   // Every expert, the router's [num_experts, hidden] matrix, and a shared expert and its gate.
   const std::int64_t shared = c.shared_expert_intermediate_size;
@@ -401,7 +470,8 @@ std::int64_t parameters(const ModelConfig& c, std::int64_t experts) {
   std::int64_t layers = 0;
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const auto l = static_cast<std::size_t>(i);
-    layers += attn + (l < c.sparse_mlp.size() && c.sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
+    layers += (c.is_linear_attention(i) ? linear_attn : attn) +
+              (l < c.sparse_mlp.size() && c.sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
   }
   const std::int64_t embed = static_cast<std::int64_t>(c.vocab_size) * h;
   return layers + embed * (c.tie_word_embeddings ? 1 : 2) + h;

@@ -6,7 +6,9 @@
 // Qwen3ForCausalLM (per-head q/k RMSNorm), Qwen3MoeForCausalLM (Qwen3 with mixture-of-experts
 // MLPs: softmax router, top-k experts, norm_topk_prob, decoder_sparse_step, mlp_only_layers),
 // Qwen2MoeForCausalLM (Qwen2 attention, the same experts plus a shared expert behind a sigmoid
-// gate). Anything else, or a feature of these we do not implement (quantization, other rope
+// gate), Qwen3NextForCausalLM (a hybrid: Gated DeltaNet linear-attention layers interleaved with
+// gated full attention — an output gate, partial rotary, per-head q/k norms — zero-centred RMSNorm
+// weights, and Qwen2-MoE-style experts with a shared expert). Anything else, or a feature of these we do not implement (quantization, other rope
 // scalings, non-SiLU activations, MLP bias), is an error that names the file and key — never a
 // silently different model.
 #pragma once
@@ -22,7 +24,33 @@
 
 namespace baton {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kQwen2Moe };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kQwen2Moe, kQwen3Next };
+
+// What mixes tokens in a layer: softmax attention over the paged KV cache, or a linear-attention
+// recurrence (Gated DeltaNet) over a fixed-size per-request state.
+enum class MixerKind : std::uint8_t { kAttention, kLinearAttention };
+
+// Qwen3-Next's Gated DeltaNet layers (its config's linear_* keys). Value head h reads key head
+// h / (num_value_heads / num_key_heads).
+struct LinearAttentionConfig {
+  std::int32_t num_key_heads = 0;
+  std::int32_t num_value_heads = 0;
+  std::int32_t key_head_dim = 0;
+  std::int32_t value_head_dim = 0;
+  std::int32_t conv_kernel = 0;  // taps of the causal convolution over q, k and v
+
+  std::int64_t key_dim() const { return static_cast<std::int64_t>(num_key_heads) * key_head_dim; }
+  std::int64_t value_dim() const { return static_cast<std::int64_t>(num_value_heads) * value_head_dim; }
+  std::int64_t conv_channels() const { return 2 * key_dim() + value_dim(); }
+  // The input projection's width: q, k, v, the output gate z, then b and a (one per value head).
+  std::int64_t projection_width() const { return 2 * key_dim() + 2 * value_dim() + 2LL * num_value_heads; }
+  // Floats of one request's state in one layer: the last conv_kernel - 1 conv inputs, then every
+  // value head's [key_head_dim, value_head_dim] matrix.
+  std::int64_t conv_state_floats() const { return (conv_kernel - 1) * conv_channels(); }
+  std::int64_t recurrent_state_floats() const {
+    return static_cast<std::int64_t>(num_value_heads) * key_head_dim * value_head_dim;
+  }
+};
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kLlama3 };
@@ -51,6 +79,17 @@ struct ModelConfig {
   bool qkv_bias = false;  // q/k/v projections have biases (Qwen2 always; attention_bias elsewhere)
   bool o_bias = false;    // o_proj has a bias (attention_bias on Llama/Qwen3)
   bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
+  // Dims of each head that RoPE rotates (the first rotary_dim; head_dim unless the config's
+  // partial_rotary_factor is below 1).
+  std::int32_t rotary_dim = 0;
+  // Gated attention (Qwen3-Next): q_proj also yields a per-head gate; the attention output is
+  // multiplied by sigmoid(gate) before o_proj.
+  bool attn_output_gate = false;
+  // RMSNorm weights are stored centred on zero: the norm multiplies by (1 + w). The loader adds
+  // the 1 (in F32, as the reference does), so the forward pass sees ordinary weights.
+  bool zero_centered_norms = false;
+  std::vector<MixerKind> mixers;  // per layer
+  LinearAttentionConfig linear_attention;  // when some layer's mixer is kLinearAttention
   std::vector<std::int32_t> sliding_window;  // per layer; 0 = full attention
   // Mixture of experts (Qwen3-MoE). A sparse layer's MLP is num_experts experts of
   // moe_intermediate_size; each token goes to the num_experts_per_tok with the highest softmax of
@@ -69,7 +108,7 @@ struct ModelConfig {
   std::vector<std::int32_t> eos_token_ids;  // config.json and generation_config.json together
   // Recurrent-state layers (Mamba, linear attention): the P/D rule makes prefill and decode use
   // the same num_speculative_tokens for such models. Derived from config.json (see
-  // has_recurrent_layers_in); no architecture Baton loads today has them.
+  // has_recurrent_layers_in), so that it holds for architectures Baton cannot load as well.
   bool has_recurrent_layers = false;
   // xxh3-64 of config.json's canonical serialization: which model this is, for the KV layout
   // fingerprint that two engines compare before KV moves between them.
@@ -84,6 +123,13 @@ struct ModelConfig {
   std::int32_t q_size() const { return num_heads * head_dim; }
   bool has_experts() const { return num_experts > 0; }
   std::int32_t kv_size() const { return num_kv_heads * head_dim; }
+  bool is_linear_attention(std::int32_t layer) const {
+    return static_cast<std::size_t>(layer) < mixers.size() &&
+           mixers[static_cast<std::size_t>(layer)] == MixerKind::kLinearAttention;
+  }
+  std::int32_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  std::int32_t num_attention_layers() const;  // layers with a KV cache
+  std::int32_t num_linear_attention_layers() const { return num_layers - num_attention_layers(); }
   std::int64_t num_parameters() const;  // weights the forward pass reads (embeddings counted once)
   // The weights one token computes with: num_parameters() but, in a layer with experts, only
   // num_experts_per_tok of them (with the router and any shared expert). Dense models: the same.

@@ -2,14 +2,56 @@
 
 #include <cmath>
 
+#include "engine/model/linear_attention.h"
+
 namespace baton {
+namespace {
+
+std::int64_t qkv_width(const ModelConfig& c) {
+  return c.q_size() * (c.attn_output_gate ? 2LL : 1LL) + 2LL * c.kv_size();
+}
+
+// out = o_proj(attention(x)), gated by sigmoid(gate) first when the layer has an output gate.
+void attention(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
+               const TensorView& x, const LayerScratch& s, const LayerBatch& lb, const TensorView& kv_layer,
+               const TensorView& out) {
+  const std::int64_t q = c.q_size(), kv = c.kv_size();
+  const TensorView q_heads = s.qkv.slice_last(0, q).split_last(c.num_heads);
+  const TensorView k_heads = s.qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
+  const TensorView v_heads = s.qkv.slice_last(q + kv, q + 2 * kv).split_last(c.num_kv_heads);
+  const std::int64_t t = x.dim(0);
+
+  b.linear(x, w.qkv, w.qkv_bias, s.qkv);
+  if (c.qk_norm) {
+    b.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
+    b.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
+  }
+  // Query and key heads are adjacent in qkv: one rotation over both (over each head's first
+  // rope_dim dims when the rotary is partial).
+  TensorView rotated = s.qkv.slice_last(0, q + kv).split_last(c.num_heads + c.num_kv_heads);
+  if (c.rope_dim() < c.head_dim) rotated = rotated.slice_last(0, c.rope_dim());
+  b.apply_rope(rotated, lb.cos_sin);
+  b.write_kv(k_heads, v_heads, lb.slots, kv_layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  b.paged_attention(q_heads, kv_layer, lb.attention, scale, sliding_window, s.attn);
+  const TensorView attn = s.attn.reshape({t, q});
+  if (c.attn_output_gate) b.sigmoid_mul(attn, s.qkv.slice_last(q + 2 * kv, 2 * q + 2 * kv), attn);
+  b.linear(attn, w.o_proj, w.o_bias, out);
+}
+
+}  // namespace
 
 absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, std::int64_t max_tokens) {
   const auto t = static_cast<std::size_t>(max_tokens) * sizeof(float);
+  const LinearAttentionConfig& la = c.linear_attention;
+  const bool linear = c.num_linear_attention_layers() > 0;
   const std::pair<DeviceBuffer*, std::int64_t> buffers[] = {
-      {&hidden_, c.hidden_size}, {&qkv_, c.q_size() + 2LL * c.kv_size()}, {&attn_, c.q_size()},
-      {&gate_up_, 2LL * c.intermediate_size}, {&act_, c.intermediate_size}};
+      {&hidden_, c.hidden_size}, {&qkv_, qkv_width(c)}, {&attn_, c.q_size()},
+      {&gate_up_, 2LL * c.intermediate_size}, {&act_, c.intermediate_size},
+      {&projected_, linear ? la.projection_width() : 0}, {&mixed_, linear ? la.conv_channels() : 0},
+      {&core_, linear ? la.value_dim() : 0}};
   for (const auto& [buffer, width] : buffers) {
+    if (width == 0) continue;
     auto b = backend.allocate(t * static_cast<std::size_t>(width));
     if (!b.ok()) return b.status();
     *buffer = std::move(*b);
@@ -41,7 +83,13 @@ absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, st
 LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
   LayerScratch s;
   s.hidden = hidden_.view(DType::kF32, {t, c.hidden_size});
-  s.qkv = qkv_.view(DType::kF32, {t, c.q_size() + 2LL * c.kv_size()});
+  s.qkv = qkv_.view(DType::kF32, {t, qkv_width(c)});
+  if (c.num_linear_attention_layers() > 0) {
+    const LinearAttentionConfig& la = c.linear_attention;
+    s.projected = projected_.view(DType::kF32, {t, la.projection_width()});
+    s.mixed = mixed_.view(DType::kF32, {t, la.conv_channels()});
+    s.core = core_.view(DType::kF32, {t, la.num_value_heads, la.value_head_dim});
+  }
   s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
   s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
   s.act = act_.view(DType::kF32, {t, c.intermediate_size});
@@ -64,25 +112,12 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
 
 void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
                    const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
-                   const LayerBatch& lb, const TensorView& kv_layer, bool add_mlp_output) {
-  const std::int64_t q = c.q_size(), kv = c.kv_size();
-  const TensorView q_heads = s.qkv.slice_last(0, q).split_last(c.num_heads);
-  const TensorView k_heads = s.qkv.slice_last(q, q + kv).split_last(c.num_kv_heads);
-  const TensorView v_heads = s.qkv.slice_last(q + kv, q + 2 * kv).split_last(c.num_kv_heads);
-  const std::int64_t t = residual.dim(0);
-
-  b.linear(attn_input, w.qkv, w.qkv_bias, s.qkv);
-  if (c.qk_norm) {
-    b.rms_norm(q_heads, w.q_norm, c.rms_norm_eps, q_heads);
-    b.rms_norm(k_heads, w.k_norm, c.rms_norm_eps, k_heads);
+                   const LayerBatch& lb, const LayerCache& cache, bool add_mlp_output) {
+  if (w.linear_attention()) {
+    linear_attention(b, c, w, attn_input, s, lb.recurrent, cache, s.hidden);
+  } else {
+    attention(b, c, w, sliding_window, attn_input, s, lb, cache.kv, s.hidden);
   }
-  // Query and key heads are adjacent in qkv: one rotation over both.
-  b.apply_rope(s.qkv.slice_last(0, q + kv).split_last(c.num_heads + c.num_kv_heads), lb.cos_sin);
-  b.write_kv(k_heads, v_heads, lb.slots, kv_layer);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  b.paged_attention(q_heads, kv_layer, lb.attention, scale, sliding_window, s.attn);
-
-  b.linear(s.attn.reshape({t, q}), w.o_proj, w.o_bias, s.hidden);
   b.add_rms_norm(residual, s.hidden, w.post_norm, c.rms_norm_eps, s.hidden);
   if (!w.router.empty()) {
     b.linear(s.hidden, w.router, TensorView{}, s.router_logits);

@@ -18,6 +18,13 @@ struct ForwardSequence {
   std::int32_t start_position = 0;               // position of tokens[0]; earlier KV is cached
   std::span<const BlockId> block_table;          // covers positions [0, start_position + tokens.size())
   std::span<const std::int32_t> logits_indices;  // which new tokens (0-based) get logits
+  // Models with linear-attention layers only (engine/kv/state_cache.h): the sequence's state
+  // group, and the slot holding its state before tokens[0] (-1: the zero state, which a sequence
+  // starting at position 0 must use and no other may). The states after its last
+  // min(tokens, slots) tokens go to slots 0.. in order; with tokens <= slots, slot j holds the
+  // state after tokens[j].
+  std::int32_t state_group = -1;
+  std::int32_t state_slot = -1;
 };
 
 struct ForwardBatch {
@@ -26,9 +33,10 @@ struct ForwardBatch {
   // stream entering layer i; EAGLE-3's aux states), and optionally the final norm's output.
   std::vector<std::int32_t> capture_layer_inputs;
   bool capture_final_hidden = false;
-  // Called after decoder layer i has written this batch's keys and values (and the backend has
-  // finished doing so), before layer i + 1 starts: a transport can push layer i's blocks while
-  // the next layer computes. Must not touch the forward's buffers or call into the model.
+  // Called after KV layer i (the i-th attention layer: every decoder layer but a hybrid's
+  // linear-attention ones) has written this batch's keys and values (and the backend has finished
+  // doing so), before the next layer starts: a transport can push KV layer i's blocks while the
+  // next layer computes. Must not touch the forward's buffers or call into the model.
   std::function<void(std::int32_t layer)> on_layer_written;
 
   std::int64_t num_tokens() const;

@@ -6,10 +6,10 @@
 namespace baton {
 
 std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  const std::int32_t half = c.head_dim / 2;
+  const std::int32_t dim = c.rotary_dim > 0 ? c.rotary_dim : c.head_dim, half = dim / 2;
   std::vector<float> inv(static_cast<std::size_t>(half));
   for (std::int32_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
     inv[static_cast<std::size_t>(i)] = 1.0f / std::pow(static_cast<float>(c.rope_theta), exponent);
   }
   const RopeScaling& rs = c.rope_scaling;

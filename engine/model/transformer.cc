@@ -10,7 +10,14 @@ namespace baton {
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights,
                          const TransformerOptions& options)
-    : backend_(backend), config_(config), weights_(std::move(weights)), options_(options) {}
+    : backend_(backend), config_(config), weights_(std::move(weights)), options_(options) {
+  std::int32_t kv = 0, state = 0;
+  for (std::int32_t i = 0; i < config_.num_layers; ++i) {
+    const bool linear = config_.is_linear_attention(i);
+    kv_index_.push_back(linear ? -1 : kv++);
+    state_index_.push_back(linear ? state++ : -1);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const ModelConfig& config,
                                                                  ModelWeights weights, const TransformerOptions& options) {
@@ -29,11 +36,20 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::create(Backend& backen
 
 KvCacheLayout Transformer::kv_layout() const {
   KvCacheLayout l;
-  l.num_layers = config_.num_layers;
+  l.num_layers = config_.num_attention_layers();
   l.num_kv_heads = config_.num_kv_heads;
   l.head_dim = config_.head_dim;
   l.block_size = options_.block_size;
   l.dtype = backend_.activation_dtype();
+  return l;
+}
+
+StateCacheLayout Transformer::state_layout(std::int32_t slots) const {
+  StateCacheLayout l;
+  l.num_layers = config_.num_linear_attention_layers();
+  l.conv_floats = config_.linear_attention.conv_state_floats();
+  l.recurrent_floats = config_.linear_attention.recurrent_state_floats();
+  l.slots = slots;
   return l;
 }
 
@@ -61,7 +77,7 @@ absl::Status Transformer::allocate_workspace() {
                                             options_.graph_max_tokens_per_seq, limits);
   BATON_RETURN_IF_ERROR(alloc(&residual_, tu * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(layer_workspace_.allocate(backend_, config_, t));
-  BATON_RETURN_IF_ERROR(alloc(&cos_sin_, tu * static_cast<std::size_t>(config_.head_dim) * f32));
+  BATON_RETURN_IF_ERROR(alloc(&cos_sin_, tu * static_cast<std::size_t>(config_.rope_dim()) * f32));
   BATON_RETURN_IF_ERROR(alloc(&selected_, static_cast<std::size_t>(options_.max_num_logits) * static_cast<std::size_t>(h) * f32));
   BATON_RETURN_IF_ERROR(alloc(&logits_, static_cast<std::size_t>(options_.max_num_logits) *
                                             static_cast<std::size_t>(config_.vocab_size) * f32));
@@ -81,16 +97,24 @@ absl::Status Transformer::reserve_captures(std::size_t layer_inputs, bool final_
   return absl::OkStatus();
 }
 
-void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache, const ForwardBatch& batch,
-                                const ForwardOutput& out) {
+void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cache, StateCache* state_cache,
+                                const ForwardBatch& batch, const ForwardOutput& out) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(i)];
   const ModelConfig& c = config_;
   const TensorView residual = residual_.view(DType::kF32, {t, c.hidden_size});
   const LayerScratch s = layer_workspace_.views(c, t);
   LayerBatch lb;
-  lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.head_dim});
+  lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.rope_dim()});
   lb.slots = plan_.slots();
   lb.attention = plan_.attention();
+  LayerCache cache;
+  if (const std::int32_t r = state_index_[static_cast<std::size_t>(i)]; r >= 0) {
+    lb.recurrent = plan_.recurrent();
+    cache.conv_state = state_cache->conv(r);
+    cache.recurrent_state = state_cache->recurrent(r);
+  } else {
+    cache.kv = kv_cache.layer(kv_index_[static_cast<std::size_t>(i)]);
+  }
   if (i == 0) {
     backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
   } else {
@@ -99,17 +123,29 @@ void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cach
   for (std::size_t k = 0; k < batch.capture_layer_inputs.size(); ++k) {
     if (batch.capture_layer_inputs[k] == i) backend_.copy(residual, out.layer_inputs[k]);
   }
-  decoder_layer(backend_, c, w, c.sliding_window[static_cast<std::size_t>(i)], s.hidden, residual, s, lb,
-                kv_cache.layer(i), /*add_mlp_output=*/false);
+  decoder_layer(backend_, c, w, c.sliding_window[static_cast<std::size_t>(i)], s.hidden, residual, s, lb, cache,
+                /*add_mlp_output=*/false);
 }
 
-absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, KvCache& kv_cache) {
-  if (kv_cache.layout().num_layers != config_.num_layers || kv_cache.layout().block_size != options_.block_size) {
+absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, KvCache& kv_cache,
+                                                   StateCache* state_cache) {
+  if (kv_cache.layout().num_layers != config_.num_attention_layers() ||
+      kv_cache.layout().block_size != options_.block_size) {
     return absl::InvalidArgumentError(str_cat("KV cache layout ", kv_cache.layout().describe(),
                                               " does not fit this model (", kv_layout().describe(), ")"));
   }
+  RecurrentLimits recurrent;
+  if (config_.num_linear_attention_layers() > 0) {
+    if (state_cache == nullptr || state_cache->layout() != state_layout(state_cache->layout().slots)) {
+      return absl::InvalidArgumentError(
+          str_cat(config_.architecture_name, " has linear-attention layers: its forward needs a recurrent state cache of ",
+                  state_layout(1).describe(), ", given ",
+                  state_cache == nullptr ? std::string("none") : state_cache->layout().describe()));
+    }
+    recurrent = {state_cache->num_groups(), state_cache->layout().slots};
+  }
   const std::optional<GraphShape> shape = graphs_->shape_for(batch);
-  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks(), shape));
+  BATON_RETURN_IF_ERROR(plan_.plan(batch, kv_cache.num_blocks(), shape, recurrent));
   const std::int64_t t = plan_.num_tokens();
   const std::int64_t n_logits = plan_.num_logits();
   const std::int64_t h = config_.hidden_size;
@@ -131,7 +167,7 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   out.logits = logits_.view(DType::kF32, {n_logits, config_.vocab_size});
 
   if (!shape) {
-    enqueue_forward(batch, kv_cache, t, n_logits, out);
+    enqueue_forward(batch, kv_cache, state_cache, t, n_logits, out);
     graphs_->count_eager();
     return out;
   }
@@ -139,9 +175,13 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   key.shape = *shape;
   key.variant.assign(batch.capture_layer_inputs.begin(), batch.capture_layer_inputs.end());
   key.variant.push_back(batch.capture_final_hidden ? -1 : -2);
-  key.kv_cache = kv_cache.layer(0).data;
+  if (state_cache != nullptr) {  // the recurrent ops' buffers and slot count are frozen in a graph too
+    key.variant.push_back(reinterpret_cast<std::intptr_t>(state_cache->conv(0).data));
+    key.variant.push_back(state_cache->layout().slots);
+  }
+  key.kv_cache = kv_cache.region().base;
   key.kv_blocks = kv_cache.num_blocks();
-  graphs_->run(key, backend_, [&] { enqueue_forward(batch, kv_cache, t, n_logits, out); });
+  graphs_->run(key, backend_, [&] { enqueue_forward(batch, kv_cache, state_cache, t, n_logits, out); });
   // The real rows come first: cut the padding off.
   const std::int64_t real_t = batch.num_tokens(), real_logits = batch.num_logits();
   for (std::size_t c = 0; c < out.layer_inputs.size(); ++c) out.layer_inputs[c] = captures_[c].view(DType::kF32, {real_t, h});
@@ -150,19 +190,19 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
   return out;
 }
 
-void Transformer::enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, std::int64_t t, std::int64_t n_logits,
-                                  const ForwardOutput& out) {
+void Transformer::enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, StateCache* state_cache,
+                                  std::int64_t t, std::int64_t n_logits, const ForwardOutput& out) {
   const std::int64_t h = config_.hidden_size;
   const TensorView residual = residual_.view(DType::kF32, {t, h});
   backend_.embedding(weights_.embed, plan_.tokens(), residual);
   backend_.rope_cos_sin(plan_.positions(),
-                        inv_freq_.view(DType::kF32, {config_.head_dim / 2}),
-                        cos_sin_.view(DType::kF32, {t, config_.head_dim}));
+                        inv_freq_.view(DType::kF32, {config_.rope_dim() / 2}),
+                        cos_sin_.view(DType::kF32, {t, config_.rope_dim()}));
   for (std::int32_t i = 0; i < config_.num_layers; ++i) {
-    layer_forward(i, t, kv_cache, batch, out);
-    if (batch.on_layer_written) {
+    layer_forward(i, t, kv_cache, state_cache, batch, out);
+    if (const std::int32_t kv = kv_index_[static_cast<std::size_t>(i)]; batch.on_layer_written && kv >= 0) {
       backend_.synchronize();
-      batch.on_layer_written(i);
+      batch.on_layer_written(kv);
     }
   }
   // The last layer's MLP output.

@@ -1,5 +1,7 @@
-// Transformer: the decoder-only forward pass (Llama, Mistral, Qwen2, Qwen3 — their differences are
-// flags in ModelConfig) over a varlen batch and a paged KV cache, on any Backend.
+// Transformer: the decoder-only forward pass (Llama, Mistral, Qwen2, Qwen3, their MoE variants and
+// the Qwen3-Next hybrid — their differences are flags in ModelConfig) over a varlen batch, a paged
+// KV cache for its attention layers and, for a hybrid, a recurrent state cache for its
+// linear-attention layers, on any Backend.
 //
 // forward() writes the new tokens' keys/values into their KV slots, then returns logits for the
 // requested positions (and optionally hidden states). Buffers are allocated once, at create() and
@@ -17,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/state_cache.h"
 #include "engine/model/batch_plan.h"
 #include "engine/model/decoder_layer.h"
 #include "engine/model/config.h"
@@ -46,7 +49,10 @@ class Transformer {
 
   // InvalidArgument when the batch breaks the options' limits or its own consistency (a block table
   // too short for its positions, a logits index outside its tokens, a token outside the vocabulary).
-  absl::StatusOr<ForwardOutput> forward(const ForwardBatch& batch, KvCache& kv_cache);
+  // A model with linear-attention layers needs `state_cache` (of state_layout()'s layout, any slot
+  // count); the batch's sequences then name their state groups and slots (ForwardSequence).
+  absl::StatusOr<ForwardOutput> forward(const ForwardBatch& batch, KvCache& kv_cache,
+                                        StateCache* state_cache = nullptr);
 
   // Buffers for hidden-state captures (ForwardBatch::capture_layer_inputs / capture_final_hidden),
   // made before the first forward that asks for them: `layer_inputs` captured layers at most, and
@@ -61,7 +67,10 @@ class Transformer {
   Backend& backend() { return backend_; }
   // The KV layout this model needs, in the backend's activation dtype; a cache of any dtype the
   // backend supports_kv_cache_dtype() serves it as well.
-  KvCacheLayout kv_layout() const;
+  KvCacheLayout kv_layout() const;  // its num_layers counts the attention layers only
+  // The recurrent state this model keeps per request, with `slots` slots per group; num_layers 0
+  // for a model without linear-attention layers.
+  StateCacheLayout state_layout(std::int32_t slots) const;
 
  private:
   Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);
@@ -70,12 +79,12 @@ class Transformer {
   // scratch's hidden (layers after the first): it is added to the residual in one pass with this
   // layer's input norm. Layer inputs to capture are copied once that add is done; this layer's
   // MLP output is left in the scratch in turn.
-  void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache, const ForwardBatch& batch,
-                     const ForwardOutput& out);
+  void layer_forward(std::int32_t layer, std::int64_t tokens, KvCache& kv_cache, StateCache* state_cache,
+                     const ForwardBatch& batch, const ForwardOutput& out);
   // Every op of a forward over the planned batch (t tokens, n_logits rows, padding included) into
   // `out`'s views: what runs eagerly and what a graph captures.
-  void enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, std::int64_t t, std::int64_t n_logits,
-                       const ForwardOutput& out);
+  void enqueue_forward(const ForwardBatch& batch, KvCache& kv_cache, StateCache* state_cache, std::int64_t t,
+                       std::int64_t n_logits, const ForwardOutput& out);
 
   Backend& backend_;
   ModelConfig config_;
@@ -84,6 +93,9 @@ class Transformer {
   BatchPlan plan_;
   std::unique_ptr<ForwardGraphs> graphs_;
   GraphKey graph_key_;  // rebuilt per forward, its vector's capacity kept (no allocation per step)
+  // Per layer: its index among the attention layers (the KV cache's layer) or among the
+  // linear-attention layers (the state cache's), -1 where it is the other kind.
+  std::vector<std::int32_t> kv_index_, state_index_;
 
   // Device workspace.
   DeviceBuffer inv_freq_;

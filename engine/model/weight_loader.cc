@@ -65,19 +65,28 @@ absl::StatusOr<TensorView> WeightLoader::matrix(const std::string& name, std::in
   if (target == t->dtype && backend_.reads_host_memory()) {
     return TensorView::contiguous(const_cast<std::uint8_t*>(t->data), t->dtype, {rows, cols}, backend_.device());
   }
-  return upload({t}, target, rows, cols);
+  return upload({{t, 0, rows}}, target, cols);
 }
 
 absl::StatusOr<TensorView> WeightLoader::fused(const std::vector<std::pair<std::string, std::int64_t>>& parts,
                                                std::int64_t cols, const char* meaning) {
-  std::vector<const TensorInfo*> infos;
-  std::int64_t rows = 0;
+  std::vector<Slice> slices;
   for (const auto& [name, r] : parts) {
     BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {r, cols}, meaning));
-    infos.push_back(t);
-    rows += r;
+    slices.push_back({t, 0, r});
   }
-  return upload(infos, options_.dtype.value_or(infos.front()->dtype), rows, cols);
+  return upload(slices, options_.dtype.value_or(slices.front().tensor->dtype), cols);
+}
+
+absl::StatusOr<TensorView> WeightLoader::regrouped(const std::vector<RowRange>& ranges, std::int64_t cols,
+                                                   const char* meaning) {
+  std::vector<Slice> slices;
+  for (const RowRange& r : ranges) {
+    BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(r.name, {r.rows, cols}, meaning));
+    BATON_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= r.rows, "row range [", r.begin, ", ", r.end, ") of ", r.name);
+    slices.push_back({t, r.begin, r.end});
+  }
+  return upload(slices, options_.dtype.value_or(slices.front().tensor->dtype), cols);
 }
 
 absl::StatusOr<TensorView> WeightLoader::for_linear(const TensorView& w) {
@@ -90,15 +99,15 @@ absl::StatusOr<TensorView> WeightLoader::for_linear(const TensorView& w) {
 }
 
 absl::StatusOr<TensorView> WeightLoader::vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
-                                                    const char* meaning) {
-  std::vector<const TensorInfo*> infos;
+                                                    const char* meaning, float plus) {
+  std::vector<Slice> slices;
   std::int64_t n = 0;
   for (const auto& [name, len] : parts) {
     BATON_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {len}, meaning));
-    infos.push_back(t);
+    slices.push_back({t, 0, len});
     n += len;
   }
-  BATON_ASSIGN_OR_RETURN(TensorView v, upload(infos, DType::kF32, n, 1));
+  BATON_ASSIGN_OR_RETURN(TensorView v, upload(slices, DType::kF32, 1, plus));
   return v.reshape({n});
 }
 
@@ -120,32 +129,19 @@ absl::StatusOr<std::vector<std::int64_t>> WeightLoader::int64_vector(const std::
 }
 
 absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std::string& p, const LayerSpec& spec) {
-  const std::int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  const std::int64_t h = c.hidden_size, inter = c.intermediate_size;
   const std::int64_t in = spec.in_width > 0 ? spec.in_width : h;
   LayerWeights l;
   if (spec.input_norm) {
-    BATON_ASSIGN_OR_RETURN(l.input_norm, vector_f32({{p + "input_layernorm.weight", h}}, "[hidden_size]"));
+    BATON_ASSIGN_OR_RETURN(l.input_norm, norm(c, p + "input_layernorm.weight", h, "[hidden_size]"));
   }
-  BATON_ASSIGN_OR_RETURN(l.post_norm, vector_f32({{p + "post_attention_layernorm.weight", h}}, "[hidden_size]"));
-  BATON_ASSIGN_OR_RETURN(l.qkv, fused({{p + "self_attn.q_proj.weight", q},
-                                       {p + "self_attn.k_proj.weight", kv},
-                                       {p + "self_attn.v_proj.weight", kv}},
-                                      in, "[heads * head_dim, input width] (k, v: kv_heads * head_dim)"));
-  BATON_ASSIGN_OR_RETURN(l.qkv, for_linear(l.qkv));
-  if (c.qkv_bias) {
-    BATON_ASSIGN_OR_RETURN(l.qkv_bias, vector_f32({{p + "self_attn.q_proj.bias", q},
-                                                   {p + "self_attn.k_proj.bias", kv},
-                                                   {p + "self_attn.v_proj.bias", kv}},
-                                                  "[heads * head_dim] (k, v: kv_heads * head_dim)"));
-  }
-  if (c.qk_norm) {
-    BATON_ASSIGN_OR_RETURN(l.q_norm, vector_f32({{p + "self_attn.q_norm.weight", c.head_dim}}, "[head_dim]"));
-    BATON_ASSIGN_OR_RETURN(l.k_norm, vector_f32({{p + "self_attn.k_norm.weight", c.head_dim}}, "[head_dim]"));
-  }
-  BATON_ASSIGN_OR_RETURN(l.o_proj, matrix(p + "self_attn.o_proj.weight", h, q, "[hidden_size, heads * head_dim]"));
-  BATON_ASSIGN_OR_RETURN(l.o_proj, for_linear(l.o_proj));
-  if (c.o_bias) {
-    BATON_ASSIGN_OR_RETURN(l.o_bias, vector_f32({{p + "self_attn.o_proj.bias", h}}, "[hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(l.post_norm, norm(c, p + "post_attention_layernorm.weight", h, "[hidden_size]"));
+  if (spec.linear_attention) {
+    BATON_RETURN_IF_ERROR(linear_attention(c, p, l));
+  } else if (c.attn_output_gate) {
+    BATON_RETURN_IF_ERROR(gated_attention(c, p, in, l));
+  } else {
+    BATON_RETURN_IF_ERROR(attention(c, p, in, l));
   }
   if (spec.experts) {
     BATON_RETURN_IF_ERROR(experts(c, p, l));
@@ -157,6 +153,93 @@ absl::StatusOr<LayerWeights> WeightLoader::layer(const ModelConfig& c, const std
   BATON_ASSIGN_OR_RETURN(l.down, matrix(p + "mlp.down_proj.weight", h, inter, "[hidden_size, intermediate_size]"));
   BATON_ASSIGN_OR_RETURN(l.down, for_linear(l.down));
   return l;
+}
+
+absl::Status WeightLoader::attention(const ModelConfig& c, const std::string& p, std::int64_t in, LayerWeights& l) {
+  const std::int64_t q = c.q_size(), kv = c.kv_size();
+  BATON_ASSIGN_OR_RETURN(l.qkv, fused({{p + "self_attn.q_proj.weight", q},
+                                       {p + "self_attn.k_proj.weight", kv},
+                                       {p + "self_attn.v_proj.weight", kv}},
+                                      in, "[heads * head_dim, input width] (k, v: kv_heads * head_dim)"));
+  BATON_ASSIGN_OR_RETURN(l.qkv, for_linear(l.qkv));
+  if (c.qkv_bias) {
+    BATON_ASSIGN_OR_RETURN(l.qkv_bias, vector_f32({{p + "self_attn.q_proj.bias", q},
+                                                   {p + "self_attn.k_proj.bias", kv},
+                                                   {p + "self_attn.v_proj.bias", kv}},
+                                                  "[heads * head_dim] (k, v: kv_heads * head_dim)"));
+  }
+  return attention_tail(c, p, l);
+}
+
+absl::Status WeightLoader::attention_tail(const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const std::int64_t h = c.hidden_size, q = c.q_size();
+  if (c.qk_norm) {
+    BATON_ASSIGN_OR_RETURN(l.q_norm, norm(c, p + "self_attn.q_norm.weight", c.head_dim, "[head_dim]"));
+    BATON_ASSIGN_OR_RETURN(l.k_norm, norm(c, p + "self_attn.k_norm.weight", c.head_dim, "[head_dim]"));
+  }
+  BATON_ASSIGN_OR_RETURN(l.o_proj, matrix(p + "self_attn.o_proj.weight", h, q, "[hidden_size, heads * head_dim]"));
+  BATON_ASSIGN_OR_RETURN(l.o_proj, for_linear(l.o_proj));
+  if (c.o_bias) {
+    BATON_ASSIGN_OR_RETURN(l.o_bias, vector_f32({{p + "self_attn.o_proj.bias", h}}, "[hidden_size]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WeightLoader::gated_attention(const ModelConfig& c, const std::string& p, std::int64_t in, LayerWeights& l) {
+  // q_proj's output is, per head, [query (head_dim); gate (head_dim)]: its query rows of every
+  // head, then k and v, then its gate rows.
+  const std::int64_t hd = c.head_dim, q_rows = 2LL * c.q_size(), kv = c.kv_size();
+  const std::string q_proj = p + "self_attn.q_proj.weight";
+  std::vector<RowRange> rows;
+  for (std::int64_t head = 0; head < c.num_heads; ++head) rows.push_back({q_proj, q_rows, 2 * head * hd, (2 * head + 1) * hd});
+  rows.push_back({p + "self_attn.k_proj.weight", kv, 0, kv});
+  rows.push_back({p + "self_attn.v_proj.weight", kv, 0, kv});
+  for (std::int64_t head = 0; head < c.num_heads; ++head) {
+    rows.push_back({q_proj, q_rows, (2 * head + 1) * hd, (2 * head + 2) * hd});
+  }
+  BATON_ASSIGN_OR_RETURN(l.qkv, regrouped(rows, in,
+                                          "[heads * 2 head_dim, input width] (per head query then gate; k, v: "
+                                          "kv_heads * head_dim)"));
+  BATON_ASSIGN_OR_RETURN(l.qkv, for_linear(l.qkv));
+  return attention_tail(c, p, l);
+}
+
+absl::Status WeightLoader::linear_attention(const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const LinearAttentionConfig& la = c.linear_attention;
+  const std::int64_t h = c.hidden_size, nk = la.num_key_heads, r = la.num_value_heads / la.num_key_heads;
+  const std::int64_t dk = la.key_head_dim, dv = la.value_head_dim;
+  // in_proj_qkvz's output is, per key head g, [q_g (dk); k_g (dk); v_g (r dv); z_g (r dv)], and
+  // in_proj_ba's [b_g (r); a_g (r)]: gather each part across the groups.
+  const std::string qkvz = p + "linear_attn.in_proj_qkvz.weight", ba = p + "linear_attn.in_proj_ba.weight";
+  const std::int64_t group = 2 * dk + 2 * r * dv, qkvz_rows = nk * group, ba_rows = 2 * nk * r;
+  std::vector<RowRange> rows;
+  const std::int64_t part_begin[] = {0, dk, 2 * dk, 2 * dk + r * dv}, part_len[] = {dk, dk, r * dv, r * dv};
+  for (int part = 0; part < 4; ++part) {
+    for (std::int64_t g = 0; g < nk; ++g) {
+      const std::int64_t b = g * group + part_begin[part];
+      rows.push_back({qkvz, qkvz_rows, b, b + part_len[part]});
+    }
+  }
+  for (std::int64_t part = 0; part < 2; ++part) {
+    for (std::int64_t g = 0; g < nk; ++g) rows.push_back({ba, ba_rows, g * 2 * r + part * r, g * 2 * r + (part + 1) * r});
+  }
+  BATON_ASSIGN_OR_RETURN(l.in_proj, regrouped(rows, h,
+                                              "[k_heads * (2 key_dim + 2 (v_heads / k_heads) value_dim), hidden_size] "
+                                              "(in_proj_ba: [2 v_heads, hidden_size])"));
+  BATON_ASSIGN_OR_RETURN(l.in_proj, for_linear(l.in_proj));
+  const std::int64_t channels = la.conv_channels(), taps = la.conv_kernel;
+  BATON_ASSIGN_OR_RETURN(const TensorInfo* conv, get(p + "linear_attn.conv1d.weight", {channels, 1, taps},
+                                                     "[2 key_heads * key_dim + value_heads * value_dim, 1, conv_kernel]"));
+  BATON_ASSIGN_OR_RETURN(l.conv, upload({{conv, 0, channels}}, DType::kF32, taps));
+  BATON_ASSIGN_OR_RETURN(l.a_log, vector_f32({{p + "linear_attn.A_log", la.num_value_heads}}, "[linear_num_value_heads]"));
+  BATON_ASSIGN_OR_RETURN(l.dt_bias,
+                         vector_f32({{p + "linear_attn.dt_bias", la.num_value_heads}}, "[linear_num_value_heads]"));
+  // The gated norm's weight is an ordinary one (not zero-centred).
+  BATON_ASSIGN_OR_RETURN(l.gated_norm, vector_f32({{p + "linear_attn.norm.weight", dv}}, "[linear_value_head_dim]"));
+  BATON_ASSIGN_OR_RETURN(l.out_proj, matrix(p + "linear_attn.out_proj.weight", h, la.value_dim(),
+                                            "[hidden_size, linear_num_value_heads * linear_value_head_dim]"));
+  BATON_ASSIGN_OR_RETURN(l.out_proj, for_linear(l.out_proj));
+  return absl::OkStatus();
 }
 
 absl::Status WeightLoader::experts(const ModelConfig& c, const std::string& p, LayerWeights& l) {
@@ -191,14 +274,23 @@ absl::Status WeightLoader::experts(const ModelConfig& c, const std::string& p, L
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorView> WeightLoader::upload(const std::vector<const TensorInfo*>& parts, DType target,
-                                                std::int64_t rows, std::int64_t cols) {
+absl::StatusOr<TensorView> WeightLoader::upload(const std::vector<Slice>& slices, DType target, std::int64_t cols,
+                                                float plus) {
+  std::int64_t rows = 0;
+  for (const Slice& s : slices) rows += s.end - s.begin;
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * dtype_size(target);
   std::vector<std::uint8_t> host(bytes);
   std::size_t offset = 0;
-  for (const TensorInfo* t : parts) {
-    convert(t->data, t->dtype, host.data() + offset, target, t->numel());
-    offset += static_cast<std::size_t>(t->numel()) * dtype_size(target);
+  for (const Slice& s : slices) {
+    const std::int64_t n = (s.end - s.begin) * cols;
+    convert(s.tensor->data + static_cast<std::size_t>(s.begin * cols) * dtype_size(s.tensor->dtype), s.tensor->dtype,
+            host.data() + offset, target, n);
+    offset += static_cast<std::size_t>(n) * dtype_size(target);
+  }
+  if (plus != 0.0f) {
+    BATON_CHECK(target == DType::kF32, "an offset applies to F32 vectors only");
+    auto* f = reinterpret_cast<float*>(host.data());
+    for (std::int64_t i = 0; i < rows * cols; ++i) f[i] += plus;
   }
   BATON_ASSIGN_OR_RETURN(DeviceBuffer buf, backend_.allocate(bytes));
   backend_.copy_to_device(buf.data(), host.data(), bytes);

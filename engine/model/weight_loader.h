@@ -41,9 +41,22 @@ class WeightLoader {
   // last (a fused or converted staging copy), that copy is freed once packed. The result may only
   // be passed to linear().
   absl::StatusOr<TensorView> for_linear(const TensorView& w);
-  // Vectors (norm weights, biases) as one F32 vector, concatenated in order.
+  // Rows [begin, end) of checkpoint matrices, stacked in the order given into one [sum, cols]
+  // matrix (a regrouping of interleaved rows). Each tensor must be [rows, cols].
+  struct RowRange {
+    std::string name;
+    std::int64_t rows = 0;  // the tensor's
+    std::int64_t begin = 0, end = 0;
+  };
+  absl::StatusOr<TensorView> regrouped(const std::vector<RowRange>& ranges, std::int64_t cols, const char* meaning);
+  // Vectors (norm weights, biases) as one F32 vector, concatenated in order, `plus` added to every
+  // element (1 for a zero-centred norm's weight).
   absl::StatusOr<TensorView> vector_f32(const std::vector<std::pair<std::string, std::int64_t>>& parts,
-                                        const char* meaning);
+                                        const char* meaning, float plus = 0.0f);
+  // An RMSNorm weight [n] as the forward pass uses it (1 + w for zero-centred norms).
+  absl::StatusOr<TensorView> norm(const ModelConfig& c, const std::string& name, std::int64_t n, const char* meaning) {
+    return vector_f32({{name, n}}, meaning, c.zero_centered_norms ? 1.0f : 0.0f);
+  }
   // An I64 vector read to the host (e.g. EAGLE-3's d2t).
   absl::StatusOr<std::vector<std::int64_t>> int64_vector(const std::string& name, std::int64_t n, const char* meaning);
 
@@ -54,6 +67,7 @@ class WeightLoader {
     bool input_norm = true;
     std::int64_t in_width = 0;
     bool experts = false;  // a mixture-of-experts MLP (mlp.gate, mlp.experts.E.*) instead of the dense one
+    bool linear_attention = false;  // a Gated DeltaNet mixer (linear_attn.*) instead of attention
   };
   absl::StatusOr<LayerWeights> layer(const ModelConfig& c, const std::string& prefix, const LayerSpec& spec);
 
@@ -62,8 +76,19 @@ class WeightLoader {
  private:
   // A layer's router and experts (Qwen3-MoE's and Qwen2-MoE's names) into l.router and l.experts.
   absl::Status experts(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
-  absl::StatusOr<TensorView> upload(const std::vector<const TensorInfo*>& parts, DType target, std::int64_t rows,
-                                    std::int64_t cols);
+  // A layer's attention: plain, Qwen3-Next's gated one (q_proj's per-head [query; gate] rows
+  // regrouped), and what both share (q/k norms, o_proj); or Gated DeltaNet instead.
+  absl::Status attention(const ModelConfig& c, const std::string& prefix, std::int64_t in, LayerWeights& l);
+  absl::Status gated_attention(const ModelConfig& c, const std::string& prefix, std::int64_t in, LayerWeights& l);
+  absl::Status attention_tail(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  absl::Status linear_attention(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  struct Slice {
+    const TensorInfo* tensor;
+    std::int64_t begin, end;  // rows
+  };
+  // The slices' rows, converted to `target`, stacked into one new [sum, cols] buffer.
+  absl::StatusOr<TensorView> upload(const std::vector<Slice>& slices, DType target, std::int64_t cols,
+                                    float plus = 0.0f);
 
   std::string what_;
   const Checkpoint& ckpt_;

@@ -21,12 +21,16 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
     return absl::UnimplementedError(str_cat(c.architecture_name, ": ", backend.describe(),
                                             " has no mixture-of-experts kernels yet; run this model on the CPU backend"));
   }
+  if (c.num_linear_attention_layers() > 0 && !backend.runs_linear_attention()) {
+    return absl::UnimplementedError(str_cat(c.architecture_name, ": ", backend.describe(),
+                                            " has no linear-attention kernels yet; run this model on the CPU backend"));
+  }
   ModelWeights w;
   w.checkpoint_ = ckpt;
   WeightLoader load(c.architecture_name, *ckpt, backend, options, &w.owned_);
   const std::int64_t h = c.hidden_size;
   BATON_ASSIGN_OR_RETURN(w.embed, load.matrix("model.embed_tokens.weight", c.vocab_size, h, "[vocab_size, hidden_size]"));
-  BATON_ASSIGN_OR_RETURN(w.final_norm, load.vector_f32({{"model.norm.weight", h}}, "[hidden_size]"));
+  BATON_ASSIGN_OR_RETURN(w.final_norm, load.norm(c, "model.norm.weight", h, "[hidden_size]"));
   if (c.tie_word_embeddings) {
     w.lm_head = w.embed;
   } else {
@@ -37,6 +41,7 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     WeightLoader::LayerSpec spec;
     spec.experts = c.sparse_mlp.at(static_cast<std::size_t>(i));
+    spec.linear_attention = c.is_linear_attention(i);
     BATON_ASSIGN_OR_RETURN(LayerWeights l, load.layer(c, str_cat("model.layers.", i, "."), spec));
     w.layers.push_back(l);
   }
@@ -61,7 +66,9 @@ std::int64_t ModelWeights::bytes_per_decode_step() const {
   std::int64_t total = bytes(lm_head) + bytes(final_norm);
   for (const LayerWeights& l : layers) {
     total += bytes(l.input_norm) + bytes(l.qkv) + bytes(l.qkv_bias) + bytes(l.q_norm) + bytes(l.k_norm) +
-             bytes(l.o_proj) + bytes(l.o_bias) + bytes(l.post_norm) + bytes(l.gate_up) + bytes(l.down) + bytes(l.router);
+             bytes(l.o_proj) + bytes(l.o_bias) + bytes(l.post_norm) + bytes(l.gate_up) + bytes(l.down) + bytes(l.router) +
+             bytes(l.in_proj) + bytes(l.conv) + bytes(l.a_log) + bytes(l.dt_bias) + bytes(l.gated_norm) +
+             bytes(l.out_proj);
     // A token reads top_k experts of a MoE layer (a batch may read more: the floor is one token's).
     if (!l.experts.gate_up.empty()) {
       total += l.experts.top_k * (bytes(l.experts.gate_up.front()) + bytes(l.experts.down.front())) +
@@ -75,7 +82,7 @@ std::string ModelWeights::matrix_dtype() const {
   std::set<std::string> names;
   names.insert(std::string(dtype_name(lm_head.dtype)));
   for (const LayerWeights& l : layers) {
-    for (const TensorView* v : {&l.qkv, &l.o_proj, &l.gate_up, &l.down, &l.router}) {
+    for (const TensorView* v : {&l.qkv, &l.o_proj, &l.gate_up, &l.down, &l.router, &l.in_proj, &l.out_proj}) {
       if (!v->empty()) names.insert(std::string(dtype_name(v->dtype)));
     }
     for (const TensorView& v : l.experts.gate_up) names.insert(std::string(dtype_name(v.dtype)));

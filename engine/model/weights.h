@@ -5,7 +5,9 @@
 //  - q/k/v projections are fused into one [q + 2 kv, hidden] matrix (and biases into one vector),
 //    gate/up into one [2 * intermediate, hidden] matrix, so each is one GEMM per layer (each
 //    expert's gate/up likewise);
-//  - norm weights and biases are F32;
+//  - norm weights and biases are F32 (zero-centred norms, ModelConfig::zero_centered_norms, with
+//    their 1 added);
+//  - Qwen3-Next's interleaved projections are regrouped by rows (see LayerWeights);
 //  - the matrices linear() reads (layers' qkv, o_proj, gate_up, down, and lm_head) are in the
 //    backend's packed layout when it has one (Backend::pack_linear_weight): pass them only to
 //    linear(); a tied lm_head is then a packed copy of the embedding;
@@ -28,7 +30,9 @@ namespace baton {
 
 struct LayerWeights {
   TensorView input_norm;     // [hidden] F32
-  TensorView qkv;            // [q_size + 2 kv_size, hidden]
+  // [q_size + 2 kv_size, hidden]; with an output gate (gated attention) the gate's q_size rows
+  // follow: [q; k; v; gate].
+  TensorView qkv;
   TensorView qkv_bias;       // [q_size + 2 kv_size] F32, or empty
   TensorView q_norm;         // [head_dim] F32, or empty (Qwen3)
   TensorView k_norm;         // [head_dim] F32, or empty
@@ -41,6 +45,17 @@ struct LayerWeights {
   // and each expert's [2 moe_intermediate, hidden] gate/up and [hidden, moe_intermediate] down.
   TensorView router;         // empty: the dense MLP
   MoeExperts experts;
+  // A Gated DeltaNet token mixer instead of attention (ModelConfig::mixers; then qkv..o_bias are
+  // empty). in_proj's rows are regrouped at load from the checkpoint's per-key-head interleaving
+  // into [q (k_heads x key_dim); k; v (v_heads x value_dim); z; b (v_heads); a (v_heads)], so q, k
+  // and v sit side by side as the convolution reads them.
+  TensorView in_proj;     // [projection_width, hidden]
+  TensorView conv;        // [conv_channels, conv_kernel] F32
+  TensorView a_log;       // [v_heads] F32
+  TensorView dt_bias;     // [v_heads] F32
+  TensorView gated_norm;  // [value_head_dim] F32
+  TensorView out_proj;    // [hidden, value_dim]
+  bool linear_attention() const { return !in_proj.empty(); }
 };
 
 struct WeightLoadOptions {

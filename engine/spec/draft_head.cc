@@ -252,7 +252,7 @@ absl::Status DraftHead::allocate(const HeadOptions& o, std::int32_t vocab) {
   BATON_RETURN_IF_ERROR(alloc(&cat_, t * 2 * h * f));
   BATON_RETURN_IF_ERROR(alloc(&resid_, t * h * f));
   BATON_RETURN_IF_ERROR(layer_workspace_.allocate(backend_, config_, o.max_num_tokens));
-  BATON_RETURN_IF_ERROR(alloc(&cos_sin_, t * static_cast<std::size_t>(config_.head_dim) * f));
+  BATON_RETURN_IF_ERROR(alloc(&cos_sin_, t * static_cast<std::size_t>(config_.rope_dim()) * f));
   const auto l = static_cast<std::size_t>(max_num_logits_);
   BATON_RETURN_IF_ERROR(alloc(&selected_, l * h * f));
   BATON_RETURN_IF_ERROR(alloc(&selected_normed_, l * h * f));
@@ -342,10 +342,10 @@ void DraftHead::enqueue_forward(const HeadModule& m, std::int32_t mi, const Tens
   const TensorView resid = resid_.view(DType::kF32, {t, h});
   const LayerScratch s = layer_workspace_.views(config_, t);
   LayerBatch lb;
-  lb.cos_sin = cos_sin_.view(DType::kF32, {t, config_.head_dim});
+  lb.cos_sin = cos_sin_.view(DType::kF32, {t, config_.rope_dim()});
   lb.slots = plan_.slots();
   lb.attention = plan_.attention();
-  b.rope_cos_sin(plan_.positions(), inv_freq_.view(DType::kF32, {config_.head_dim / 2}), lb.cos_sin);
+  b.rope_cos_sin(plan_.positions(), inv_freq_.view(DType::kF32, {config_.rope_dim() / 2}), lb.cos_sin);
 
   TensorView attn_input = resid;
   switch (kind_) {
@@ -374,7 +374,7 @@ void DraftHead::enqueue_forward(const HeadModule& m, std::int32_t mi, const Tens
       attn_input = s.hidden;
       break;
   }
-  decoder_layer(b, config_, m.layer, 0, attn_input, resid, s, lb, cache.layer(mi));
+  decoder_layer(b, config_, m.layer, 0, attn_input, resid, s, lb, LayerCache{cache.layer(mi), {}, {}});
 
   if (n_logits == 0) return;
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});

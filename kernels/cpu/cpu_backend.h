@@ -75,6 +75,16 @@ class CpuBackend final : public Backend {
   bool runs_moe() const override { return true; }
   void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts, const MoeScratch& scratch,
            const TensorView& out) override;  // moe.cc
+  bool runs_linear_attention() const override { return true; }
+  // linear_attention.cc:
+  void sigmoid_mul(const TensorView& x, const TensorView& gate, const TensorView& out) override;
+  void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& state,
+                     const RecurrentBatch& batch, const TensorView& out) override;
+  void gated_delta_rule(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& b,
+                        const TensorView& a, const TensorView& a_log, const TensorView& dt_bias,
+                        const TensorView& state, const RecurrentBatch& batch, const TensorView& out) override;
+  void gated_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight, float eps,
+                      const TensorView& out) override;
   bool samples_rows() const override { return true; }
   void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override;
 

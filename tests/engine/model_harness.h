@@ -10,16 +10,23 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/block_table.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/state_cache.h"
 #include "engine/model/transformer.h"
 #include "kernels/backend_factory.h"
 
 namespace baton::testing {
+
+// Recurrent state of a hybrid fixture: every TestSequence takes its own group (round robin over
+// kHarnessStateGroups) and each group has kHarnessStateSlots slots (the longest graph step).
+inline constexpr std::int32_t kHarnessStateGroups = 64;
+inline constexpr std::int32_t kHarnessStateSlots = 8;
 
 struct ModelHarness {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transformer> model;
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<KvBlockPool> pool;
+  std::unique_ptr<StateCache> states;  // models with linear-attention layers only
 
   static ModelHarness load(const std::string& dir, const std::string& isa = "auto", int threads = 2,
                            std::int32_t num_blocks = 64, Device device = {}, std::int32_t graph_max_seqs = 0) {
@@ -54,6 +61,11 @@ struct ModelHarness {
     BATON_CHECK(cache.ok(), cache.status().ToString());
     h.cache = std::make_unique<KvCache>(std::move(*cache));
     h.pool = std::make_unique<KvBlockPool>(num_blocks, to.block_size);
+    if (config->num_linear_attention_layers() > 0) {
+      auto states = StateCache::create(*h.backend, h.model->state_layout(kHarnessStateSlots), kHarnessStateGroups);
+      BATON_CHECK(states.ok(), states.status().ToString());
+      h.states = std::make_unique<StateCache>(std::move(*states));
+    }
     return h;
   }
 
@@ -61,7 +73,7 @@ struct ModelHarness {
 
   // Runs one forward; returns the logits rows as host vectors.
   std::vector<std::vector<float>> forward(const ForwardBatch& batch) {
-    auto out = model->forward(batch, *cache);
+    auto out = model->forward(batch, *cache, states.get());
     BATON_CHECK(out.ok(), out.status().ToString());
     std::vector<std::vector<float>> rows(static_cast<std::size_t>(out->logits.dim(0)));
     for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -79,6 +91,15 @@ struct TestSequence {
   BlockTable table{16};
   std::int32_t computed = 0;
   std::vector<std::int32_t> logits_idx;
+  // Its recurrent state (hybrid fixtures): its group, and the slot holding the state after the
+  // last computed token.
+  std::int32_t state_group = next_state_group();
+  std::int32_t state_slot = -1;
+
+  static std::int32_t next_state_group() {
+    static std::int32_t next = 0;
+    return next++ % kHarnessStateGroups;
+  }
 
   // The next `n` tokens as a ForwardSequence with logits for all of them.
   ForwardSequence chunk(KvBlockPool& pool, std::int32_t n) {
@@ -90,6 +111,9 @@ struct TestSequence {
     s.start_position = computed;
     s.block_table = table.blocks();
     s.logits_indices = logits_idx;
+    s.state_group = state_group;
+    s.state_slot = computed == 0 ? -1 : state_slot;
+    state_slot = std::min(n, kHarnessStateSlots) - 1;
     computed += n;
     return s;
   }

@@ -12,8 +12,21 @@ What it is for
   Qwen3ForCausalLM, Qwen3MoeForCausalLM (a softmax router picks each token's
   top-k experts; their SiLU MLPs are summed with the router's probabilities,
   renormalized when norm_topk_prob), Qwen2MoeForCausalLM (Qwen2 attention, the
-  same experts plus a shared expert scaled by sigmoid(shared_expert_gate)). Weights are read with tools/fixtures/safetensors_io.py,
-  upcast to float64, and everything (RMSNorm, RoPE, softmax) runs in float64.
+  same experts plus a shared expert scaled by sigmoid(shared_expert_gate)), and
+  Qwen3NextForCausalLM (published checkpoint layout; `mtp.*` tensors are rejected):
+    - per layer_types (or full_attention_interval) a layer mixes tokens either by
+      gated full attention (q_proj yields per head [query | gate]; zero-centred q/k
+      norms; partial RoPE on the first head_dim * partial_rotary_factor dims;
+      output * sigmoid(gate) before o_proj) or by a gated DeltaNet (fused
+      in_proj_qkvz / in_proj_ba, see linear_attention(); depthwise causal conv1d +
+      SiLU; L2-normed q/k; the delta-rule recurrence run token by token from a zero
+      state; per-head RMSNorm gated by silu(z));
+    - the Qwen2-MoE expert block (dense MLP on mlp_only_layers / off-step layers);
+    - every RMSNorm except the gated one is zero-centred: it scales by (1 + w);
+    - config defaults as in Qwen3NextConfig (head_dim 256, partial_rotary_factor 0.25, ...),
+      but num_key_value_heads must be given; attention_bias / use_sliding_window are errors.
+  Weights are read with tools/fixtures/safetensors_io.py, upcast to float64, and
+  everything (RMSNorm, RoPE, softmax, the recurrence) runs in float64.
   No KV cache: every call recomputes the whole sequence at positions 0..T-1.
 
 What it must not do
@@ -36,7 +49,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from safetensors_io import read_model_dir  # noqa: E402
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
+                 "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "Qwen3NextForCausalLM")
+MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "Qwen3NextForCausalLM")
+FULL, LINEAR = "full_attention", "linear_attention"  # Qwen3-Next layer_types values
 
 
 @dataclass
@@ -53,7 +68,7 @@ class Model:
     o_bias: bool
     qk_norm: bool
     windows: list  # per layer: None (full causal) or window size
-    inv_freq: torch.Tensor  # [head_dim/2] float64, after rope scaling
+    inv_freq: torch.Tensor  # [rotary_dim/2] float64, after rope scaling (rotary_dim = head_dim unless partial)
     weights: dict = field(repr=False)  # name -> float64 tensor
     eos_ids: list = field(default_factory=list)
     sparse: list = field(default_factory=list)  # per layer: a mixture of experts (True) or a dense MLP
@@ -61,6 +76,16 @@ class Model:
     top_k: int = 0
     norm_topk_prob: bool = False
     shared_expert: bool = False
+    # Qwen3-Next (defaults describe every other architecture)
+    mixers: list = field(default_factory=list)  # per layer: FULL (softmax attention) or LINEAR (gated DeltaNet)
+    zero_centred: bool = False  # RMSNorms scale by (1 + w), the gated DeltaNet norm excepted
+    attn_gate: bool = False  # q_proj yields per head [query | output gate]
+    rotary_dim: int = 0  # RoPE rotates the first rotary_dim dims of each head
+    lin_k_heads: int = 0
+    lin_v_heads: int = 0
+    lin_k_dim: int = 0
+    lin_v_dim: int = 0
+    conv_kernel: int = 0
 
 
 # ----------------------------------------------------------------------------- config
@@ -110,6 +135,8 @@ def layer_windows(cfg, arch, n_layers):
     if arch == "MistralForCausalLM":
         active = isinstance(window, int) and window > 0
         return [window if active else None] * n_layers
+    if arch == "Qwen3NextForCausalLM":
+        return [None] * n_layers  # check_supported rejects use_sliding_window
     if arch.startswith(("Qwen2", "Qwen3")) and cfg.get("use_sliding_window"):
         first = cfg.get("max_window_layers", n_layers)
         return [window if i >= first else None for i in range(n_layers)]
@@ -137,8 +164,63 @@ def check_supported(cfg, arch):
         raise ValueError(f"unsupported hidden_act {cfg['hidden_act']!r}")
     if cfg.get("mlp_bias"):
         raise ValueError("mlp_bias=true is not supported")
-    if cfg.get("shared_expert_intermediate_size") and arch != "Qwen2MoeForCausalLM":
+    if cfg.get("shared_expert_intermediate_size") and arch not in ("Qwen2MoeForCausalLM", "Qwen3NextForCausalLM"):
         raise ValueError(f"{arch} has no shared expert")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0 and arch != "Qwen3NextForCausalLM":
+        raise ValueError(f"partial_rotary_factor is only supported for Qwen3NextForCausalLM, not {arch}")
+    if arch == "Qwen3NextForCausalLM":
+        if cfg.get("attention_bias"):
+            raise ValueError("Qwen3NextForCausalLM with attention_bias=true is not supported")
+        if cfg.get("use_sliding_window"):
+            raise ValueError("Qwen3NextForCausalLM with use_sliding_window=true is not supported")
+        if "num_key_value_heads" not in cfg:
+            raise ValueError("Qwen3NextForCausalLM config without num_key_value_heads")
+
+
+def qwen3_next_layer_types(cfg, n_layers):
+    """layer_types, or else every full_attention_interval-th layer (1-based) full attention."""
+    types = cfg.get("layer_types")
+    if types is None:
+        interval = cfg.get("full_attention_interval", 4)
+        types = [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
+    if len(types) != n_layers or any(t not in (FULL, LINEAR) for t in types):
+        raise ValueError(f"bad layer_types {types!r} for {n_layers} layers")
+    return list(types)
+
+
+def configure_qwen3_next(m, cfg):
+    m.mixers = qwen3_next_layer_types(cfg, m.n_layers)
+    m.zero_centred = m.attn_gate = True
+    m.lin_k_heads = cfg.get("linear_num_key_heads", 16)
+    m.lin_v_heads = cfg.get("linear_num_value_heads", 32)
+    m.lin_k_dim = cfg.get("linear_key_head_dim", 128)
+    m.lin_v_dim = cfg.get("linear_value_head_dim", 128)
+    m.conv_kernel = cfg.get("linear_conv_kernel_dim", 4)
+    if m.lin_v_heads % m.lin_k_heads:
+        raise ValueError(f"linear_num_value_heads {m.lin_v_heads} not a multiple of "
+                         f"linear_num_key_heads {m.lin_k_heads}")
+
+
+def qwen3_next_shapes(m):
+    """Expected shapes of the tensors whose fused layouts the math relies on."""
+    nk, nv, dk, dv = m.lin_k_heads, m.lin_v_heads, m.lin_k_dim, m.lin_v_dim
+    hd, shapes = m.head_dim, {}
+    for i in range(m.n_layers):
+        if m.mixers[i] == LINEAR:
+            p = f"model.layers.{i}.linear_attn."
+            shapes.update({p + "in_proj_qkvz.weight": [2 * nk * dk + 2 * nv * dv, m.hidden],
+                           p + "in_proj_ba.weight": [2 * nv, m.hidden],
+                           p + "conv1d.weight": [2 * nk * dk + nv * dv, 1, m.conv_kernel],
+                           p + "A_log": [nv], p + "dt_bias": [nv], p + "norm.weight": [dv],
+                           p + "out_proj.weight": [m.hidden, nv * dv]})
+        else:
+            p = f"model.layers.{i}.self_attn."
+            shapes.update({p + "q_proj.weight": [2 * m.n_heads * hd, m.hidden],
+                           p + "k_proj.weight": [m.n_kv_heads * hd, m.hidden],
+                           p + "v_proj.weight": [m.n_kv_heads * hd, m.hidden],
+                           p + "o_proj.weight": [m.hidden, m.n_heads * hd],
+                           p + "q_norm.weight": [hd], p + "k_norm.weight": [hd]})
+    return shapes
 
 
 # ----------------------------------------------------------------------------- loading
@@ -151,7 +233,11 @@ def expected_names(m, tied):
     for i in range(m.n_layers):
         p = f"model.layers.{i}."
         names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
-        names += [p + f"self_attn.{x}_proj.weight" for x in "qkvo"]
+        if m.mixers[i] == LINEAR:
+            names += [p + "linear_attn." + x for x in ("in_proj_qkvz.weight", "in_proj_ba.weight", "conv1d.weight",
+                                                        "A_log", "dt_bias", "norm.weight", "out_proj.weight")]
+        else:
+            names += [p + f"self_attn.{x}_proj.weight" for x in "qkvo"]
         if m.sparse[i]:
             names.append(p + "mlp.gate.weight")
             names += [p + f"mlp.experts.{e}.{x}_proj.weight" for e in range(m.n_experts) for x in ("gate", "up", "down")]
@@ -164,7 +250,7 @@ def expected_names(m, tied):
             names += [p + f"self_attn.{x}_proj.bias" for x in "qkv"]
         if m.o_bias:
             names.append(p + "self_attn.o_proj.bias")
-        if m.qk_norm:
+        if m.qk_norm and m.mixers[i] == FULL:
             names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
     return names
 
@@ -181,7 +267,9 @@ def build_model(cfg, stored, eos_ids=()):
     check_supported(cfg, arch)
     hidden, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
     n_layers = cfg["num_hidden_layers"]
-    head_dim = cfg.get("head_dim") or hidden // n_heads
+    qwen3_next = arch == "Qwen3NextForCausalLM"
+    head_dim = cfg.get("head_dim") or (256 if qwen3_next else hidden // n_heads)
+    rotary_dim = int(head_dim * cfg.get("partial_rotary_factor", 0.25 if qwen3_next else 1.0))
     # Qwen2 always has q/k/v biases and never an o_proj bias. Llama and Qwen3
     # follow `attention_bias`, which (as in HF) covers o_proj too. Mistral: none.
     attention_bias = (arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
@@ -194,31 +282,45 @@ def build_model(cfg, stored, eos_ids=()):
         n_heads=n_heads,
         n_kv_heads=cfg.get("num_key_value_heads") or n_heads,
         head_dim=head_dim,
-        eps=float(cfg["rms_norm_eps"]),
+        eps=float(cfg.get("rms_norm_eps", 1e-6) if qwen3_next else cfg["rms_norm_eps"]),
         qkv_bias=arch in ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM") or attention_bias,
         o_bias=attention_bias,
-        qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
+        qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM"),
         windows=layer_windows(cfg, arch, n_layers),
-        inv_freq=rope_inv_freq(head_dim, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling")),
+        inv_freq=rope_inv_freq(rotary_dim, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling")),
         weights={},
         eos_ids=sorted(eos_ids),
+        mixers=[FULL] * n_layers,
+        rotary_dim=rotary_dim,
     )
     assert n_heads % m.n_kv_heads == 0 and head_dim % 2 == 0
+    if rotary_dim % 2 or not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"rotary dim {rotary_dim} of head_dim {head_dim}: must be even, in (0, head_dim]")
+    if qwen3_next:
+        configure_qwen3_next(m, cfg)
     m.sparse = [False] * n_layers
-    if arch in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):  # their configs' keys and defaults
-        qwen2 = arch == "Qwen2MoeForCausalLM"
-        m.n_experts = cfg.get("num_experts", 60 if qwen2 else 128)
-        m.top_k = cfg.get("num_experts_per_tok", 4 if qwen2 else 8)
-        m.shared_expert = qwen2
-        m.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
+    if arch in MOE_ARCHITECTURES:  # their configs' keys and defaults
+        defaults = {"Qwen2MoeForCausalLM": (60, 4, False), "Qwen3MoeForCausalLM": (128, 8, False),
+                    "Qwen3NextForCausalLM": (512, 10, True)}[arch]  # num_experts, top k, norm_topk_prob
+        m.n_experts = cfg.get("num_experts", defaults[0])
+        m.top_k = cfg.get("num_experts_per_tok", defaults[1])
+        m.shared_expert = arch in ("Qwen2MoeForCausalLM", "Qwen3NextForCausalLM")
+        m.norm_topk_prob = bool(cfg.get("norm_topk_prob", defaults[2]))
         step, dense = cfg.get("decoder_sparse_step", 1), set(cfg.get("mlp_only_layers") or [])
         m.sparse = [i not in dense and m.n_experts > 0 and (i + 1) % step == 0 for i in range(n_layers)]
     tied = bool(cfg.get("tie_word_embeddings", False))
     names = expected_names(m, tied)
+    mtp = sorted(n for n in stored if n.startswith("mtp."))
+    if mtp:
+        raise ValueError(f"multi-token-prediction tensors are not supported: {mtp[:3]}")
     missing = [n for n in names if n not in stored]
     extra = sorted(set(stored) - set(names))
     if missing or extra:
         raise ValueError(f"tensor mismatch: missing {missing[:5]}, unexpected {extra[:5]}")
+    if qwen3_next:
+        for n, shape in qwen3_next_shapes(m).items():
+            if list(stored[n].shape) != shape:
+                raise ValueError(f"{n}: shape {list(stored[n].shape)}, expected {shape}")
     m.weights = {n: stored[n].to(torch.float64) for n in names}
     if tied:
         m.weights["lm_head.weight"] = m.weights["model.embed_tokens.weight"]
@@ -233,13 +335,25 @@ def rms_norm(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
+def norm(m, x, name):
+    """The model's RMSNorm with weight tensor `name`: scale w, or (1 + w) when zero-centred."""
+    w = m.weights[name]
+    return rms_norm(x, 1.0 + w if m.zero_centred else w, m.eps)
+
+
 def linear(m, x, prefix, bias=False):
     y = x @ m.weights[prefix + ".weight"].T
     return y + m.weights[prefix + ".bias"] if bias else y
 
 
 def apply_rope(x, positions, inv_freq):
-    """Non-interleaved ("rotate_half") RoPE. x: [T, heads, hd]."""
+    """Non-interleaved ("rotate_half") RoPE. x: [T, heads, hd].
+
+    Rotates the first rotary_dim = 2 * len(inv_freq) dims of each head, pairs (i, i + rotary_dim/2);
+    the remaining hd - rotary_dim dims (partial rotary) pass through."""
+    rot = 2 * inv_freq.shape[0]
+    if rot < x.shape[-1]:
+        return torch.cat([apply_rope(x[..., :rot], positions, inv_freq), x[..., rot:]], dim=-1)
     half = x.shape[-1] // 2
     angle = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # [T, hd/2]
     cos, sin = torch.cos(angle)[:, None, :], torch.sin(angle)[:, None, :]
@@ -260,12 +374,15 @@ def attention_mask(t, window):
 def attention(m, i, x):
     p = f"model.layers.{i}.self_attn."
     t = x.shape[0]
-    q = linear(m, x, p + "q_proj", m.qkv_bias).view(t, m.n_heads, m.head_dim)
+    if m.attn_gate:  # per head [query (head_dim) | gate (head_dim)]
+        q, gate = linear(m, x, p + "q_proj").view(t, m.n_heads, 2 * m.head_dim).split(m.head_dim, dim=-1)
+    else:
+        q = linear(m, x, p + "q_proj", m.qkv_bias).view(t, m.n_heads, m.head_dim)
     k = linear(m, x, p + "k_proj", m.qkv_bias).view(t, m.n_kv_heads, m.head_dim)
     v = linear(m, x, p + "v_proj", m.qkv_bias).view(t, m.n_kv_heads, m.head_dim)
     if m.qk_norm:  # per-head RMSNorm, before RoPE
-        q = rms_norm(q, m.weights[p + "q_norm.weight"], m.eps)
-        k = rms_norm(k, m.weights[p + "k_norm.weight"], m.eps)
+        q = norm(m, q, p + "q_norm.weight")
+        k = norm(m, k, p + "k_norm.weight")
     pos = torch.arange(t)
     q, k = apply_rope(q, pos, m.inv_freq), apply_rope(k, pos, m.inv_freq)
     group = m.n_heads // m.n_kv_heads  # query head h reads kv head h // group
@@ -275,7 +392,51 @@ def attention(m, i, x):
     scores = scores.masked_fill(~attention_mask(t, m.windows[i]), float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     out = torch.einsum("hqk,khd->qhd", probs, v).reshape(t, m.n_heads * m.head_dim)
+    if m.attn_gate:
+        out = out * torch.sigmoid(gate.reshape(t, m.n_heads * m.head_dim))
     return linear(m, out, p + "o_proj", m.o_bias)
+
+
+def l2_normalize(x, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + eps)
+
+
+def linear_attention(m, i, x):
+    """Qwen3-Next's gated DeltaNet over the sequence x [T, H], from a zero state.
+
+    Fused layouts (nk key heads of dk, nv value heads of dv, r = nv / nk):
+      in_proj_qkvz output per token = nk groups of [q_g (dk) | k_g (dk) | v_g (r*dv) | z_g (r*dv)];
+      in_proj_ba output per token   = nk groups of [b_g (r) | a_g (r)];
+      value head g*r + j is group g's j-th, and reads key head g (= h // r).
+      conv1d [conv_dim, 1, K] runs over the channels [q (nk*dk) | k (nk*dk) | v (nv*dv)], heads in order.
+    """
+    p = f"model.layers.{i}.linear_attn."
+    t = x.shape[0]
+    nk, nv, dk, dv, kern = m.lin_k_heads, m.lin_v_heads, m.lin_k_dim, m.lin_v_dim, m.conv_kernel
+    r = nv // nk
+    q, k, v, z = linear(m, x, p + "in_proj_qkvz").view(t, nk, 2 * dk + 2 * r * dv).split([dk, dk, r * dv, r * dv], -1)
+    b, a = linear(m, x, p + "in_proj_ba").view(t, nk, 2 * r).split([r, r], dim=-1)
+    b, a, z = b.reshape(t, nv), a.reshape(t, nv), z.reshape(t, nv, dv)
+    # depthwise causal conv over time (zeros before t = 0), then SiLU
+    mixed = torch.cat([q.reshape(t, -1), k.reshape(t, -1), v.reshape(t, -1)], dim=-1)  # [T, conv_dim]
+    w = m.weights[p + "conv1d.weight"][:, 0, :]  # [conv_dim, K]; tap K-1 multiplies the current token
+    padded = torch.cat([torch.zeros(kern - 1, mixed.shape[1], dtype=mixed.dtype), mixed])
+    mixed = torch.nn.functional.silu(sum(w[:, j] * padded[j:j + t] for j in range(kern)))
+    q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
+    q = l2_normalize(q.reshape(t, nk, dk)) / math.sqrt(dk)
+    k = l2_normalize(k.reshape(t, nk, dk))
+    q, k, v = q.repeat_interleave(r, dim=1), k.repeat_interleave(r, dim=1), v.reshape(t, nv, dv)
+    beta = torch.sigmoid(b)  # [T, nv]
+    decay = torch.exp(-torch.exp(m.weights[p + "A_log"]) * torch.nn.functional.softplus(a + m.weights[p + "dt_bias"]))
+    state = torch.zeros(nv, dk, dv, dtype=x.dtype)  # per value head
+    out = torch.empty(t, nv, dv, dtype=x.dtype)
+    for s in range(t):  # the delta rule
+        state = state * decay[s][:, None, None]
+        delta = (v[s] - torch.einsum("hk,hkv->hv", k[s], state)) * beta[s][:, None]
+        state = state + k[s][:, :, None] * delta[:, None, :]
+        out[s] = torch.einsum("hk,hkv->hv", q[s], state)
+    y = rms_norm(out, m.weights[p + "norm.weight"], m.eps) * torch.nn.functional.silu(z)  # gated, plain w
+    return linear(m, y.reshape(t, nv * dv), p + "out_proj")
 
 
 def mlp(m, i, x, p=None):
@@ -305,8 +466,9 @@ def experts(m, i, x):
 
 def decoder_layer(m, i, x):
     p = f"model.layers.{i}."
-    x = x + attention(m, i, rms_norm(x, m.weights[p + "input_layernorm.weight"], m.eps))
-    h = rms_norm(x, m.weights[p + "post_attention_layernorm.weight"], m.eps)
+    mixer = linear_attention if m.mixers[i] == LINEAR else attention
+    x = x + mixer(m, i, norm(m, x, p + "input_layernorm.weight"))
+    h = norm(m, x, p + "post_attention_layernorm.weight")
     return x + (experts(m, i, h) if m.sparse[i] else mlp(m, i, h))
 
 
@@ -322,7 +484,7 @@ def forward(m, token_ids, hidden_states=False):
     for i in range(m.n_layers):
         states.append(x)
         x = decoder_layer(m, i, x)
-    x = rms_norm(x, m.weights["model.norm.weight"], m.eps)
+    x = norm(m, x, "model.norm.weight")
     states.append(x)
     logits = x @ m.weights["lm_head.weight"].T
     return (logits, states) if hidden_states else logits

@@ -156,6 +156,7 @@ TEST(BatchPlan, PaddingAddsSequencesThatReadBlockZeroAndWriteNothing) {
       3 * 16 + 5, 3 * 16 + 6, 16 + 1, 16 + 2, -1, -1, -1, -1,  // slots
       0, 1, 2, 3, 4, 5, 6, 7,                          // logits rows
       3, -1, 2, 1, 0, 0, 0, 0,                         // block tables [4, 2]
+      0, 2, -1, -1, 2, 2, -1, -1, 4, 2, -1, -1, 6, 2, -1, -1,  // recurrent rows: (first row, tokens, group, slot)
   };
   EXPECT_EQ(backend.delivered[0], expected);
 
@@ -200,6 +201,7 @@ TEST(BatchPlan, ShorterSequencesGetFillersAfterTheRealRows) {
       3 * 16 + 5, 3 * 16 + 6, 16 + 1, -1, -1, -1, -1, -1,  // slots
       0, 1, 2, 3, 4, 5, 6, 7,                            // logits rows: real ones first
       3, -1, 2, 1, 0, 0, 0, 0,                           // block tables [4, 2]
+      0, 2, -1, -1, 2, 1, -1, -1, 3, 2, -1, -1, 5, 2, -1, -1,  // recurrent rows: no filler among them
   };
   EXPECT_EQ(backend.delivered[0], expected);
 

@@ -106,7 +106,7 @@ TEST_P(ForwardGraphsTest, ReplayedStepsAreBitIdenticalToEagerOnes) {
         b.capture_layer_inputs = {0, num_layers - 1};
         b.capture_final_hidden = true;
       }
-      auto out = runs[r]->h.model->forward(b, *runs[r]->h.cache);
+      auto out = runs[r]->h.model->forward(b, *runs[r]->h.cache, runs[r]->h.states.get());
       ASSERT_TRUE(out.ok()) << out.status();
       ASSERT_EQ(out->logits.dim(0), b.num_logits());
       const std::vector<float> flat = to_host(*runs[r]->h.backend, out->logits);

@@ -44,7 +44,7 @@ TEST(HiddenStates, CapturesAreTheStatesTheModelUses) {
     batch.sequences.push_back(seq.chunk(*h.pool, static_cast<std::int32_t>(ref.prompt.size())));
     batch.capture_layer_inputs = {0, c.num_layers - 1};
     batch.capture_final_hidden = true;
-    auto out = h.model->forward(batch, *h.cache);
+    auto out = h.model->forward(batch, *h.cache, h.states.get());
     ASSERT_TRUE(out.ok()) << out.status();
     const auto layer0 = to_host(*h.backend, out->layer_inputs[0]);
     const auto final_hidden = to_host(*h.backend, out->final_hidden);
@@ -83,7 +83,7 @@ TEST(HiddenStates, EveryLayerInputAndTheFinalNormMatchTheReference) {
     batch.sequences.push_back(seq.chunk(*h.pool, static_cast<std::int32_t>(ref.prompt.size())));
     for (std::int32_t l = 0; l < c.num_layers; ++l) batch.capture_layer_inputs.push_back(l);
     batch.capture_final_hidden = true;
-    auto out = h.model->forward(batch, *h.cache);
+    auto out = h.model->forward(batch, *h.cache, h.states.get());
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_EQ(ref.hidden_states.size(), static_cast<std::size_t>(c.num_layers + 1));
     for (std::int32_t l = 0; l <= c.num_layers; ++l) {
@@ -112,7 +112,7 @@ TEST(HiddenStates, ChunkingChangesNoBits) {
       b.sequences.push_back(seq.chunk(*h.pool, n));
       b.capture_layer_inputs = {1};
       b.capture_final_hidden = true;
-      auto out = h.model->forward(b, *h.cache);
+      auto out = h.model->forward(b, *h.cache, h.states.get());
       BATON_CHECK(out.ok(), out.status().ToString());
       const auto l = to_host(*h.backend, out->layer_inputs[0]);
       const auto f = to_host(*h.backend, out->final_hidden);

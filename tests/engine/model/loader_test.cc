@@ -305,6 +305,53 @@ TEST(ModelConfig, ReadsEveryFixtureAndItsFeatures) {
   EXPECT_TRUE(qwen2_moe->qkv_bias);
   EXPECT_FALSE(qwen2_moe->qk_norm);
   EXPECT_EQ(qwen2_moe->shared_expert_intermediate_size, 40);
+  // Qwen3-Next: full_attention_interval 2 makes layers 1 and 3 full attention; partial rotary 0.5.
+  auto next = ModelConfig::load(testing::fixture_path("qwen3-next-f32"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  using M = MixerKind;
+  EXPECT_EQ(next->mixers, (std::vector<M>{M::kLinearAttention, M::kAttention, M::kLinearAttention, M::kAttention}));
+  EXPECT_EQ(next->num_attention_layers(), 2);
+  EXPECT_EQ(next->rotary_dim, 8);
+  EXPECT_TRUE(next->attn_output_gate && next->zero_centered_norms && next->qk_norm && next->has_recurrent_layers);
+  EXPECT_EQ(next->linear_attention.num_key_heads, 2);
+  EXPECT_EQ(next->linear_attention.num_value_heads, 4);
+  EXPECT_EQ(next->linear_attention.conv_channels(), 2 * 2 * 16 + 4 * 8);
+  EXPECT_EQ(next->shared_expert_intermediate_size, 40);
+  EXPECT_EQ(next->sparse_mlp, (std::vector<bool>{true, false, true, true}));  // mlp_only_layers [1]
+  auto next_bf16 = ModelConfig::load(testing::fixture_path("qwen3-next-bf16"));
+  ASSERT_TRUE(next_bf16.ok()) << next_bf16.status();
+  EXPECT_EQ(next_bf16->mixers, (std::vector<M>{M::kLinearAttention, M::kLinearAttention, M::kAttention}));
+  EXPECT_EQ(next_bf16->rotary_dim, 8);  // 0.25 of head_dim 32
+  EXPECT_FALSE(next_bf16->norm_topk_prob);
+}
+
+TEST(ModelConfig, HybridMistakesNameTheKey) {
+  auto text = read_text_file(testing::fixture_path("qwen3-next-f32") + "/config.json");
+  ASSERT_TRUE(text.ok());
+  const json base = json::parse(*text);
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"layer_types", {"linear_attention", "full_attention"}}}, "`layer_types` must list one type for each of the 4 layers"},
+      {{{"layer_types", {"mamba", "full_attention", "linear_attention", "full_attention"}}}, "`layer_types` entry 0 is \"mamba\""},
+      {{{"partial_rotary_factor", 0.1}}, "`partial_rotary_factor` (0.1) must leave an even number of rotated dims"},
+      {{{"partial_rotary_factor", 1.5}}, "`partial_rotary_factor`"},
+      {{{"linear_num_key_heads", 3}}, "`linear_num_key_heads` (3) must divide linear_num_value_heads (4)"},
+      {{{"linear_conv_kernel_dim", 0}}, "`linear_conv_kernel_dim` must be a positive integer"},
+      {{{"attention_bias", true}}, "`attention_bias` true is not supported on Qwen3NextForCausalLM"},
+      {{{"full_attention_interval", -2}}, "`full_attention_interval` must be a positive integer"},
+  };
+  for (const auto& [patch, expected] : cases) {
+    json bad = base;
+    bad.merge_patch(patch);
+    if (patch.contains("full_attention_interval")) bad.erase("layer_types");
+    auto c = ModelConfig::parse(bad, nullptr, "config.json");
+    ASSERT_FALSE(c.ok()) << patch.dump();
+    EXPECT_THAT(c.status().message(), HasSubstr(expected)) << patch.dump();
+  }
+  // Partial rotary is Qwen3-Next's alone here: elsewhere it would be silently ignored, so refused.
+  auto qwen3 = json::parse(*read_text_file(testing::fixture_path("qwen3-bf16") + "/config.json"));
+  qwen3["partial_rotary_factor"] = 0.5;
+  EXPECT_THAT(ModelConfig::parse(qwen3, nullptr, "config.json").status().message(),
+              HasSubstr("`partial_rotary_factor` other than 1.0 is not supported on Qwen3ForCausalLM"));
 }
 
 // A one-layer Qwen3-MoE: 4 experts of 6, 2 per token.
@@ -409,16 +456,17 @@ TEST(ModelConfig, RecurrentLayersAreDerivedFromTheConfig) {
   EXPECT_TRUE(has_recurrent_layers_in(json{{"hybrid_override_pattern", "M-M*-"}}));
   EXPECT_TRUE(has_recurrent_layers_in(json{{"architectures", {"JambaForCausalLM"}}}));
   EXPECT_TRUE(has_recurrent_layers_in(json{{"architectures", {"MambaForCausalLM"}}}));
-  // Loading one says why it cannot run.
-  json qwen3next = {{"architectures", {"Qwen3NextForCausalLM"}}, {"layer_types", {"linear_attention", "full_attention"}}};
-  auto c = ModelConfig::parse(qwen3next, nullptr, "config.json");
+  // Loading a recurrent architecture Baton cannot run says why.
+  json jamba = {{"architectures", {"JambaForCausalLM"}}, {"layers_block_type", {"mamba", "attention"}}};
+  auto c = ModelConfig::parse(jamba, nullptr, "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), ::testing::HasSubstr("recurrent layers"));
-  // Every fixture is attention-only, and its identity is a hash of config.json.
+  // Only the hybrid fixtures have recurrent layers, and each identity is a hash of config.json.
   for (const std::string& name : testing::fixture_names()) {
     auto f = ModelConfig::load(testing::fixture_path(name));
     ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_FALSE(f->has_recurrent_layers) << name;
+    EXPECT_EQ(f->has_recurrent_layers, testing::fixture_is_hybrid(name)) << name;
+    EXPECT_EQ(f->num_linear_attention_layers() > 0, testing::fixture_is_hybrid(name)) << name;
     EXPECT_NE(f->identity, 0u) << name;
   }
   EXPECT_NE(ModelConfig::load(testing::fixture_path("llama-f32"))->identity,

@@ -189,7 +189,8 @@ TEST(Fixtures, ManifestListsEveryTestedArchitecture) {
 }
 
 TEST(Transformer, IsaTiersGiveBitIdenticalLogits) {
-  for (const std::string& name : {std::string("llama3-bf16"), std::string("qwen2-f32"), std::string("qwen3-moe-f32")}) {
+  for (const std::string& name : {std::string("llama3-bf16"), std::string("qwen2-f32"), std::string("qwen3-moe-f32"),
+                                  std::string("qwen3-next-f32"), std::string("qwen3-next-bf16")}) {
     const auto ref = load_reference(name);
     std::vector<std::vector<float>> first;
     for (const char* isa : {"portable", "avx2", "avx512"}) {
