@@ -226,6 +226,8 @@ int generate_main(int argc, char** argv) {
     constexpr std::int64_t kDraftRoom = 64;
     config->kv_cache_tokens = static_cast<std::int64_t>(prompt.size()) + sampling->max_tokens + kDraftRoom;
   }
+  // One request runs: a hybrid model's recurrent state is kept for it alone.
+  if (!f.has("max-num-seqs")) config->scheduler.max_num_seqs = 1;
   auto engine = Engine::create(*config);
   if (!engine.ok()) return fail(engine.status());
   if (tokenizer) {

@@ -47,10 +47,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                         !config.kv_transfer_in_device_memory;
   KvMemoryProvider* pool_memory = mirrored ? nullptr : config.kv_memory.get();
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
-  if (model_config.num_linear_attention_layers() > 0) {
+  const bool hybrid = model_config.num_linear_attention_layers() > 0;
+  if (hybrid && config.role != NodeRole::kColocated) {
     return absl::UnimplementedError(str_cat(config.model_dir, ": ", model_config.architecture_name,
-                                            " has linear-attention layers, whose recurrent state the engine's scheduler "
-                                            "does not keep yet; only its forward pass runs so far"));
+                                            " has linear-attention layers, whose recurrent state the P/D hand-off "
+                                            "does not carry yet: serve it colocated"));
   }
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));
   WeightLoadOptions wo;
@@ -69,6 +70,32 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                                               dtype_name(e->backend_->activation_dtype()), " does)"));
   }
   std::int64_t kv_cache_bytes = config.kv_cache_bytes;
+  // Drafts per verification, for sizing the logits buffer and the recurrent state's slots. MTP's
+  // default (one per MTP layer) is known only once its head is loaded, after the model: size for
+  // up to kMaxDefaultDrafts then (published MTP checkpoints have 1 to 3 layers), and check below.
+  constexpr std::int32_t kMaxDefaultDrafts = 8;
+  std::int32_t k_sized = 0;
+  if (config.speculative) {
+    k_sized = config.speculative->num_speculative_tokens > 0 ? config.speculative->num_speculative_tokens
+                                                             : kMaxDefaultDrafts;
+  }
+  if (hybrid) {
+    // A recurrent state group (1 + k slots) for each running request, out of the same budget
+    // (before a cap in tokens, which is the KV's).
+    const StateCacheLayout state_layout = recurrent_state_layout(model_config, k_sized + 1);
+    const std::int64_t state_bytes = state_layout.bytes_per_group() * config.scheduler.max_num_seqs;
+    if (config.scheduler.max_num_seqs <= 0 || state_bytes >= kv_cache_bytes) {
+      return absl::ResourceExhaustedError(str_cat("recurrent state of ", config.scheduler.max_num_seqs, " requests (",
+                                                  state_bytes, " bytes: ", state_layout.describe(),
+                                                  ") does not fit the KV cache memory (", kv_cache_bytes,
+                                                  " bytes); raise --kv-cache-memory or lower --max-num-seqs"));
+    }
+    kv_cache_bytes -= state_bytes;
+    BATON_ASSIGN_OR_RETURN(StateCache states,
+                           StateCache::create(*e->backend_, state_layout, config.scheduler.max_num_seqs));
+    e->state_cache_ = std::make_unique<StateCache>(std::move(states));
+    e->state_groups_ = std::make_unique<StateGroupPool>(config.scheduler.max_num_seqs);
+  }
   if (config.kv_cache_tokens) {
     const std::int64_t blocks = (std::max<std::int64_t>(*config.kv_cache_tokens, 1) + config.block_size - 1) / config.block_size;
     kv_cache_bytes = std::min(kv_cache_bytes, blocks * layout.bytes_per_block());
@@ -100,15 +127,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   if (!sc.enable_chunked_prefill && sc.max_num_batched_tokens < max_len) {
     return absl::InvalidArgumentError(str_cat("without chunked prefill max_num_batched_tokens (", sc.max_num_batched_tokens,
                                               ") must be at least max_model_len (", max_len, ")"));
-  }
-  // Drafts per verification, for sizing the logits buffer. MTP's default (one per MTP layer) is
-  // known only once its head is loaded, after the model: size for up to kMaxDefaultDrafts then
-  // (published MTP checkpoints have 1 to 3 layers), and check below.
-  constexpr std::int32_t kMaxDefaultDrafts = 8;
-  std::int32_t k_sized = 0;
-  if (config.speculative) {
-    k_sized = config.speculative->num_speculative_tokens > 0 ? config.speculative->num_speculative_tokens
-                                                             : kMaxDefaultDrafts;
   }
   TransformerOptions to;
   to.max_num_tokens = sc.max_num_batched_tokens;
@@ -197,7 +215,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
       e->mirrors_.push_back(std::move(m));
     }
   }
-  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr);
+  if (hybrid && sc.enable_prefix_caching) {
+    // A prefix hit skips the positions whose recurrent state the request would start from.
+    spdlog::info("prefix caching is off: {} keeps a recurrent state that cached KV blocks do not hold",
+                 model_config.architecture_name);
+    sc.enable_prefix_caching = false;
+  }
+  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, e->speculator_ != nullptr, e->state_groups_.get());
   if (TargetStateConsumer* c = e->speculator_ ? e->speculator_->state_consumer() : nullptr;
       c != nullptr && sc.enable_prefix_caching) {
     // EAGLE/MTP heads cache their own KV of prompt prefixes; a prompt reuses what both caches hold.

@@ -266,6 +266,8 @@ class Engine {
   std::int32_t max_num_seqs() const { return config_.scheduler.max_num_seqs; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }
+  // Hybrid models' recurrent state groups (nullptr for other models).
+  const StateGroupPool* state_groups() const { return state_groups_.get(); }
   // The speculative config in effect (num_speculative_tokens resolved); nullptr without one.
   const SpeculativeConfig* speculative_config() const { return speculator_ ? &speculator_->config() : nullptr; }
   // Speculative decoding counters; nullptr when the engine runs without speculation.
@@ -335,6 +337,9 @@ class Engine {
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvBlockPool> pool_;
+  // Hybrid models: the recurrent state of their linear-attention layers, a group per running request.
+  std::unique_ptr<StateCache> state_cache_;
+  std::unique_ptr<StateGroupPool> state_groups_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Speculator> speculator_;
   Sampler sampler_;

@@ -34,12 +34,13 @@ absl::Status Engine::capture_step_graphs() {
         seq.block_table = std::span<const BlockId>(*blocks).subspan(static_cast<std::size_t>(s * blocks_per_seq),
                                                                     static_cast<std::size_t>(blocks_per_seq));
         seq.logits_indices = logits;
+        if (state_cache_) seq.state_group = static_cast<std::int32_t>(s);  // no request holds one yet
         batch.sequences.push_back(seq);
       }
       batch.capture_layer_inputs.assign(states.layer_inputs.begin(), states.layer_inputs.end());
       batch.capture_final_hidden = states.final_hidden;
       const std::int64_t captured = model_->graph_stats().captured;
-      const absl::StatusOr<ForwardOutput> out = model_->forward(batch, *cache_);
+      const absl::StatusOr<ForwardOutput> out = model_->forward(batch, *cache_, state_cache_.get());
       pool_->release(*blocks);
       BATON_RETURN_IF_ERROR(out.status());
       if (model_->graph_stats().captured == captured) break;  // graphs went off: the warning says why

@@ -63,7 +63,7 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     stats_.prompt_tokens_computed += std::max(0, std::min(c.start + c.num_tokens, c.request->prompt_len) - c.start);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<ForwardOutput> fwd = model_->forward(batch, *cache_);
+  absl::StatusOr<ForwardOutput> fwd = model_->forward(batch, *cache_, state_cache_.get());
   if (fwd.ok()) {
     report_staged_layer();  // the last layer
   } else {
@@ -72,7 +72,7 @@ absl::StatusOr<bool> Engine::run_forward(const SchedulerOutput& plan, std::vecto
     bool culprit = false;
     for (const ScheduledChunk& c : plan.chunks) {
       const ForwardBatch& one = step_batch_.build(std::span<const ScheduledChunk>(&c, 1), states);
-      if (absl::StatusOr<ForwardOutput> alone = model_->forward(one, *cache_); !alone.ok()) {
+      if (absl::StatusOr<ForwardOutput> alone = model_->forward(one, *cache_, state_cache_.get()); !alone.ok()) {
         fail(c.request, alone.status(), outs);
         culprit = true;
       }
@@ -144,6 +144,9 @@ absl::Status Engine::observe(Request& r, std::int32_t start, const TargetStateRo
 void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vector<RequestOutput>& outs) {
   Request* r = c.request;
   if (r->finished()) return;
+  // The state after the chunk's last token (RecurrentBatch's slots); a verification below keeps an
+  // earlier one instead.
+  if (state_cache_) r->state_slot = std::min(c.num_tokens, state_cache_->layout().slots) - 1;
   const TargetStateRows rows = step_batch_.states(index);
   if (!c.samples) {
     r->num_computed = c.start + c.num_tokens;
@@ -192,9 +195,11 @@ void Engine::process_chunk(const ScheduledChunk& c, std::size_t index, std::vect
       return;
     }
     const VerifiedTokens& verified = *checked;
-    // KV is valid for the pending token and the accepted drafts; the rest is rolled back.
+    // KV is valid for the pending token and the accepted drafts; the rest is rolled back. The
+    // recurrent state after the last accepted token is in its slot (slot j: after token j).
     r->num_computed = c.start + 1 + verified.num_accepted;
     r->blocks.shrink_to(*pool_, r->num_computed);
+    r->state_slot = verified.num_accepted;
     if (absl::Status s = observe(*r, c.start, rows, c.num_tokens, 1 + verified.num_accepted); !s.ok()) {
       fail(r, s, outs);
       return;

@@ -59,6 +59,10 @@ struct Request {
   std::int32_t num_computed = 0;       // leading tokens whose KV is in the cache
   std::int32_t num_cached_prompt = 0;  // prompt tokens served by the prefix cache at admission
   BlockTable blocks;
+  // Hybrid models: the request's recurrent state group (StateCache) while it runs, and the slot
+  // holding the state after token num_computed - 1 (-1: none, at num_computed 0).
+  std::int32_t state_group = -1;
+  std::int32_t state_slot = -1;
   std::uint64_t seed;  // every random draw is keyed by it (random.h)
   RequestState state = RequestState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -6,8 +6,16 @@
 
 namespace baton {
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative)
-    : config_(config), pool_(pool), speculative_(speculative) {}
+Scheduler::Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative, StateGroupPool* states)
+    : config_(config), pool_(pool), speculative_(speculative), states_(states) {
+  BATON_CHECK(states_ == nullptr || !config_.enable_prefix_caching, "prefix caching with recurrent state");
+}
+
+void Scheduler::release_state(Request* request) {
+  if (request->state_group >= 0) states_->free(request->state_group);
+  request->state_group = -1;
+  request->state_slot = -1;
+}
 
 void Scheduler::add(Request* request) {
   request->state = RequestState::kWaiting;
@@ -30,6 +38,7 @@ void Scheduler::promote_ready() {
 void Scheduler::remove(Request* request) {
   detach(request);
   request->blocks.release_all(pool_);
+  release_state(request);
 }
 
 void Scheduler::detach(Request* request) {
@@ -41,6 +50,7 @@ void Scheduler::detach(Request* request) {
 void Scheduler::preempt(Request* request) {
   std::erase(running_, request);
   request->blocks.release_all(pool_);
+  release_state(request);
   request->num_computed = 0;
   request->drafts.clear();
   request->draft_probs.clear();
@@ -154,9 +164,12 @@ bool Scheduler::admit(Request* r, std::int32_t budget, SchedulerOutput* out) {
   }
   const std::int32_t remaining = target - r->num_computed;
   const std::int32_t n = std::min(remaining, budget);
-  if ((n < remaining && !config_.enable_chunked_prefill) || !r->blocks.grow_to(pool_, r->num_computed + n)) {
+  if (states_ != nullptr) r->state_group = states_->allocate();
+  if ((n < remaining && !config_.enable_chunked_prefill) || (states_ != nullptr && r->state_group < 0) ||
+      !r->blocks.grow_to(pool_, r->num_computed + n)) {
     r->blocks.release_all(pool_);
     r->num_computed = 0;
+    if (states_ != nullptr) release_state(r);
     if (config_.enable_prefix_caching && prefix_limit_.release) prefix_limit_.release(*r);
     return false;
   }

@@ -17,6 +17,10 @@
 // it keeps its own cache of head KV instead, and a prompt reuses no more than both caches hold
 // (PrefixReuseLimit).
 //
+// Hybrid models: a running request also holds a recurrent state group (StateGroupPool), taken at
+// admission (a request waits while none is free) and freed with its blocks on preemption and
+// removal; prefix caching is off for them (a hit would skip positions whose state it needs).
+//
 // It never runs the model or samples; the Engine does, with what schedule() returns.
 #pragma once
 
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "engine/kv/block_pool.h"
+#include "engine/kv/state_cache.h"
 #include "engine/request.h"
 
 namespace baton {
@@ -64,7 +69,8 @@ struct SchedulerOutput {
 class Scheduler {
  public:
   // `speculative`: the engine verifies drafts (see the header comment for what changes).
-  Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative);
+  // `states`: the recurrent state groups of a hybrid model (nullptr otherwise).
+  Scheduler(const SchedulerConfig& config, KvBlockPool& pool, bool speculative, StateGroupPool* states = nullptr);
 
   // Set once, before any request arrives.
   void limit_prefix_reuse(PrefixReuseLimit limit) { prefix_limit_ = std::move(limit); }
@@ -93,6 +99,7 @@ class Scheduler {
 
  private:
   void preempt(Request* request);
+  void release_state(Request* request);
   // Tokens of `r` to compute before it samples or verifies: all of them, except that with
   // speculation a request with output recomputes up to its pending token only.
   std::int32_t compute_target(const Request& r) const;
@@ -103,6 +110,7 @@ class Scheduler {
   SchedulerConfig config_;
   KvBlockPool& pool_;
   bool speculative_;
+  StateGroupPool* states_;
   PrefixReuseLimit prefix_limit_;
   std::deque<Request*> waiting_;
   std::deque<Request*> ready_;

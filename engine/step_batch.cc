@@ -38,6 +38,8 @@ ForwardBatch& StepBatch::build(std::span<const ScheduledChunk> chunks, const Tar
     }
     s.start_position = c.start;
     s.block_table = r->blocks.blocks();
+    s.state_group = r->state_group;
+    s.state_slot = c.start == 0 ? -1 : r->state_slot;
     s.logits_indices = indices;
     batch.sequences.push_back(s);
     logits_row_[i] = logits_row;

@@ -44,11 +44,11 @@ KvCacheLayout Transformer::kv_layout() const {
   return l;
 }
 
-StateCacheLayout Transformer::state_layout(std::int32_t slots) const {
+StateCacheLayout recurrent_state_layout(const ModelConfig& c, std::int32_t slots) {
   StateCacheLayout l;
-  l.num_layers = config_.num_linear_attention_layers();
-  l.conv_floats = config_.linear_attention.conv_state_floats();
-  l.recurrent_floats = config_.linear_attention.recurrent_state_floats();
+  l.num_layers = c.num_linear_attention_layers();
+  l.conv_floats = c.linear_attention.conv_state_floats();
+  l.recurrent_floats = c.linear_attention.recurrent_state_floats();
   l.slots = slots;
   return l;
 }

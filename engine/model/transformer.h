@@ -42,6 +42,10 @@ struct TransformerOptions {
   std::int32_t graph_max_tokens_per_seq = 1;
 };
 
+// The recurrent state a model with linear-attention layers keeps per request, with `slots` slots
+// per group (num_layers 0 for a model without such layers).
+StateCacheLayout recurrent_state_layout(const ModelConfig& config, std::int32_t slots);
+
 class Transformer {
  public:
   static absl::StatusOr<std::unique_ptr<Transformer>> create(Backend& backend, const ModelConfig& config,
@@ -70,7 +74,7 @@ class Transformer {
   KvCacheLayout kv_layout() const;  // its num_layers counts the attention layers only
   // The recurrent state this model keeps per request, with `slots` slots per group; num_layers 0
   // for a model without linear-attention layers.
-  StateCacheLayout state_layout(std::int32_t slots) const;
+  StateCacheLayout state_layout(std::int32_t slots) const { return recurrent_state_layout(config_, slots); }
 
  private:
   Transformer(Backend& backend, const ModelConfig& config, ModelWeights weights, const TransformerOptions& options);

@@ -83,7 +83,7 @@ TEST_P(GenerateCli, ReproducesTheReferenceGreedyContinuation) {
   EXPECT_THAT(r.err, HasSubstr("decode"));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, GenerateCli, ::testing::ValuesIn(testing::served_fixture_names()),
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, GenerateCli, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
 TEST(GenerateCliErrors, BadInputFailsClearly) {

@@ -144,7 +144,7 @@ TEST_P(CudaFixture, DevicePicksAndHostRowsInOneBatchAreEachRequestsOwn) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, CudaFixture, ::testing::ValuesIn(testing::served_fixture_names()),
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, CudaFixture, ::testing::ValuesIn(fixture_names()),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
 class CudaSpecEquivalence : public ::testing::TestWithParam<int> {};

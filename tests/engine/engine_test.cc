@@ -100,17 +100,21 @@ TEST_P(EngineFixtureTest, Bf16KvCacheBatchedRequestsEqualEachRunAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchitectures, EngineFixtureTest, ::testing::ValuesIn(testing::served_fixture_names()),
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, EngineFixtureTest, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
-// Until the scheduler keeps recurrent state, a hybrid model is refused at start with the reason,
-// never served wrongly.
-TEST(Engine, HybridModelsAreRefusedWithTheReason) {
-  auto engine = Engine::create(config_for("qwen3-next-f32"));
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(engine.status().message()),
-              ::testing::HasSubstr("Qwen3NextForCausalLM has linear-attention layers, whose recurrent state"));
+// Until the hand-off carries recurrent state, a hybrid model serves colocated only, and a P/D
+// role is refused at start with the reason, never served wrongly.
+TEST(Engine, HybridModelsRefuseAHandoffRole) {
+  for (const NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
+    EngineConfig c = config_for("qwen3-next-f32");
+    c.role = role;
+    auto engine = Engine::create(c);
+    ASSERT_FALSE(engine.ok());
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(std::string(engine.status().message()),
+                ::testing::HasSubstr("recurrent state the P/D hand-off does not carry yet"));
+  }
 }
 
 TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {

@@ -39,16 +39,6 @@ inline bool fixture_has_experts(const std::string& name) {
   return name.find("-moe-") != std::string::npos || fixture_is_hybrid(name);
 }
 
-// The fixtures the engine serves end to end: all but the hybrids, whose recurrent state the
-// scheduler does not keep yet (the forward pass runs them: tests/engine/model).
-inline std::vector<std::string> served_fixture_names() {
-  std::vector<std::string> names;
-  for (const std::string& n : fixture_names()) {
-    if (!fixture_is_hybrid(n)) names.push_back(n);
-  }
-  return names;
-}
-
 // A fixture name as a gtest parameter name ("llama-f32" -> "llama_f32").
 inline std::string test_name_for(std::string fixture) {
   for (char& c : fixture) c = c == '-' ? '_' : c;
