@@ -1,5 +1,6 @@
 // Lossless in law through the whole engine: with probabilistic drafts (a draft model and an EAGLE
-// head sample their drafts from q, and q enters verification), the joint law of a request's first
+// head sample their drafts from q, and q enters verification), and with one-hot drafts on a hybrid
+// target (Qwen3-Next: its recurrent state follows the accepted draft), the joint law of a request's first
 // three output tokens is the target's — at temperature 1, with top-p, and with a logit bias —
 // under token-wise and block verification. 100k requests per case, each with its own seed, through Engine::step() with
 // continuous batching; the law they must follow is computed exactly from the same model and the
@@ -49,7 +50,8 @@ SamplingParams params_for(bool top_p, bool logit_bias) {
 // The target's processed next-token distribution after `tokens` (the engine's own processing).
 class ExactLaw {
  public:
-  explicit ExactLaw(const SamplingParams& params) : params_(params), h_(ModelHarness::load(fixture_path("llama-f32"))) {}
+  explicit ExactLaw(const SamplingParams& params, const std::string& target = "llama-f32")
+      : params_(params), h_(ModelHarness::load(fixture_path(target))) {}
 
   std::vector<float> next(const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& output) {
     TestSequence seq;
@@ -133,17 +135,56 @@ class WrongQProposer final : public testing::ForwardingProposer {
   }
 };
 
+// One-hot drafts the target likes: after the first output token t, its most probable next token
+// and the most probable one after that (from the exact law), so verification accepts often and
+// rejects often. Used on the hybrid target, where the accepted draft decides which recurrent state
+// slot the request goes on from.
+class LikelyDraftsProposer final : public testing::ForwardingProposer {
+ public:
+  LikelyDraftsProposer(std::unique_ptr<Proposer> real, ExactLaw& law) : ForwardingProposer(std::move(real)), law_(law) {}
+  absl::Status propose(std::span<ProposalRequest> batch) override {
+    for (ProposalRequest& p : batch) {
+      p.drafts->clear();
+      const std::vector<std::int32_t> prompt(p.tokens.begin(), p.tokens.begin() + p.prompt_len);
+      std::vector<std::int32_t> output(p.tokens.begin() + p.prompt_len, p.tokens.end());
+      auto& cached = drafts_[output];
+      if (cached.empty()) {
+        for (int i = 0; i < kK; ++i) {
+          const std::vector<float> q = law_.next(prompt, output);
+          const auto best = static_cast<std::int32_t>(std::max_element(q.begin(), q.end()) - q.begin());
+          cached.push_back(best);
+          output.push_back(best);
+        }
+      }
+      p.drafts->assign(cached.begin(), cached.begin() + std::min<std::ptrdiff_t>(p.max_drafts, kK));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ExactLaw& law_;
+  std::map<std::vector<std::int32_t>, std::vector<std::int32_t>> drafts_;  // by the output so far
+};
+
 struct Case {
   std::string label;
-  std::string method;  // "" (no speculation), "draft_model" or "eagle"
+  std::string method;  // "" (no speculation), "draft_model", "eagle", or "likely" (LikelyDraftsProposer)
   std::string rejection;  // "standard" or "block"
   bool top_p = false;
   bool wrong_q = false;  // the negative control
   bool logit_bias = false;
+  std::string target = "llama-f32";
 
   // Probabilistic drafts from the fixture draft model or EAGLE head, k = kK.
   std::optional<SpeculativeConfig> config() const {
     if (method.empty()) return std::nullopt;
+    if (method == "likely") {  // n-gram's plumbing; the proposer is replaced
+      auto c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(kK) +
+                                            R"(, "rejection_sample_method": ")" + rejection + "\"}",
+                                        NodeRole::kColocated);
+      BATON_CHECK(c.ok(), c.status().ToString());
+      return *c;
+    }
     // The near draft model overlaps the target (accepts and corrections both common); the EAGLE
     // fixture head is random (mostly corrections) but runs the heads' probabilistic path.
     const std::string dir = fixture_path(method == "eagle" ? "spec/eagle-llama-f32" : "spec/draft-near-llama-f32");
@@ -162,9 +203,9 @@ struct Samples {
   std::int64_t draft_tokens = 0;
 };
 
-Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt) {
+Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt, ExactLaw& law) {
   EngineConfig cfg;
-  cfg.model_dir = fixture_path("llama-f32");
+  cfg.model_dir = fixture_path(c.target);
   cfg.backend.num_threads = 2;
   cfg.kv_cache_bytes = 16 << 20;
   cfg.scheduler.max_num_batched_tokens = 1024;
@@ -174,6 +215,11 @@ Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt) {
   if (c.wrong_q) {
     hooks.wrap_proposer = [](std::unique_ptr<Proposer> real) {
       return std::unique_ptr<Proposer>(std::make_unique<WrongQProposer>(std::move(real)));
+    };
+  }
+  if (c.method == "likely") {
+    hooks.wrap_proposer = [&law](std::unique_ptr<Proposer> real) {
+      return std::unique_ptr<Proposer>(std::make_unique<LikelyDraftsProposer>(std::move(real), law));
     };
   }
   auto engine = Engine::create(cfg, hooks);
@@ -237,11 +283,11 @@ class EngineDistribution : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineDistribution, FirstThreeTokensFollowTheTargetsLaw) {
   const Case& c = GetParam();
-  ExactLaw exact(params_for(c.top_p, c.logit_bias));
+  ExactLaw exact(params_for(c.top_p, c.logit_bias), c.target);
   const std::vector<std::int32_t> prompt = exact.uncertain_prompt();
   const std::map<Triple, double> law = exact.triples(prompt, kRequests);
   ASSERT_GT(law.size(), 50u) << "too few cells for a test with power";
-  const Samples run = sample_engine(c, prompt);
+  const Samples run = sample_engine(c, prompt, exact);
   const double p = p_value(run, law);
   std::printf("[ chi2     ] %-34s cells %zu  acceptance %.3f  p %.3g\n", c.label.c_str(), law.size(),
               run.acceptance_rate, p);
@@ -264,7 +310,14 @@ INSTANTIATE_TEST_SUITE_P(ProbabilisticDrafts, EngineDistribution,
                                            Case{"draft_model_standard_top_p", "draft_model", "standard", true},
                                            Case{"eagle_block_top_p", "eagle", "block", true},
                                            Case{"draft_model_standard_logit_bias", "draft_model", "standard", false, false, true},
-                                           Case{"control_wrong_q", "draft_model", "standard", false, true}),
+                                           Case{"control_wrong_q", "draft_model", "standard", false, true},
+                                           // A hybrid target: the recurrent state goes on from the
+                                           // slot of the last accepted draft.
+                                           Case{"hybrid_plain", "", "", false, false, false, "qwen3-next-f32"},
+                                           Case{"hybrid_likely_standard", "likely", "standard", false, false, false,
+                                                "qwen3-next-f32"},
+                                           Case{"hybrid_likely_block_top_p", "likely", "block", true, false, false,
+                                                "qwen3-next-f32"}),
                          [](const auto& p) { return p.param.label; });
 
 }  // namespace
