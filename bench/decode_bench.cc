@@ -8,7 +8,7 @@
 //
 // With --profile 1 (the default) each decode line also splits the step into GEMM, attention,
 // norm/rope/activation, sampling/verification, proposer and overhead (kernels/step_profile.h).
-// --verify-k K (default 4, 0: skip) adds a "verify" line: batch-1 steps that verify K drafts from
+// --verify-k K (default 4, 0: skip; skipped for hybrid models) adds a "verify" line: batch-1 steps that verify K drafts from
 // the model itself as draft model (greedy, so every draft is accepted and every step verifies K + 1
 // tokens); its forward time over a batch-1 decode forward of the same engine (a request with
 // speculation off) is the verification/decode cost ratio, forward_over_decode_forward (over the
@@ -36,7 +36,8 @@
 // figure is the median over rounds of those paired fractions.
 //
 // --context N (default 16) gives every decoding request (and the verifying one) an N-token prompt,
-// so each step attends over about N cached positions; --kv-cache-dtype auto|float32|bfloat16 picks
+// so each step attends over about N cached positions (a hybrid's linear-attention layers read a
+// fixed-size recurrent state instead, whatever N); --kv-cache-dtype auto|float32|bfloat16 picks
 // the cache's elements. Decode and verify lines then add the KV bytes a step reads (the cached
 // positions, K and V, every layer) and "fraction_of_bandwidth_floor_with_kv", the floor that reads
 // the weights and those bytes over the step (the verify line: over its target forward): at long
@@ -129,9 +130,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// KV bytes of one cached position (K and V, every layer) in the engine's cache.
+// KV bytes of one cached position (K and V, every attention layer) in the engine's cache.
 double kv_bytes_per_position(const ModelConfig& c, DType dtype) {
-  return 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<double>(dtype_size(dtype));
+  return 2.0 * c.num_attention_layers() * c.num_kv_heads * c.head_dim * static_cast<double>(dtype_size(dtype));
 }
 
 std::unique_ptr<Engine> make_engine(const Args& a, int max_seqs, int draft_k = 0) {
@@ -183,7 +184,10 @@ int main(int argc, char** argv) {
   using namespace baton::bench;
   using Clock = std::chrono::steady_clock;
   (void)init_logging("warn");
-  const Args args = parse(argc, argv);
+  Args args = parse(argc, argv);
+  if (args.verify_k > 0 && ModelConfig::load(args.model).value().num_linear_attention_layers() > 0) {
+    args.verify_k = 0;  // the verify line drafts with the model itself, and no draft model keeps recurrent state
+  }
   StepProfile::enable(args.profile);
   const int max_batch = *std::max_element(args.batches.begin(), args.batches.end());
   auto engine = make_engine(args, max_batch);
@@ -442,6 +446,9 @@ int main(int argc, char** argv) {
       const double per_step = phase == "verify" ? args.verify_k + 1.0 : 1.0;
       const double seqs = phase == "verify" ? 1.0 : j["batch"].get<double>();
       kv_bytes = seqs * (args.context + per_step * (3.0 + args.steps / 2.0)) * kv_position_bytes;
+      // A hybrid's linear-attention layers read each sequence's recurrent state once a step,
+      // whatever the context.
+      kv_bytes += seqs * static_cast<double>(recurrent_state_layout(mc, 1).bytes_per_group());
     }
     if (peak.best_flops_per_second > 0) {
       const double compute_floor_s = matrix_flops / peak.best_flops_per_second;
@@ -473,6 +480,12 @@ int main(int argc, char** argv) {
     j["fraction_of_bandwidth_floor"] = floor_step_s / j["step_seconds_median"].get<double>();
     j["context"] = args.context;
     j["kv_cache_dtype"] = std::string(dtype_name(kv_dtype));
+    if (mc.num_linear_attention_layers() > 0) {
+      // What one request keeps beside its KV in each of its 1 + k slots: the state after one
+      // position, every linear-attention layer (what a hand-off moves).
+      j["recurrent_state_bytes_per_slot"] = recurrent_state_layout(mc, 1).bytes_per_group();
+
+    }
     if (phase != "prefill") {
       j["kv_bytes_per_step"] = kv_bytes;
       j["fraction_of_bandwidth_floor_with_kv"] = (static_cast<double>(weight_bytes) + kv_bytes) / best_bw / timed_s;

@@ -203,8 +203,10 @@ absl::Status parse_hybrid(const json& config, const std::string& where, ModelCon
                        str_cat("(", l.num_key_heads, ") must divide linear_num_value_heads (", l.num_value_heads, ")"));
   }
   BATON_ASSIGN_OR_RETURN(const double factor, get_number(config, where, "partial_rotary_factor", 0.25));
-  const auto rotary = static_cast<std::int32_t>(c.head_dim * factor);  // int(), as the reference rounds
-  if (!(factor > 0 && factor <= 1) || rotary < 2 || rotary % 2 != 0) {
+  // int(), as the reference rounds; only for a factor in (0, 1], so the cast cannot overflow.
+  const bool in_range = factor > 0 && factor <= 1;
+  const std::int32_t rotary = in_range ? static_cast<std::int32_t>(c.head_dim * factor) : 0;
+  if (!in_range || rotary < 2 || rotary % 2 != 0) {
     return field_error(where, "partial_rotary_factor",
                        str_cat("(", factor, ") must leave an even number of rotated dims of head_dim ", c.head_dim,
                                ", got ", rotary));

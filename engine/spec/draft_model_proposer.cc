@@ -53,6 +53,12 @@ absl::Status check_same_vocabulary(const std::string& target_dir, const ModelCon
 absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const SpeculativeConfig& config,
                                                                               const ProposerContext& ctx) {
   BATON_ASSIGN_OR_RETURN(const ModelConfig draft_config, ModelConfig::load(config.model));
+  if (draft_config.num_linear_attention_layers() > 0) {
+    return absl::UnimplementedError(str_cat("speculative_config `model` ", config.model, ": ",
+                                            draft_config.architecture_name,
+                                            " has linear-attention layers; a draft model cannot keep their recurrent "
+                                            "state yet"));
+  }
   BATON_RETURN_IF_ERROR(check_same_vocabulary(ctx.target_dir, *ctx.target_config, config.model, draft_config));
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model));
   WeightLoadOptions wo;

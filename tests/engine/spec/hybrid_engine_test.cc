@@ -169,5 +169,20 @@ TEST(HybridEngine, StateMemoryComesOutOfTheKvBudgetAndPrefixCachingIsOff) {
       << refused.status();
 }
 
+// A draft model cannot keep a recurrent state yet: a hybrid one is refused at start, naming it,
+// rather than failing every request.
+TEST(HybridEngine, AHybridDraftModelIsRefusedAtStart) {
+  EngineConfig c;
+  c.model_dir = fixture_path("qwen3-next-f32");
+  c.kv_cache_bytes = 8 << 20;
+  c.scheduler.max_num_seqs = 4;
+  c.speculative = spec_config(R"({"method": "draft_model", "model": ")" + fixture_path("qwen3-next-f32") + "\"", 2);
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("a draft model cannot keep their recurrent state yet"),
+            std::string::npos)
+      << e.status();
+}
+
 }  // namespace
 }  // namespace baton
