@@ -266,8 +266,10 @@ class Engine {
   std::int32_t max_num_seqs() const { return config_.scheduler.max_num_seqs; }
   const EngineStats& stats() const { return stats_; }
   const KvBlockPool& block_pool() const { return *pool_; }
-  // Hybrid models' recurrent state groups (nullptr for other models).
+  // Hybrid models' recurrent state groups and their memory (nullptr for other models). A
+  // transport moves a hand-off's state with StateCache::span() (HandoffRecord, KvReservation).
   const StateGroupPool* state_groups() const { return state_groups_.get(); }
+  const StateCache* state_cache() const { return state_cache_.get(); }
   // The speculative config in effect (num_speculative_tokens resolved); nullptr without one.
   const SpeculativeConfig* speculative_config() const { return speculator_ ? &speculator_->config() : nullptr; }
   // Speculative decoding counters; nullptr when the engine runs without speculation.
@@ -320,6 +322,8 @@ class Engine {
   // release_held() of a reservation under a write grant: keeps its blocks until end_writes().
   void quarantine(Request* r);
   void free_quarantined(Request& r);
+  // Gives a held request's recurrent state group back (hybrid models; nothing otherwise).
+  void free_state(Request& r);
   // Captures the target's decode and verification graphs for every batch bucket (engine_graphs.cc).
   absl::Status capture_step_graphs();
   // Host mirrors of the KV pools (prefill and decode roles on a backend whose memory the host

@@ -19,6 +19,8 @@ absl::StatusOr<HandoffRecord> Engine::make_handoff(Request* r) {
   h.num_cached_prompt_tokens = r->num_cached_prompt;
   const auto prompt_blocks = static_cast<std::size_t>(BlockTable::blocks_for(r->prompt_len, config_.block_size));
   h.kv_blocks.assign(r->blocks.blocks().begin(), r->blocks.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  h.state_group = r->state_group;
+  h.state_slot = r->state_slot;
   if (speculator_) {
     BATON_ASSIGN_OR_RETURN(h.proposer, speculator_->proposer().export_state(r->key));
   }
@@ -91,9 +93,16 @@ void Engine::release_held(Request* r) {
     return;
   }
   r->blocks.release_all(*pool_);
+  free_state(*r);
   if (speculator_) speculator_->remove_request(*r, /*finished=*/false);
   r->state = RequestState::kFinished;
   drop(r);
+}
+
+void Engine::free_state(Request& r) {
+  if (r.state_group >= 0) state_groups_->free(r.state_group);
+  r.state_group = -1;
+  r.state_slot = -1;
 }
 
 void Engine::quarantine(Request* r) {
@@ -112,6 +121,7 @@ void Engine::quarantine(Request* r) {
 
 void Engine::free_quarantined(Request& r) {
   r.blocks.release_all(*pool_);
+  free_state(r);
   if (speculator_) speculator_->remove_request(r, /*finished=*/false);
 }
 
@@ -230,14 +240,24 @@ absl::StatusOr<KvReservation> Engine::reserve(const std::string& id, std::int32_
                                                 BlockTable::blocks_for(prompt_len, config_.block_size),
                                                 " KV blocks and ", pool_->num_available(), " are free"));
   }
+  if (state_groups_) {
+    r->state_group = state_groups_->allocate();
+    if (r->state_group < 0) {
+      r->blocks.release_all(*pool_);
+      return absl::ResourceExhaustedError(str_cat("reserve: request '", id, "' needs a recurrent state group and all ",
+                                                  state_groups_->num_groups(), " are held"));
+    }
+  }
   KvReservation res;
   res.request_id = id;
   res.prompt_len = prompt_len;
   res.kv_blocks.assign(r->blocks.blocks().begin(), r->blocks.blocks().end());
+  res.state_group = r->state_group;
   if (speculator_) {
     absl::StatusOr<std::vector<BlockId>> blocks = speculator_->proposer().reserve_state(r->key, prompt_len);
     if (!blocks.ok()) {
       r->blocks.release_all(*pool_);
+      free_state(*r);
       return absl::Status(blocks.status().code(), str_cat("reserve: request '", id, "': ", blocks.status().message()));
     }
     r->proposer_blocks = *blocks;
@@ -287,6 +307,10 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
                           ") exceeds max_model_len ", max_model_len_));
   }
   if (!h.params.stop.empty() && !decoder_factory_) return reject("stop strings need a tokenizer, and this model has none");
+  if (state_cache_ && (h.state_slot < 0 || h.state_slot >= state_cache_->layout().slots)) {
+    return reject(str_cat("the record's recurrent state slot is ", h.state_slot, "; this engine's groups have ",
+                          state_cache_->layout().slots, " slots"));
+  }
 
   // Every byte the prefill node sent is in the transfer regions now: move it into the pools.
   if (!mirrors_.empty()) upload_reserved(*r);
@@ -296,6 +320,7 @@ absl::Status Engine::commit(const std::string& id, const HandoffRecord& h) {
   r->tokens = h.prompt;
   r->tokens.push_back(h.first_token);
   r->num_computed = r->prompt_len;
+  if (state_cache_) r->state_slot = h.state_slot;  // the transport put the state there
   r->num_cached_prompt = h.num_cached_prompt_tokens;
   r->arrival = now();
   r->first_token_time = r->arrival;
@@ -375,6 +400,7 @@ KvLayoutFingerprint Engine::layout_fingerprint() const {
   if (speculator_) {
     if (std::optional<KvPoolFingerprint> draft = speculator_->proposer().kv_fingerprint()) f.pools.push_back(*draft);
   }
+  if (state_cache_) f.recurrent_state_slots = state_cache_->layout().slots;
   return f;
 }
 

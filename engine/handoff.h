@@ -6,8 +6,8 @@
 //   decode engine  commit(id, record)       -> the request continues decoding
 // A request prefilled by one engine and committed into another yields exactly the tokens one
 // colocated engine yields: the record carries everything its tokens depend on (prompt, sampling
-// parameters and seed — draws are keyed by it, random.h — the first token, and the proposer's
-// state), and the KV itself is bit-identical (batch-invariant kernels, same layout fingerprint).
+// parameters and seed — draws are keyed by it, random.h — the first token, the proposer's state
+// and a hybrid model's recurrent state), and the KV itself is bit-identical (batch-invariant kernels, same layout fingerprint).
 //
 // Plain data: no engine pointers, so node services can serialize it. Must not carry text.
 #pragma once
@@ -31,6 +31,9 @@ struct KvReservation {
   std::vector<BlockId> kv_blocks;        // target pool, positions [0, prompt_len)
   std::vector<BlockId> proposer_blocks;  // the proposer's pool ("draft"), if it has one
   std::int32_t proposer_kv_positions = 0;
+  // Hybrid models: the recurrent state group the state lands in (StateCache), in the slot the
+  // record names.
+  std::int32_t state_group = -1;
   EngineClock::time_point deadline{};
 };
 
@@ -50,6 +53,11 @@ struct HandoffRecord {
   std::int32_t num_cached_prompt_tokens = 0;
   std::vector<BlockId> kv_blocks;             // target pool blocks on the prefill engine, positions [0, prompt_len)
   ProposerHandoff proposer;                   // the proposer's state (its KV blocks are in its pool)
+  // Hybrid models: where the recurrent state after the prompt is on the prefill engine — slot
+  // state_slot of group state_group, every recurrent layer. A transport copies it into the same
+  // slot of the reservation's group (both engines run the same k, so the slots agree).
+  std::int32_t state_group = -1;
+  std::int32_t state_slot = -1;
 };
 
 }  // namespace baton

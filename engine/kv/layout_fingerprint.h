@@ -32,7 +32,7 @@ struct KvLayoutFingerprint {
   static constexpr std::int32_t kVersion = 1;
   std::int32_t version = kVersion;
   std::vector<KvPoolFingerprint> pools;  // "target" first
-  std::int32_t recurrent_state_slots = 0;  // 1 + k per request for hybrid recurrent models; 0 here
+  std::int32_t recurrent_state_slots = 0;  // 1 + k per request for hybrid recurrent models; 0 otherwise
 
   nlohmann::json to_json() const;
   std::string serialize() const;  // compact JSON

@@ -46,6 +46,14 @@ TensorView StateCache::slot(std::int32_t layer, std::int32_t group, std::int32_t
                                 {layout_.floats_per_slot()}, device_);
 }
 
+KvRegion StateCache::region() const { return KvRegion{memory_.data(), memory_.bytes(), device_}; }
+
+KvSpan StateCache::span(std::int32_t layer, std::int32_t group, std::int32_t s) const {
+  const TensorView v = slot(layer, group, s);
+  return KvSpan{static_cast<std::size_t>(static_cast<char*>(v.data) - static_cast<char*>(memory_.data())),
+                static_cast<std::size_t>(v.numel()) * sizeof(float)};
+}
+
 void StateCache::copy_slot(Backend& backend, std::int32_t group, std::int32_t from, std::int32_t to) const {
   if (from == to) return;
   const auto bytes = static_cast<std::size_t>(layout_.floats_per_slot()) * sizeof(float);

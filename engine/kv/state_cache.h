@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kv/kv_cache.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -51,6 +52,10 @@ class StateCache {
   TensorView recurrent(std::int32_t layer) const;
   // The whole of one (layer, group, slot): [floats_per_slot] F32.
   TensorView slot(std::int32_t layer, std::int32_t group, std::int32_t slot) const;
+  // The memory as a transport sees it, and where one (layer, group, slot) lives in it: the bytes a
+  // hand-off moves (one slot per recurrent layer: the state after the prompt).
+  KvRegion region() const;
+  KvSpan span(std::int32_t layer, std::int32_t group, std::int32_t slot) const;
   // Copies slot `from` of a group to slot `to` in every layer (the engine's compaction of the
   // accepted state into slot 0, when it wants one).
   void copy_slot(Backend& backend, std::int32_t group, std::int32_t from, std::int32_t to) const;

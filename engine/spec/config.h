@@ -56,7 +56,7 @@ struct SpeculativeConfig {
   double proposer_budget_ms = 5.0;
 
   // `json_text` is the object as given on a command line. `model_has_recurrent_layers` is part of
-  // the P/D rule (no supported model has them yet; the check exists for when one does).
+  // the P/D rule (hybrid models, e.g. Qwen3-Next).
   static absl::StatusOr<SpeculativeConfig> parse(std::string_view json_text, NodeRole role,
                                                  bool model_has_recurrent_layers = false);
   static absl::StatusOr<SpeculativeConfig> from_json(const nlohmann::json& j, NodeRole role,

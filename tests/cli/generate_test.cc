@@ -154,6 +154,17 @@ TEST(UpCliErrors, ABusyRouterPortIsRefusedBeforeAnyNodeStarts) {
   ::close(fd);
 }
 
+// A hybrid model's recurrent state does not travel between nodes yet: `baton up` on one fails
+// with its nodes' reason, and `baton generate` serves it (GenerateCli above runs the hybrids).
+TEST(UpCliErrors, AHybridModelIsRefusedByItsNodesWithTheReason) {
+  const ProcessResult r = run_baton("up --model " + testing::fixture_path("qwen3-next-f32") +
+                                    " --port 0 --http-port 0 --kv-cache-memory 0.125");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("failed to start"));
+  EXPECT_THAT(r.err, HasSubstr("Qwen3NextForCausalLM has linear-attention layers, whose recurrent state the KV "
+                               "transports do not move between nodes yet"));
+}
+
 // Engine flags configure a local engine: with --endpoint they would be ignored, so they are refused.
 TEST(GenerateCliErrors, EngineFlagsWithAnEndpointAreRefused) {
   for (const std::string& flag : {std::string("--model ") + testing::fixture_path("llama-f32"), std::string("--threads 2"),

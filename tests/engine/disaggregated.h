@@ -1,6 +1,7 @@
 // Running requests through a prefill engine and a decode engine in one process, the way the
 // nodes will: reserve on D, prefill on P with a layer-by-layer copy of the target KV (the engine's
-// per-layer callback), then the proposer's KV, commit on D, release on P. The "transport" is a
+// per-layer callback), then the proposer's KV and a hybrid's recurrent state, commit on D, release
+// on P. The "transport" is a
 // memcpy between the two engines' registered pool regions, addressed only through what the
 // engines expose (regions, (layer, block) spans, block ids in the reservation and the record),
 // so it checks that API as a real transport would use it.
@@ -55,6 +56,24 @@ inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_bloc
 inline void poison_pools(Engine& e) {
   for (const KvPoolInfo& p : e.kv_pools()) {
     for (const KvRegion& r : {p.cache->region(), p.transfer}) std::memset(r.base, 0xff, r.bytes);
+  }
+  if (const StateCache* s = e.state_cache()) std::memset(s->region().base, 0xff, s->region().bytes);
+}
+
+// A hybrid model's recurrent state after the prompt: its slot of P's group, every recurrent
+// layer, into the same slot of D's reserved group.
+inline void copy_state(const Engine& p, const HandoffRecord& h, const Engine& d, const KvReservation& r,
+                       const ByteCopy& copy = host_copy) {
+  const StateCache* from = p.state_cache();
+  const StateCache* to = d.state_cache();
+  if (from == nullptr) return;
+  BATON_CHECK(to != nullptr && h.state_group >= 0 && r.state_group >= 0, "a hybrid hand-off without state groups");
+  for (std::int32_t layer = 0; layer < from->layout().num_layers; ++layer) {
+    const KvSpan a = from->span(layer, h.state_group, h.state_slot);
+    const KvSpan b = to->span(layer, r.state_group, h.state_slot);
+    BATON_CHECK(a.bytes == b.bytes, "state slot sizes differ");
+    copy(static_cast<char*>(to->region().base) + b.offset, static_cast<const char*>(from->region().base) + a.offset,
+         a.bytes);
   }
 }
 
@@ -114,6 +133,7 @@ inline std::map<std::string, std::vector<std::int32_t>> run_disaggregated(
           copy_blocks(p_draft, o.handoff->proposer.kv_blocks, d_draft, r.proposer_blocks, 0,
                       p_draft.cache->layout().num_layers - 1, copy);
         }
+        copy_state(p, *o.handoff, d, r, copy);
         const absl::Status c = d.commit(o.request_id, *o.handoff);
         BATON_CHECK(c.ok(), c.ToString());
         BATON_CHECK(p.release(o.request_id).ok(), "release");

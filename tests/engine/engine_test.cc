@@ -103,17 +103,19 @@ TEST_P(EngineFixtureTest, Bf16KvCacheBatchedRequestsEqualEachRunAlone) {
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, EngineFixtureTest, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
-// Until the hand-off carries recurrent state, a hybrid model serves colocated only, and a P/D
-// role is refused at start with the reason, never served wrongly.
-TEST(Engine, HybridModelsRefuseAHandoffRole) {
+// A hybrid model's hand-off moves its recurrent state from the engines' own state memory; through
+// host mirrors (a GPU whose memory the host cannot read) it cannot yet, so such a P/D engine is
+// refused at start with the reason, never served wrongly.
+TEST(Engine, HybridModelsRefuseAHandoffThroughHostMirrors) {
   for (const NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
     EngineConfig c = config_for("qwen3-next-f32");
     c.role = role;
+    c.backend.cpu_discrete_memory = true;
     auto engine = Engine::create(c);
     ASSERT_FALSE(engine.ok());
     EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
     EXPECT_THAT(std::string(engine.status().message()),
-                ::testing::HasSubstr("recurrent state the P/D hand-off does not carry yet"));
+                ::testing::HasSubstr("recurrent state a hand-off cannot move through host mirrors yet"));
   }
 }
 
