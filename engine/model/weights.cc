@@ -48,7 +48,9 @@ absl::StatusOr<ModelWeights> ModelWeights::load(const ModelConfig& c, std::share
   const std::set<std::string> used = load.used();
   std::vector<std::string> unused;
   for (const std::string& name : ckpt->names()) {
-    if (!used.contains(name) && !is_ignorable_tensor(name) && !(c.tie_word_embeddings && name == "lm_head.weight")) {
+    // Qwen3-Next checkpoints carry their MTP module (mtp.*) beside the target: the MTP proposer's.
+    const bool mtp = c.architecture == Architecture::kQwen3Next && name.starts_with("mtp.");
+    if (!used.contains(name) && !is_ignorable_tensor(name) && !mtp && !(c.tie_word_embeddings && name == "lm_head.weight")) {
       unused.push_back(name);
     }
   }

@@ -201,10 +201,15 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
         HeadModule m;
         BATON_ASSIGN_OR_RETURN(m.fuse, load.matrix("mtp.fc.weight", hs, 2 * hs, "[hidden, 2 hidden]"));
         BATON_ASSIGN_OR_RETURN(m.fuse, load.for_linear(m.fuse));
-        BATON_ASSIGN_OR_RETURN(m.embed_norm, load.vector_f32({{"mtp.pre_fc_norm_embedding.weight", hs}}, "[hidden]"));
-        BATON_ASSIGN_OR_RETURN(m.hidden_norm, load.vector_f32({{"mtp.pre_fc_norm_hidden.weight", hs}}, "[hidden]"));
-        BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, str_cat("mtp.layers.", i, "."), {.input_norm = true, .in_width = hs}));
-        BATON_ASSIGN_OR_RETURN(m.out_norm, load.vector_f32({{"mtp.norm.weight", hs}}, "[hidden]"));
+        // With a Qwen3-Next config the norms are zero-centred, the layer is a gated full-attention
+        // layer, and its MLP is the experts wherever the config's rule puts them (layer i).
+        BATON_ASSIGN_OR_RETURN(m.embed_norm, load.norm(c, "mtp.pre_fc_norm_embedding.weight", hs, "[hidden]"));
+        BATON_ASSIGN_OR_RETURN(m.hidden_norm, load.norm(c, "mtp.pre_fc_norm_hidden.weight", hs, "[hidden]"));
+        WeightLoader::LayerSpec spec{.input_norm = true, .in_width = hs};
+        spec.experts = c.has_experts() && static_cast<std::size_t>(i) < c.sparse_mlp.size() &&
+                       c.sparse_mlp[static_cast<std::size_t>(i)];
+        BATON_ASSIGN_OR_RETURN(m.layer, load.layer(c, str_cat("mtp.layers.", i, "."), spec));
+        BATON_ASSIGN_OR_RETURN(m.out_norm, load.norm(c, "mtp.norm.weight", hs, "[hidden]"));
         m.lm_head = target_weights.lm_head;
         m.embed = target_weights.embed;
         h->modules_.push_back(m);

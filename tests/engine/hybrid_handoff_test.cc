@@ -75,6 +75,41 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, HybridHandoff,
                                   std::to_string(std::get<1>(p.param));
                          });
 
+// Qwen3-Next's MTP on both sides (the same k): the hand-off carries the head's KV and features
+// and the target's recurrent state together.
+TEST(HybridHandoffMtp, DisaggregatedTokensEqualColocatedTokens) {
+  const std::string target = "qwen3-next-f32";
+  const auto mtp = [](NodeRole role) {
+    auto c = SpeculativeConfig::parse(R"({"method": "mtp", "num_speculative_tokens": 2, "model": ")" +
+                                          testing::fixture_path("spec/mtp-next-qwen3-next-f32") + "\"}",
+                                      role, /*model_has_recurrent_layers=*/true);
+    BATON_CHECK(c.ok(), c.status().ToString());
+    return *c;
+  };
+  EngineSetup colocated{target}, prefill{target}, decode{target};
+  prefill.role = NodeRole::kPrefill;
+  decode.role = NodeRole::kDecode;
+  colocated.spec = mtp(NodeRole::kColocated);
+  prefill.spec = mtp(NodeRole::kPrefill);
+  decode.spec = mtp(NodeRole::kDecode);
+  auto c = make_engine(colocated);
+  auto p = make_engine(prefill);
+  auto d = make_engine(decode);
+  testing::poison_pools(*d);
+  const std::int32_t vocab = c->model_config().vocab_size;
+  std::vector<testing::Job> jobs = greedy_jobs(vocab, 5, "g");
+  for (const testing::Job& j : seeded_jobs(vocab, 3)) jobs.push_back(j);
+  const auto want = run_jobs(*c, jobs);
+  const auto got = run_disaggregated(*p, *d, jobs);
+  for (const testing::Job& j : jobs) EXPECT_EQ(got.at(j.id), want.at(j.id)) << j.id;
+  EXPECT_EQ(d->spec_stats()->num_draft_tokens, c->spec_stats()->num_draft_tokens);
+  EXPECT_EQ(d->spec_stats()->num_accepted_tokens, c->spec_stats()->num_accepted_tokens);
+  testing::expect_no_blocks_held(*p, "prefill engine");
+  testing::expect_no_blocks_held(*d, "decode engine");
+  expect_state_groups_free(*p, "prefill engine");
+  expect_state_groups_free(*d, "decode engine");
+}
+
 // The hybrid branch of the P/D rule, at the layout: P with k = 1 and D with k = 2 keep 2 and 3
 // slots per request, so their fingerprints differ and nothing moves between them.
 TEST(HybridHandoffRule, PAndDOfDifferentKDoNotPair) {

@@ -16,9 +16,23 @@ What it is for
     mtp-deepseek   model.layers.{N+i}.{enorm, hnorm, eh_proj, shared_head.{norm, head},
                    embed_tokens} + a decoder block, N = target layers, num_nextn_predict_layers.
     mtp-qwen3next  mtp.{fc, pre_fc_norm_embedding, pre_fc_norm_hidden, layers.i, norm}; the
-                   target's embeddings and lm_head. Plain Qwen3 blocks (dense MLP, q/k norm,
-                   RMSNorm x * w); real Qwen3-Next MTP uses gated attention, MoE and (1 + w)
-                   norms, which Baton does not support.
+                   target's embeddings and lm_head. The layers follow the head config's
+                   architectures[0]:
+                     Qwen3NextForCausalLM (the real module): every RMSNorm (mtp.*, input/post
+                       norms, per-head q/k norms) is zero-centred, x * rsqrt(mean x^2 + eps) *
+                       (1 + w); each mtp.layers.i is a Qwen3-Next full-attention layer as in
+                       transformer_ref.py: q_proj [2 * heads * head_dim, H] gives per head
+                       [query | gate], k/v/o_proj, q/k norms before RoPE on the first
+                       head_dim * partial_rotary_factor dims, output * sigmoid(gate) before
+                       o_proj; its MLP is the MoE block (mlp.gate, mlp.experts.e.*,
+                       mlp.shared_expert.*, mlp.shared_expert_gate) when the config's rule says
+                       layer i is sparse (i not in mlp_only_layers, num_experts > 0,
+                       (i + 1) % decoder_sparse_step == 0), else the dense SiLU MLP.
+                       Config defaults as transformer_ref.py's Qwen3-Next (head_dim 256,
+                       partial_rotary_factor 0.25, rms_norm_eps 1e-6, 512 experts, top 10,
+                       norm_topk_prob); the MoE sizes must be given.
+                     anything else (a simplified layout): plain Qwen3 blocks (dense MLP, q/k
+                       norm, full rotary, ungated attention), RMSNorm x * w.
     draft_model    a full HF-layout decoder (transformer_ref.py) with the target's vocab_size.
 
 Semantics (the contract Baton implements). Tokens t_0..t_{n-1}; the target's states at p are
@@ -33,7 +47,8 @@ Semantics (the contract Baton implements). Tokens t_0..t_{n-1}; the target's sta
              vocab; draft id d -> target id d + d2t[d].
     mtp-ds   e = embed_tokens_layer(t), zeroed at p == 0; x = eh_proj(cat(enorm(e), hnorm(f)));
              a normal decoder layer on x; logits = shared_head.head(shared_head.norm(out)).
-    mtp-q3n  x = fc(cat(pre_fc_norm_embedding(embed(t)), pre_fc_norm_hidden(f))); a Qwen3 layer;
+    mtp-q3n  x = fc(cat(pre_fc_norm_embedding(embed(t)), pre_fc_norm_hidden(f))); the layer
+             (Qwen3-Next full attention + MoE/MLP, or the simplified Qwen3 block) on x;
              logits = target lm_head(mtp.norm(out)); no position-0 zeroing; the feature fed
              back while drafting is mtp.norm(out) (vLLM's qwen3_next_mtp returns it normed).
   Drafting k greedily after t_0..t_{n-1}: every head layer catches up on p = 0..n-2 with target
@@ -73,14 +88,20 @@ METHOD_OF_LAYOUT = {"eagle": "eagle", "eagle3": "eagle3", "mtp-deepseek": "mtp",
 
 @dataclass
 class Block:
-    """One decoder layer: weights by short name (q k v o gate up down post_norm [input_norm]
-    [q_norm k_norm]), float64."""
+    """One decoder layer: weights by short name (q k v o post_norm [input_norm] [q_norm k_norm],
+    then the dense MLP gate up down, or the MoE router, e{e}.gate/up/down, shared.gate/up/down,
+    shared_gate), float64."""
     w: dict = field(repr=False)
     n_heads: int
     n_kv_heads: int
     head_dim: int
     eps: float
-    inv_freq: torch.Tensor
+    inv_freq: torch.Tensor  # [rotary_dim / 2]; RoPE rotates the first rotary_dim dims of a head
+    zero_centred: bool = False  # its RMSNorms scale by (1 + w)
+    attn_gate: bool = False  # q_proj yields per head [query | gate]; output * sigmoid(gate)
+    n_experts: int = 0  # > 0: the MLP is a mixture of experts plus the gated shared expert
+    top_k: int = 0
+    norm_topk_prob: bool = False
 
 
 @dataclass
@@ -97,6 +118,7 @@ class Head:
     d2t: torch.Tensor = None  # eagle3, int64 [D]
     t2d: torch.Tensor = None  # eagle3, bool [V]
     draft_model: ref.Model = None  # draft_model
+    zero_centred: bool = False  # mtp-qwen3next with a Qwen3NextForCausalLM config: (1 + w) norms
 
     @property
     def method(self):
@@ -281,8 +303,18 @@ def load_mtp_deepseek(ts, cfg, target, vocab):
     return Head("mtp-deepseek", cfg, h, float(cfg["rms_norm_eps"]), blocks, w, vocab)
 
 
+QWEN3_NEXT_MTP_KEYS = ("partial_rotary_factor", "num_experts", "num_experts_per_tok", "norm_topk_prob",
+                      "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step",
+                      "mlp_only_layers")
+
+
 def load_mtp_qwen3next(ts, cfg, target, vocab):
     check_same_geometry(ts, cfg, target)
+    real = (cfg.get("architectures") or [None])[0] == "Qwen3NextForCausalLM"
+    if real:
+        diff = [k for k in QWEN3_NEXT_MTP_KEYS if cfg.get(k) != target.config.get(k)]
+        if diff:
+            raise ValueError(f"{ts.where}: MTP config differs from the target's in {diff}")
     h, n_mtp = cfg["hidden_size"], cfg.get("num_nextn_predict_layers")
     if not n_mtp:
         raise ValueError(f"{ts.where}: needs num_nextn_predict_layers >= 1")
@@ -290,23 +322,109 @@ def load_mtp_qwen3next(ts, cfg, target, vocab):
          "pre_embed": ts.take("mtp.pre_fc_norm_embedding.weight", [h]),
          "pre_hidden": ts.take("mtp.pre_fc_norm_hidden.weight", [h]),
          "norm": ts.take("mtp.norm.weight", [h])}
-    blocks = [load_block(ts, f"mtp.layers.{i}.", cfg, h, input_norm=True, qk_norm=target.qk_norm)
-              for i in range(n_mtp)]
+    if real:
+        blocks = [load_qwen3_next_block(ts, f"mtp.layers.{i}.", cfg, i) for i in range(n_mtp)]
+        eps = blocks[0].eps
+    else:
+        blocks = [load_block(ts, f"mtp.layers.{i}.", cfg, h, input_norm=True, qk_norm=target.qk_norm)
+                  for i in range(n_mtp)]
+        eps = float(cfg["rms_norm_eps"])
     ts.finish()
-    return Head("mtp-qwen3next", cfg, h, float(cfg["rms_norm_eps"]), blocks, w, vocab)
+    return Head("mtp-qwen3next", cfg, h, eps, blocks, w, vocab, zero_centred=real)
+
+
+def load_qwen3_next_block(ts, prefix, cfg, i):
+    """A Qwen3-Next full-attention decoder layer; its MLP by the config's sparse rule for index i."""
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"{ts.where}: unsupported hidden_act {cfg['hidden_act']!r}")
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise ValueError(f"{ts.where}: attention/mlp biases are not supported in heads")
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or 256
+    rot = int(hd * cfg.get("partial_rotary_factor", 0.25))
+    if rot % 2 or not 0 < rot <= hd or nh % nkv:
+        raise ValueError(f"{ts.where}: rotary dim {rot} of head_dim {hd} / {nh} heads, {nkv} kv heads invalid")
+    inv = ref.rope_inv_freq(rot, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling"))
+    w = {"input_norm": ts.take(prefix + "input_layernorm.weight", [h]),
+         "q": ts.take(prefix + "self_attn.q_proj.weight", [2 * nh * hd, h]),
+         "k": ts.take(prefix + "self_attn.k_proj.weight", [nkv * hd, h]),
+         "v": ts.take(prefix + "self_attn.v_proj.weight", [nkv * hd, h]),
+         "o": ts.take(prefix + "self_attn.o_proj.weight", [h, nh * hd]),
+         "q_norm": ts.take(prefix + "self_attn.q_norm.weight", [hd]),
+         "k_norm": ts.take(prefix + "self_attn.k_norm.weight", [hd]),
+         "post_norm": ts.take(prefix + "post_attention_layernorm.weight", [h])}
+    n_experts = cfg.get("num_experts", 512)
+    step, dense = cfg.get("decoder_sparse_step", 1), set(cfg.get("mlp_only_layers") or [])
+    sparse = i not in dense and n_experts > 0 and (i + 1) % step == 0
+    p = prefix + "mlp."
+    if sparse:
+        for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):
+            if not cfg.get(key):
+                raise ValueError(f"{ts.where}: config needs {key} for the MoE layer {prefix}")
+        moe, shared = cfg["moe_intermediate_size"], cfg["shared_expert_intermediate_size"]
+        w["router"] = ts.take(p + "gate.weight", [n_experts, h])
+        for e in range(n_experts):
+            w[f"e{e}.gate"] = ts.take(p + f"experts.{e}.gate_proj.weight", [moe, h])
+            w[f"e{e}.up"] = ts.take(p + f"experts.{e}.up_proj.weight", [moe, h])
+            w[f"e{e}.down"] = ts.take(p + f"experts.{e}.down_proj.weight", [h, moe])
+        w["shared.gate"] = ts.take(p + "shared_expert.gate_proj.weight", [shared, h])
+        w["shared.up"] = ts.take(p + "shared_expert.up_proj.weight", [shared, h])
+        w["shared.down"] = ts.take(p + "shared_expert.down_proj.weight", [h, shared])
+        w["shared_gate"] = ts.take(p + "shared_expert_gate.weight", [1, h])
+    else:
+        inter = cfg["intermediate_size"]
+        w["gate"] = ts.take(p + "gate_proj.weight", [inter, h])
+        w["up"] = ts.take(p + "up_proj.weight", [inter, h])
+        w["down"] = ts.take(p + "down_proj.weight", [h, inter])
+    top_k = cfg.get("num_experts_per_tok", 10)
+    if sparse and not 0 < top_k <= n_experts:
+        raise ValueError(f"{ts.where}: num_experts_per_tok {top_k} of {n_experts} experts")
+    return Block(w, nh, nkv, hd, float(cfg.get("rms_norm_eps", 1e-6)), inv, zero_centred=True, attn_gate=True,
+                 n_experts=n_experts if sparse else 0, top_k=top_k,
+                 norm_topk_prob=bool(cfg.get("norm_topk_prob", True)))
 
 
 # ----------------------------------------------------------------------------- math
 
 
+def block_norm(b, x, name):
+    """The layer's RMSNorm with weight `name`: scale w, or (1 + w) when zero-centred."""
+    w = b.w[name]
+    return ref.rms_norm(x, 1.0 + w if b.zero_centred else w, b.eps)
+
+
+def swiglu(y, gate, up, down):
+    return (torch.nn.functional.silu(y @ gate.T) * (y @ up.T)) @ down.T
+
+
+def block_mlp(b, y):
+    """The dense SiLU MLP, or softmax routing to the top_k experts (weights renormalized when
+    norm_topk_prob) plus the shared expert scaled by sigmoid(shared_expert_gate)."""
+    if not b.n_experts:
+        return swiglu(y, b.w["gate"], b.w["up"], b.w["down"])
+    probs = torch.softmax(y @ b.w["router"].T, dim=-1)
+    weights, chosen = torch.topk(probs, b.top_k)
+    if b.norm_topk_prob:
+        weights = weights / weights.sum()
+    out = torch.zeros_like(y)
+    for wt, e in zip(weights.tolist(), chosen.tolist()):
+        out = out + wt * swiglu(y, b.w[f"e{e}.gate"], b.w[f"e{e}.up"], b.w[f"e{e}.down"])
+    shared = swiglu(y, b.w["shared.gate"], b.w["shared.up"], b.w["shared.down"])
+    return out + torch.sigmoid(y @ b.w["shared_gate"].T) * shared
+
+
 def block_step(b, cache, attn_in, residual, pos):
     """One position through a decoder layer with a KV cache: cache is a list of (pos, k, v)."""
-    q = (attn_in @ b.w["q"].T).view(1, b.n_heads, b.head_dim)
+    if b.attn_gate:  # per head [query (head_dim) | gate (head_dim)]
+        q, gate = (attn_in @ b.w["q"].T).view(1, b.n_heads, 2 * b.head_dim).split(b.head_dim, dim=-1)
+    else:
+        q = (attn_in @ b.w["q"].T).view(1, b.n_heads, b.head_dim)
     k = (attn_in @ b.w["k"].T).view(1, b.n_kv_heads, b.head_dim)
     v = (attn_in @ b.w["v"].T).view(b.n_kv_heads, b.head_dim)
     if "q_norm" in b.w:  # per-head RMSNorm, before RoPE
-        q = ref.rms_norm(q, b.w["q_norm"], b.eps)
-        k = ref.rms_norm(k, b.w["k_norm"], b.eps)
+        q = block_norm(b, q, "q_norm")
+        k = block_norm(b, k, "k_norm")
     where = torch.tensor([pos])
     q, k = ref.apply_rope(q, where, b.inv_freq)[0], ref.apply_rope(k, where, b.inv_freq)[0]
     assert not cache or cache[-1][0] < pos, "positions must increase"
@@ -315,9 +433,11 @@ def block_step(b, cache, attn_in, residual, pos):
     keys = torch.stack([c[1] for c in cache]).repeat_interleave(group, dim=1)  # [T, nh, hd]
     values = torch.stack([c[2] for c in cache]).repeat_interleave(group, dim=1)
     probs = torch.softmax(torch.einsum("hd,thd->ht", q, keys) / math.sqrt(b.head_dim), dim=-1)
-    x = residual + torch.einsum("ht,thd->hd", probs, values).reshape(-1) @ b.w["o"].T
-    y = ref.rms_norm(x, b.w["post_norm"], b.eps)
-    return x + (torch.nn.functional.silu(y @ b.w["gate"].T) * (y @ b.w["up"].T)) @ b.w["down"].T
+    attn = torch.einsum("ht,thd->hd", probs, values).reshape(-1)
+    if b.attn_gate:
+        attn = attn * torch.sigmoid(gate.reshape(-1))
+    x = residual + attn @ b.w["o"].T
+    return x + block_mlp(b, block_norm(b, x, "post_norm"))
 
 
 class TargetFeatures:
@@ -360,11 +480,14 @@ def head_step(head, target, caches, layer, pos, token, feature, from_target):
         out = block_step(b, cache, ref.rms_norm(x, b.w["input_norm"], eps), x, pos)
         return out, ref.rms_norm(out, w[i + "head_norm"], eps) @ w[i + "head"].T
     assert head.layout == "mtp-qwen3next"
-    x = torch.cat([ref.rms_norm(embed_t[token], w["pre_embed"], eps),
-                   ref.rms_norm(feature, w["pre_hidden"], eps)]) @ w["fc"].T
-    out = block_step(b, cache, ref.rms_norm(x, b.w["input_norm"], eps), x, pos)
+
+    def norm(x, name):  # the mtp.* norms: (1 + w) for the real Qwen3-Next module
+        return ref.rms_norm(x, 1.0 + w[name] if head.zero_centred else w[name], eps)
+
+    x = torch.cat([norm(embed_t[token], "pre_embed"), norm(feature, "pre_hidden")]) @ w["fc"].T
+    out = block_step(b, cache, block_norm(b, x, "input_norm"), x, pos)
     # Qwen3-Next's MTP returns (and so feeds back) its output after mtp.norm, as vLLM does.
-    normed = ref.rms_norm(out, w["norm"], eps)
+    normed = norm(out, "norm")
     return normed, normed @ target.weights["lm_head.weight"].T
 
 

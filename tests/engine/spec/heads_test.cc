@@ -95,7 +95,7 @@ bool feed_next(ModelHarness& h, const std::vector<Proposer*>& ps, const std::vec
   if (batch.sequences.empty()) return false;
   batch.capture_layer_inputs = spec.layer_inputs;
   batch.capture_final_hidden = spec.final_hidden;
-  auto out = h.model->forward(batch, *h.cache);
+  auto out = h.model->forward(batch, *h.cache, h.states.get());
   BATON_CHECK(out.ok(), out.status().ToString());
   std::vector<TensorView> views = out->layer_inputs;
   if (spec.final_hidden) views.push_back(out->final_hidden);
@@ -177,7 +177,7 @@ SpeculativeConfig head_config(const HeadCase& c) {
 
 TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
   const auto cases = head_cases();
-  ASSERT_EQ(cases.size(), 8u);
+  ASSERT_EQ(cases.size(), 9u);
   for (const HeadCase& c : cases) {
     auto h = ModelHarness::load(fixture_path(c.target));
     auto proposer = make_proposer(head_config(c), context_for(h, c.target));

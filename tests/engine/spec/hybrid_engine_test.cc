@@ -1,7 +1,7 @@
 // Hybrid targets (the Qwen3-Next fixtures: Gated DeltaNet layers with a recurrent state beside
 // the KV cache) through the whole Engine: speculative decoding stays token-identical to plain
 // decoding when drafts are accepted in full, rejected at the first token or rejected in the
-// middle (an oracle proposer makes all three happen on purpose), with n-gram and suffix drafts,
+// middle (an oracle proposer makes all three happen on purpose), with n-gram, suffix and MTP drafts,
 // with step graphs, and under preemption and chunked prefill; every state group and block comes
 // back to its pool.
 #include <map>
@@ -113,6 +113,26 @@ TEST_P(HybridSpec, NgramAndSuffixDraftsGiveThePlainTokens) {
     EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << method << ": never speculated";
     expect_pools_empty(*engine, method);
   }
+}
+
+// Qwen3-Next's own MTP module (gated attention, experts, zero-centred norms; its own KV, no
+// recurrent state) drafting for the hybrid target.
+TEST_P(HybridSpec, MtpDraftsGiveThePlainTokens) {
+  const auto& [target, k] = GetParam();
+  if (target != "qwen3-next-f32") GTEST_SKIP() << "the MTP fixture head is qwen3-next-f32's";
+  auto plain = make_engine(target, std::nullopt);
+  const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
+  const auto expected = run(*plain, jobs);
+  auto engine = make_engine(
+      target, spec_config(R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp-next-qwen3-next-f32") + "\"", k));
+  const auto got = run(*engine, jobs);
+  for (const Job& j : jobs) {
+    if (j.params.greedy()) {
+      EXPECT_EQ(got.at(j.id), expected.at(j.id)) << "mtp k=" << k << " " << j.id;
+    }
+  }
+  EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << "never speculated";
+  expect_pools_empty(*engine, "mtp");
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, HybridSpec,
