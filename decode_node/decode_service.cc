@@ -144,6 +144,14 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
       reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty"));
       return;
     }
+    if (e.state_cache() != nullptr) {
+      // A hybrid's recurrent state would have to arrive with the KV, and no transport moves it yet.
+      reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                   str_cat("this decode node serves ", e.model_config().architecture_name,
+                                           ", whose recurrent state no KV transport moves yet: it prefills locally "
+                                           "and takes no reservations")));
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (entries_.contains(id)) {

@@ -89,13 +89,15 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
     }
     c.speculative = std::move(*parsed);
   }
-  if (role != NodeRole::kColocated) {
+  if (role == NodeRole::kPrefill) {
     // The engines hand a hybrid's recurrent state over (HandoffRecord), but no KV transport moves
-    // it between nodes yet: refuse rather than decode from a state that never arrived.
+    // it between nodes yet: no prefill node for it (decode nodes prefill such models locally and
+    // refuse reservations, decode_service.cc).
     if (auto model = ModelConfig::load(c.model_dir); model.ok() && model->num_linear_attention_layers() > 0) {
       return absl::UnimplementedError(str_cat(c.model_dir, ": ", model->architecture_name,
                                               " has linear-attention layers, whose recurrent state the KV transports "
-                                              "do not move between nodes yet; serve it with `baton generate` (colocated)"));
+                                              "do not move between nodes yet; serve it without prefill nodes "
+                                              "(`baton up --prefill 0`: decode nodes prefill locally)"));
     }
   }
   return c;
