@@ -1,7 +1,8 @@
 // A hybrid model (the Qwen3-Next fixture: Gated DeltaNet layers with a recurrent state) served end
 // to end: the real `baton up --prefill 0` (decode nodes prefill locally, since no KV transport
 // moves the recurrent state yet) with n-gram drafting answers OpenAI completions, streamed and
-// not, with exactly `baton generate`'s greedy text, and its decode nodes refuse reservations.
+// not, with exactly `baton generate`'s greedy text, and its decode node's /metrics counts its
+// recurrent state groups.
 #include <gtest/gtest.h>
 
 #include "tests/engine/fixtures.h"
@@ -15,8 +16,13 @@ TEST(HttpHybrid, DecodeNodesServeAHybridWithTheLocalTokens) {
   BundledUp up = start_bundled_up(
       "baton-http-hybrid-up", BATON_BINARY_DIR,
       {"--model", model, "--prefill", "0", "--speculative-config",
-       R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":3})"});
+       R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":3})", "--metrics"});
   ASSERT_FALSE(up.base.empty());
+  // "baton up: decode HOST:PORT metrics on http://HOST:PORT/metrics"
+  auto metrics_line = up.process->wait_for_line("baton up: decode ", std::chrono::seconds(30));
+  ASSERT_TRUE(metrics_line.ok()) << metrics_line.status();
+  const std::size_t at = metrics_line->find("metrics on ") + 11;
+  const std::string metrics_url = metrics_line->substr(at, metrics_line->find_first_of(" \n", at) - at);
   for (const std::string prompt : {"def add(a, b):", "hello hello hello"}) {
     const json expected = baton_generate(model, {"--prompt", prompt, "--max-tokens", "24", "--temperature", "0"});
     ASSERT_TRUE(expected["text"].is_string() && !expected["text"].get<std::string>().empty()) << expected.dump();
@@ -37,6 +43,11 @@ TEST(HttpHybrid, DecodeNodesServeAHybridWithTheLocalTokens) {
     }
     EXPECT_EQ(text, expected["text"]) << prompt << " (streamed)";
   }
+  // The decode node reports its recurrent state groups beside its KV blocks: all free again.
+  const HttpResult scrape = curl(metrics_url, "", "", /*post=*/false);
+  ASSERT_EQ(scrape.status, 200);
+  EXPECT_NE(scrape.body.find(R"(pool="state",state="free"} 64)"), std::string::npos) << scrape.body.substr(0, 3000);
+  EXPECT_NE(scrape.body.find(R"(pool="state",state="used"} 0)"), std::string::npos);
 }
 
 }  // namespace
