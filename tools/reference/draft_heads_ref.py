@@ -149,11 +149,16 @@ class Tensors:
             raise ValueError(f"{self.where}: unexpected tensors {extra[:5]}")
 
 
-def layer_geometry(cfg, where):
+def check_head_features(cfg, where):
+    """SiLU and no biases: what every head layer here computes."""
     if cfg.get("hidden_act", "silu") != "silu":
         raise ValueError(f"{where}: unsupported hidden_act {cfg['hidden_act']!r}")
     if cfg.get("attention_bias") or cfg.get("mlp_bias"):
         raise ValueError(f"{where}: attention/mlp biases are not supported in heads")
+
+
+def layer_geometry(cfg, where):
+    check_head_features(cfg, where)
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or h // nh
@@ -335,10 +340,7 @@ def load_mtp_qwen3next(ts, cfg, target, vocab):
 
 def load_qwen3_next_block(ts, prefix, cfg, i):
     """A Qwen3-Next full-attention decoder layer; its MLP by the config's sparse rule for index i."""
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"{ts.where}: unsupported hidden_act {cfg['hidden_act']!r}")
-    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
-        raise ValueError(f"{ts.where}: attention/mlp biases are not supported in heads")
+    check_head_features(cfg, ts.where)
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or 256
