@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama import causal_attention, write_json  # noqa: E402
+from llama import MLP, causal_attention, write_json  # noqa: E402
 from safetensors_io import read_model_dir, write_safetensors  # noqa: E402  (path set by llama)
 
 FULL, LINEAR = "full_attention", "linear_attention"
@@ -303,17 +303,6 @@ class GatedDeltaNet(nn.Module):
             o = delta_rule_recurrent(q, k, v, g, beta)
         y = self.norm(o.transpose(1, 2)) * F.silu(z)  # [B, T, nv, dv]
         return self.out_proj(y.reshape(bsz, t, nv * dv))
-
-
-class MLP(nn.Module):
-    def __init__(self, hidden, inter):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden, inter, bias=False)
-        self.up_proj = nn.Linear(hidden, inter, bias=False)
-        self.down_proj = nn.Linear(inter, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class SparseMoE(nn.Module):
