@@ -66,5 +66,7 @@ print(json.dumps({"bench": "hybrid_context",
                   "attention_only_step_4096_over_256": step(moe, 4096) / step(moe, 256),
                   "hybrid_over_attention_only_step_at_4096": step(hybrid, 4096) / step(moe, 4096),
                   "recurrent_state_bytes_per_slot": state["recurrent_state_bytes_per_slot"],
+                  # A hand-off moves one slot per recurrent layer (prefill_node/kv_push_plan.cc).
+                  "state_bytes_per_handoff": state["recurrent_state_bytes_per_slot"],
                   "recurrent_state_bytes_per_request_k3": 4 * state["recurrent_state_bytes_per_slot"]}))
 PY

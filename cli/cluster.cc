@@ -8,6 +8,7 @@
 
 #include "cli/cluster_tls.h"
 #include "common/status.h"
+#include "engine/model/config.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::cli {
@@ -24,14 +25,15 @@ std::string address_of(const std::string& line) {
   return rest.substr(0, rest.find(' '));
 }
 
-// The prefill nodes' config: the decode nodes' with num_speculative_tokens = 1 (the P/D rule for
-// attention models; the node itself rejects anything else).
-absl::StatusOr<std::string> prefill_config(const std::string& decode_config) {
+// The prefill nodes' config: the decode nodes' with num_speculative_tokens = 1 for attention
+// models, the same k for hybrid models with recurrent layers (the P/D rule; the node itself
+// rejects anything else).
+absl::StatusOr<std::string> prefill_config(const std::string& decode_config, bool hybrid) {
   nlohmann::json j = nlohmann::json::parse(decode_config, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("--speculative-config must be a JSON object");
   }
-  j["num_speculative_tokens"] = 1;
+  if (!hybrid) j["num_speculative_tokens"] = 1;
   // Prefill nodes draft one token locally; the sidecar is the decode nodes'.
   j.erase("proposer_endpoint");
   j.erase("proposer_budget_ms");
@@ -167,7 +169,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   std::optional<std::string> p_spec;
   std::optional<std::string> d_spec = options.speculative_config;
   if (options.speculative_config) {
-    BATON_ASSIGN_OR_RETURN(p_spec, prefill_config(*options.speculative_config));
+    // An unreadable config is the nodes' to report, with its reason.
+    auto model = ModelConfig::load(options.model_dir);
+    BATON_ASSIGN_OR_RETURN(p_spec, prefill_config(*options.speculative_config, model.ok() && model->has_recurrent_layers));
   }
   if (options.proposer_sidecar) {
     if (!d_spec) {

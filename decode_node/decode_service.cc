@@ -56,9 +56,15 @@ node::v1::DecodeResponse error_message(const std::string& error) {
 DecodeService::DecodeService(std::unique_ptr<Engine> engine, NodeIdentity identity, DecodeNodeOptions options)
     : identity_(std::move(identity)), options_(options) {
   for (const KvPoolInfo& p : engine->kv_pools()) {
+    const auto index = static_cast<std::int32_t>(regions_.size());
+    if (p.name == "draft") draft_pool_ = index;
+    if (p.state != nullptr) {
+      state_pool_ = index;
+      state_slots_ = p.state->layout().slots;
+    }
     regions_.push_back(kv::MemoryRegion{p.name, p.transfer.base, p.transfer.bytes});
-    layouts_.push_back(p.cache->layout());
-    pool_blocks_.push_back(p.cache->num_blocks());
+    geometries_.push_back(p.geometry);
+    pool_blocks_.push_back(p.num_blocks);
   }
   loop_ = std::make_unique<EngineLoop>(
       std::move(engine), [this](std::vector<RequestOutput>&& outs) { on_outputs(std::move(outs)); },
@@ -144,14 +150,6 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
       reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is empty"));
       return;
     }
-    if (e.state_cache() != nullptr) {
-      // A hybrid's recurrent state would have to arrive with the KV, and no transport moves it yet.
-      reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                   str_cat("this decode node serves ", e.model_config().architecture_name,
-                                           ", whose recurrent state no KV transport moves yet: it prefills locally "
-                                           "and takes no reservations")));
-      return;
-    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (entries_.contains(id)) {
@@ -178,14 +176,20 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* ct
     response->set_proposer_kv_positions(r->proposer_kv_positions);
     response->set_lease_ms(std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - EngineClock::now()).count());
     for (std::int32_t n : pool_blocks_) response->add_pool_num_blocks(n);
+    if (r->state_group >= 0) response->set_state_group(r->state_group);
     Entry entry;
     entry.capability = security::new_capability();
     entry.kv_blocks.assign(r->kv_blocks.begin(), r->kv_blocks.end());
     entry.proposer_blocks.assign(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    entry.state_group = r->state_group;
     response->set_capability(entry.capability);
     entry.writable.resize(regions_.size());
     entry.writable[0].insert(r->kv_blocks.begin(), r->kv_blocks.end());
-    if (entry.writable.size() > 1) entry.writable[1].insert(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    if (draft_pool_ >= 0) entry.writable[draft_pool_].insert(r->proposer_blocks.begin(), r->proposer_blocks.end());
+    if (state_pool_ >= 0 && r->state_group >= 0) {
+      // Every slot of the group: the record names the one the state after the prompt is in.
+      for (std::int32_t s = 0; s < state_slots_; ++s) entry.writable[state_pool_].insert(r->state_group * state_slots_ + s);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       entries_.emplace(id, std::move(entry));

@@ -126,9 +126,10 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
     bool finished = false;  // the final output is in `buffered`
     bool logprobs = false;  // the request asked for logprobs
     EngineClock::time_point finished_at{};
-    std::vector<std::set<std::int32_t>> writable;  // reserved blocks by pool, until the commit
+    std::vector<std::set<std::int32_t>> writable;  // reserved units (PoolGeometry) by pool, until the commit
     std::string capability;                        // the request's token (node.proto)
     std::vector<std::int32_t> kv_blocks, proposer_blocks;  // reserved, in position order
+    std::int32_t state_group = -1;                 // reserved recurrent state group (hybrid models)
     std::uint64_t write_ticket = 0;  // its sender's write grant, once the destination was confirmed
   };
   // The request's entry when `capability` is its token; else the refusal (mu_ held).
@@ -146,8 +147,10 @@ class DecodeService final : public DecodeServiceBase, public DrainableService {
   NodeIdentity identity_;
   DecodeNodeOptions options_;
   std::vector<kv::MemoryRegion> regions_;
-  std::vector<KvCacheLayout> layouts_;
-  std::vector<std::int32_t> pool_blocks_;
+  std::vector<PoolGeometry> geometries_;  // by pool index, as regions_
+  std::vector<std::int32_t> pool_blocks_;  // KV pools: blocks; the state pool: groups
+  std::int32_t draft_pool_ = -1, state_pool_ = -1;  // their indexes, when the engine has them
+  std::int32_t state_slots_ = 0;                    // slots per state group
   std::vector<std::unique_ptr<kv::KvReceiver>> receivers_;
   PushHandler push_handler_;
   LinkHandler link_handler_;

@@ -61,21 +61,21 @@ absl::Status DecodeService::check_write(const std::string& id, const std::string
     return absl::InvalidArgumentError(
         str_cat("KV write for request '", id, "': it holds no reservation here (committed, released or expired)"));
   }
-  if (pool < 0 || static_cast<std::size_t>(pool) >= layouts_.size()) {
+  if (pool < 0 || static_cast<std::size_t>(pool) >= geometries_.size()) {
     return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': no pool ", pool));
   }
   const auto p = static_cast<std::size_t>(pool);
-  const auto per = static_cast<std::uint64_t>(layouts_[p].bytes_per_block_per_layer());
-  const std::uint64_t stride = per * static_cast<std::uint64_t>(pool_blocks_[p]);
-  const std::uint64_t layer = offset / stride, within = offset % stride;
-  const auto block = static_cast<std::int32_t>(within / per);
-  if (layer >= static_cast<std::uint64_t>(layouts_[p].num_layers) || (within % per) + bytes > per) {
+  // A unit is a KV block, or one slot of a recurrent state group (PoolGeometry).
+  const std::string_view unit_name = static_cast<std::int32_t>(pool) == state_pool_ ? "state slot" : "block";
+  const std::optional<std::int32_t> unit = geometries_[p].unit_of(offset, bytes);
+  if (!unit) {
     return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': bytes [", offset, ", ", offset + bytes,
-                                              ") of pool ", pool, " do not lie inside one (layer, block)"));
+                                              ") of pool ", regions_[p].name, " do not lie inside one (layer, ",
+                                              unit_name, ")"));
   }
-  if (!it->second.writable[p].contains(block)) {
-    return absl::InvalidArgumentError(
-        str_cat("KV write for request '", id, "': block ", block, " of pool ", pool, " is not reserved for it"));
+  if (!it->second.writable[p].contains(*unit)) {
+    return absl::InvalidArgumentError(str_cat("KV write for request '", id, "': ", unit_name, " ", *unit, " of pool ",
+                                              regions_[p].name, " is not reserved for it"));
   }
   return absl::OkStatus();
 }
@@ -105,9 +105,10 @@ grpc::ServerUnaryReactor* DecodeService::CheckReservation(grpc::CallbackServerCo
       return std::equal(mine.begin(), mine.end(), given.begin(), given.end());
     };
     if (s.ok() && (!same((*owned)->kv_blocks, request->kv_blocks()) ||
-                   !same((*owned)->proposer_blocks, request->proposer_blocks()))) {
+                   !same((*owned)->proposer_blocks, request->proposer_blocks()) ||
+                   ((*owned)->state_group >= 0 && (*owned)->state_group != request->state_group()))) {
       s = absl::PermissionDeniedError(str_cat("the destination of request '", id,
-                                              "' names blocks this decode node did not reserve for it"));
+                                              "' names blocks or a state group this decode node did not reserve for it"));
     }
     if (s.ok() && (recv == nullptr || recv->descriptor() != request->transport_descriptor())) {
       s = absl::PermissionDeniedError(str_cat("the destination of request '", id, "' has a ", request->transport(),

@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
     }
     kv_cache_bytes -= state_bytes;
     BATON_ASSIGN_OR_RETURN(StateCache states,
-                           StateCache::create(*e->backend_, state_layout, config.scheduler.max_num_seqs));
+                           StateCache::create(*e->backend_, state_layout, config.scheduler.max_num_seqs,
+                                              pool_memory, "state"));
     e->state_cache_ = std::make_unique<StateCache>(std::move(states));
     e->state_groups_ = std::make_unique<StateGroupPool>(config.scheduler.max_num_seqs);
   }
@@ -211,6 +212,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
   }
   if (mirrored) {
     for (const KvPoolInfo& p : e->kv_pools()) {
+      BATON_CHECK(p.cache != nullptr, "pool ", p.name, " has no host mirror");  // hybrids refused above
       BATON_ASSIGN_OR_RETURN(KvHostMirror m, KvHostMirror::create(*e->backend_, *p.cache, config.kv_memory.get(), p.name));
       e->mirrors_.push_back(std::move(m));
     }

@@ -38,6 +38,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_host_mirror.h"
 #include "engine/kv/layout_fingerprint.h"
+#include "engine/kv/state_cache.h"
 #include "engine/model/transformer.h"
 #include "engine/request.h"
 #include "engine/sample/sampler.h"
@@ -168,10 +169,15 @@ struct EngineStats {
   double forward_seconds = 0;
 };
 
-// One KV pool's memory and block usage (the target's, then the proposer's, if it has one).
+// One pool's memory and usage: the target's KV, then the proposer's KV if it has one, then a
+// hybrid model's recurrent state ("state": its units are state groups' slots, its "blocks" groups).
+// Nodes address pools by index in this order; both sides of a hand-off list them alike (their
+// layout fingerprints matched).
 struct KvPoolInfo {
-  std::string name;  // "target", "draft"
-  KvCache* cache = nullptr;
+  std::string name;  // "target", "draft", "state"
+  KvCache* cache = nullptr;          // a KV pool's; null for "state"
+  const StateCache* state = nullptr;  // "state" only
+  PoolGeometry geometry;             // the transfer region as (layer, unit) spans
   // The memory KV transports read (prefill role) or write (decode role), at the pool's offsets:
   // the pool itself where the host reads the backend's memory or the transports move device
   // memory (EngineConfig::kv_transfer_in_device_memory), else the pool's host
@@ -180,11 +186,11 @@ struct KvPoolInfo {
   // proposer blocks when the record is handed out, and commit() moves the reservation's blocks
   // from it into the pool.
   KvRegion transfer;
-  std::int32_t num_blocks = 0;
+  std::int32_t num_blocks = 0;  // of "state": groups (one per running request)
   std::int32_t used = 0;      // held by requests (running, parked or reserved)
   std::int32_t free = 0;      // allocatable (free + evictable prefix-cache blocks)
   std::int32_t cached = 0;    // of free: evictable prefix-cache blocks
-  std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills); target pool only
+  std::int32_t reserved = 0;  // of used: held for hand-offs (reservations and parked prefills); not the draft pool
   std::int32_t quarantined = 0;  // of used: of ended reservations a writer may still write (grant_writes())
 };
 

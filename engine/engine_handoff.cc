@@ -373,6 +373,7 @@ std::vector<KvPoolInfo> Engine::kv_pools() const {
   }
   for (const auto& [ticket, r] : quarantined_) target.quarantined += r->blocks.num_blocks();
   target.transfer = mirrors_.empty() ? cache_->region() : mirrors_[0].region();
+  target.geometry = cache_->geometry();
   pools.push_back(target);
   if (speculator_) {
     Proposer& p = speculator_->proposer();
@@ -386,8 +387,27 @@ std::vector<KvPoolInfo> Engine::kv_pools() const {
       draft.cached = pool.num_cached();
       draft.used = pool.num_in_use();
       draft.transfer = mirrors_.size() < 2 ? cache->region() : mirrors_[1].region();
+      draft.geometry = cache->geometry();
       pools.push_back(draft);
     }
+  }
+  if (state_cache_) {
+    // No host mirror: a hybrid's engine refuses mirrored hand-offs (engine.cc).
+    KvPoolInfo state;
+    state.name = "state";
+    state.state = state_cache_.get();
+    state.num_blocks = state_groups_->num_groups();
+    state.free = state_groups_->num_free();
+    state.used = state.num_blocks - state.free;
+    for (const auto& [id, r] : requests_) {
+      if ((r->state == RequestState::kPrefilled || r->state == RequestState::kReserved) && r->state_group >= 0) {
+        ++state.reserved;
+      }
+    }
+    for (const auto& [ticket, r] : quarantined_) state.quarantined += r->state_group >= 0 ? 1 : 0;
+    state.transfer = state_cache_->region();
+    state.geometry = state_cache_->geometry();
+    pools.push_back(state);
   }
   return pools;
 }

@@ -30,8 +30,9 @@
 
 namespace baton::kv {
 
-// One KV pool's memory on this node (the engine's KvCache::region()). Pools are addressed by
-// index: 0 is "target", 1 is "draft" (when the engine has one); both sides list them alike.
+// One pool's memory on this node (the engine's KvPoolInfo::transfer). Pools are addressed by
+// index, in the engine's order: "target", then "draft" (when the engine has one), then "state" (a
+// hybrid model's recurrent state); both sides list them alike.
 struct MemoryRegion {
   std::string name;
   void* base = nullptr;

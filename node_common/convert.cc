@@ -94,6 +94,8 @@ node::v1::HandoffRecord handoff_to_proto(const HandoffRecord& h) {
   *p.mutable_sampling() = sampling_to_proto(h.params);
   p.set_seed(h.seed);
   p.set_cache_salt(h.cache_salt);
+  p.set_state_group(h.state_group);
+  p.set_state_slot(h.state_slot);
   p.set_first_token(h.first_token);
   p.set_first_logprob(h.first_logprob);
   for (const TokenLogprob& t : h.first_top_logprobs) {
@@ -118,6 +120,8 @@ absl::StatusOr<HandoffRecord> handoff_from_proto(const node::v1::HandoffRecord& 
   h.params = sampling_from_proto(p.sampling());
   h.seed = p.seed();
   h.cache_salt = p.cache_salt();
+  h.state_group = p.state_group();
+  h.state_slot = p.state_slot();
   h.first_token = p.first_token();
   h.first_logprob = p.first_logprob();
   for (const v1::TopLogprob& t : p.first_top_logprobs()) h.first_top_logprobs.push_back({t.token(), t.logprob()});

@@ -83,22 +83,14 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
   if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
   c.scheduler.enable_prefix_caching = !f.has("no-enable-prefix-caching");
   if (auto spec = f.get("speculative-config")) {
-    auto parsed = SpeculativeConfig::parse(*spec, role);
+    // The P/D rule's hybrid branch needs to know the model (an unreadable config is the engine's
+    // to report, with its reason).
+    auto model = ModelConfig::load(c.model_dir);
+    auto parsed = SpeculativeConfig::parse(*spec, role, model.ok() && model->has_recurrent_layers);
     if (!parsed.ok()) {
       return absl::Status(parsed.status().code(), str_cat("--speculative-config: ", parsed.status().message()));
     }
     c.speculative = std::move(*parsed);
-  }
-  if (role == NodeRole::kPrefill) {
-    // The engines hand a hybrid's recurrent state over (HandoffRecord), but no KV transport moves
-    // it between nodes yet: no prefill node for it (decode nodes prefill such models locally and
-    // refuse reservations, decode_service.cc).
-    if (auto model = ModelConfig::load(c.model_dir); model.ok() && model->num_linear_attention_layers() > 0) {
-      return absl::UnimplementedError(str_cat(c.model_dir, ": ", model->architecture_name,
-                                              " has linear-attention layers, whose recurrent state the KV transports "
-                                              "do not move between nodes yet; serve it without prefill nodes "
-                                              "(`baton up --prefill 0`: decode nodes prefill locally)"));
-    }
   }
   return c;
 }

@@ -48,14 +48,6 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
     u->set_reserved(p.reserved);
     u->set_quarantined(p.quarantined);
   }
-  if (const StateGroupPool* g = engine.state_groups()) {
-    // A hybrid model's recurrent state groups (one per running request) as one more pool.
-    node::v1::KvPoolUsage* u = load->add_pools();
-    u->set_name("state");
-    u->set_num_blocks(g->num_groups());
-    u->set_used(g->num_groups() - g->num_free());
-    u->set_free(g->num_free());
-  }
   const EngineStats& stats = engine.stats();
   node::v1::NodeCounters* c = load->mutable_counters();
   c->set_prompt_tokens(stats.prompt_tokens_computed);

@@ -55,4 +55,16 @@ void plan_blocks(const KvCache& local, const PeerPool& peer, std::span<const Blo
   }
 }
 
+void plan_state(const StateCache& local, std::int32_t peer_groups, std::int32_t group, std::int32_t peer_group,
+                std::int32_t slot, std::vector<kv::Copy>& out) {
+  const StateCacheLayout& l = local.layout();
+  BATON_CHECK(peer_group >= 0 && peer_group < peer_groups, "peer state group ", peer_group, " of ", peer_groups);
+  PoolGeometry peer = local.geometry();
+  peer.num_units = peer_groups * l.slots;
+  for (std::int32_t layer = 0; layer < l.num_layers; ++layer) {
+    const KvSpan src = local.span(layer, group, slot);
+    out.push_back({src.offset, peer.offset(layer, peer_group * l.slots + slot), src.bytes});
+  }
+}
+
 }  // namespace baton

@@ -8,6 +8,11 @@
 // only the rows written (K rows and V rows), so a block filled over two prefill chunks never has
 // two copies of the same bytes in flight.
 //
+// A hybrid model's recurrent state moves once, at the hand-off: one slot of the request's group
+// per recurrent layer (StateCache::span), into the same slot of the group the decode node
+// reserved; the state pool is laid out [layers, groups, slots, floats] on both sides, and only
+// the number of groups may differ.
+//
 // Must not: touch memory (it only computes offsets).
 #pragma once
 
@@ -17,6 +22,7 @@
 
 #include "engine/kv/block_pool.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/state_cache.h"
 #include "kv_transfer/transport.h"
 
 namespace baton {
@@ -43,5 +49,10 @@ void plan_positions(const KvCache& local, const PeerPool& peer, std::int32_t lay
 // Whole blocks, every layer, paired by index (local_blocks[i] -> peer_blocks[i]).
 void plan_blocks(const KvCache& local, const PeerPool& peer, std::span<const BlockId> local_blocks,
                  std::span<const BlockId> peer_blocks, std::vector<kv::Copy>& out);
+
+// Slot `slot` of local group `group`, every recurrent layer, into the same slot of the peer's group
+// `peer_group` of `peer_groups`.
+void plan_state(const StateCache& local, std::int32_t peer_groups, std::int32_t group, std::int32_t peer_group,
+                std::int32_t slot, std::vector<kv::Copy>& out);
 
 }  // namespace baton

@@ -80,7 +80,15 @@ PrefillService::PrefillService(std::unique_ptr<Engine> engine, const Tokenizer* 
                                PrefillNodeOptions options)
     : identity_(std::move(identity)), options_(options), tokenizer_(tokenizer), senders_(std::move(senders)) {
   fingerprint_ = engine->layout_fingerprint();
-  for (const KvPoolInfo& p : engine->kv_pools()) pools_.push_back(p.cache);
+  for (const KvPoolInfo& p : engine->kv_pools()) {
+    const auto index = static_cast<std::int32_t>(pools_.size());
+    if (p.name == "draft") draft_pool_ = index;
+    if (p.state != nullptr) {
+      state_pool_ = index;
+      state_ = p.state;
+    }
+    pools_.push_back(p.cache);
+  }
   block_size_ = pools_.front()->layout().block_size;
   engine->set_kv_layer_callback([this](std::int32_t layer, std::span<const KvLayerWrite> writes) { on_layer(layer, writes); });
   loop_ = std::make_unique<EngineLoop>(
@@ -162,15 +170,22 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   }
   auto job = std::make_shared<Job>();
   for (std::size_t i = 0; i < pools_.size(); ++i) {
-    job->peer_pools.push_back(PeerPool{pools_[i]->layout(), dest.pool_num_blocks(static_cast<int>(i))});
+    // The state pool's "blocks" are D's state groups (its layout is the local one's).
+    job->peer_pools.push_back(
+        PeerPool{pools_[i] != nullptr ? pools_[i]->layout() : KvCacheLayout{}, dest.pool_num_blocks(static_cast<int>(i))});
   }
-  const auto check_blocks = [&](const google::protobuf::RepeatedField<std::int32_t>& blocks, std::size_t pool) {
+  const auto check_blocks = [&](const google::protobuf::RepeatedField<std::int32_t>& blocks, std::int32_t pool) {
     return std::all_of(blocks.begin(), blocks.end(), [&](std::int32_t b) {
-      return pool < job->peer_pools.size() && b >= 0 && b < job->peer_pools[pool].num_blocks;
+      return pool >= 0 && b >= 0 && b < job->peer_pools[static_cast<std::size_t>(pool)].num_blocks;
     });
   };
-  if (!check_blocks(dest.kv_blocks(), 0) || !check_blocks(dest.proposer_blocks(), 1)) {
+  if (!check_blocks(dest.kv_blocks(), 0) || !check_blocks(dest.proposer_blocks(), draft_pool_)) {
     return reject(grpc::StatusCode::INVALID_ARGUMENT, "destination names a block outside the decode node's pools");
+  }
+  if (state_pool_ >= 0 && (dest.state_group() < 0 || dest.state_group() >= dest.pool_num_blocks(state_pool_))) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                  str_cat("destination.state_group is ", dest.state_group(), "; the decode node has ",
+                          dest.pool_num_blocks(state_pool_), " recurrent state groups"));
   }
   if (senders_.find(dest.transport()) == senders_.end()) {
     return reject(grpc::StatusCode::FAILED_PRECONDITION,
@@ -213,6 +228,7 @@ void PrefillService::check_destination(const std::shared_ptr<Job>& job, std::vec
   r.set_transport_descriptor(dest.transport_descriptor());
   *r.mutable_kv_blocks() = dest.kv_blocks();
   *r.mutable_proposer_blocks() = dest.proposer_blocks();
+  r.set_state_group(dest.state_group());
   {
     std::lock_guard<std::mutex> lock(mu_);
     r.set_sender_address(identity_.address);  // where D asks whether we still write, if it must
@@ -359,7 +375,7 @@ void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& ou
     job->transfer->put(0, copies);
   }
   if (!h.proposer.kv_blocks.empty()) {
-    if (pools_.size() < 2 || static_cast<std::size_t>(job->destination.proposer_blocks_size()) < h.proposer.kv_blocks.size()) {
+    if (draft_pool_ < 0 || static_cast<std::size_t>(job->destination.proposer_blocks_size()) < h.proposer.kv_blocks.size()) {
       respond(job, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                 str_cat("decode node reserved ", job->destination.proposer_blocks_size(),
                                         " draft blocks; the proposer's KV needs ", h.proposer.kv_blocks.size())));
@@ -368,8 +384,23 @@ void PrefillService::hand_off(const std::shared_ptr<Job>& job, RequestOutput& ou
     copies.clear();
     std::span<const std::int32_t> peer_draft(job->destination.proposer_blocks().data(),
                                              static_cast<std::size_t>(job->destination.proposer_blocks_size()));
-    plan_blocks(*pools_[1], job->peer_pools[1], h.proposer.kv_blocks, peer_draft, copies);
-    job->transfer->put(1, copies);
+    const auto draft = static_cast<std::size_t>(draft_pool_);
+    plan_blocks(*pools_[draft], job->peer_pools[draft], h.proposer.kv_blocks, peer_draft, copies);
+    job->transfer->put(draft_pool_, copies);
+  }
+  if (state_ != nullptr) {
+    // The recurrent state after the prompt, in the slot the record names (P and D have the same
+    // slots: the fingerprints matched).
+    if (h.state_group < 0 || h.state_slot < 0 || h.state_slot >= state_->layout().slots) {
+      respond(job, grpc::Status(grpc::StatusCode::INTERNAL,
+                                str_cat("the hand-off of '", job->id, "' names recurrent state group ", h.state_group,
+                                        " slot ", h.state_slot)));
+      return;
+    }
+    copies.clear();
+    plan_state(*state_, job->peer_pools[static_cast<std::size_t>(state_pool_)].num_blocks, h.state_group,
+               job->destination.state_group(), h.state_slot, copies);
+    job->transfer->put(state_pool_, copies);
   }
   job->record = std::move(h);
   if (options_.hold_transfers) {

@@ -149,7 +149,9 @@ class PrefillService final : public node::v1::PrefillNode::CallbackService, publ
   const Tokenizer* tokenizer_;
   std::map<std::string, std::unique_ptr<kv::KvSender>> senders_;
   KvLayoutFingerprint fingerprint_;
-  std::vector<const KvCache*> pools_;  // the engine's pools by index ("target", "draft")
+  std::vector<const KvCache*> pools_;  // the engine's pools by index ("target", "draft"); null for "state"
+  std::int32_t draft_pool_ = -1, state_pool_ = -1;  // their indexes, when the engine has them
+  const StateCache* state_ = nullptr;               // a hybrid model's recurrent state
   std::int32_t block_size_ = 0;
   std::atomic<std::int64_t> queued_prefill_tokens_{0};
   std::atomic<std::int64_t> kv_bytes_sent_{0};

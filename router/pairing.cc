@@ -57,6 +57,14 @@ absl::Status check_pair(const std::string& prefill_address, const NodeInfo& pref
                                                  prefill.model_fingerprint(), " (", prefill.model_name(), ") vs ",
                                                  decode.model_fingerprint(), " (", decode.model_name(), ")"));
   }
+  // The P/D rule before the layouts: a pair that breaks it lays KV or state out differently too
+  // (a draft pool, a hybrid's 1 + k state slots), and the rule is what the operator must fix.
+  const PdModel model{decode.model_kind(), decode.model_has_recurrent_layers() || prefill.model_has_recurrent_layers()};
+  const SpeculationSetting p{prefill.speculative_method(), prefill.num_speculative_tokens()};
+  const SpeculationSetting d{decode.speculative_method(), decode.num_speculative_tokens()};
+  if (absl::Status s = check_pd_pairing(p, d, model); !s.ok()) {
+    return absl::FailedPreconditionError(str_cat(both, " cannot be paired: ", s.message()));
+  }
   if (prefill.layout_fingerprint() != decode.layout_fingerprint()) {
     return absl::FailedPreconditionError(
         str_cat(both, " lay out KV differently (dtype, block size, layers, heads or draft layers), so P cannot write "
@@ -67,12 +75,6 @@ absl::Status check_pair(const std::string& prefill_address, const NodeInfo& pref
     return absl::FailedPreconditionError(str_cat(both, " share no KV transport: P sends over ",
                                                  absl::StrJoin(prefill.transports(), ","), ", D receives over ",
                                                  absl::StrJoin(decode.transports(), ",")));
-  }
-  const PdModel model{decode.model_kind(), decode.model_has_recurrent_layers() || prefill.model_has_recurrent_layers()};
-  const SpeculationSetting p{prefill.speculative_method(), prefill.num_speculative_tokens()};
-  const SpeculationSetting d{decode.speculative_method(), decode.num_speculative_tokens()};
-  if (absl::Status s = check_pd_pairing(p, d, model); !s.ok()) {
-    return absl::FailedPreconditionError(str_cat(both, " cannot be paired: ", s.message()));
   }
   return absl::OkStatus();
 }

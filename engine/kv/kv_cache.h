@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_memory.h"
+#include "engine/kv/pool_geometry.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -64,6 +65,10 @@ class KvCache {
   TensorView layer(std::int32_t i) const;
 
   KvRegion region() const;
+  // The region as (layer, block) spans.
+  PoolGeometry geometry() const {
+    return PoolGeometry{layout_.num_layers, num_blocks_, static_cast<std::uint64_t>(layout_.bytes_per_block_per_layer())};
+  }
   // Byte stride between consecutive layers: num_blocks * bytes_per_block_per_layer().
   std::size_t layer_stride() const;
   // The span of (layer, block); both must be in range (checked).

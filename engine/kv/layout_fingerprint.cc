@@ -106,7 +106,9 @@ absl::StatusOr<KvLayoutFingerprint> KvLayoutFingerprint::from_json(const json& j
 absl::Status KvLayoutFingerprint::check_compatible(const KvLayoutFingerprint& peer) const {
   if (recurrent_state_slots != peer.recurrent_state_slots) {
     return absl::FailedPreconditionError(str_cat("KV layouts differ: recurrent-state slots ", recurrent_state_slots,
-                                                 " here vs ", peer.recurrent_state_slots, " on the peer"));
+                                                 " here vs ", peer.recurrent_state_slots,
+                                                 " on the peer (1 + num_speculative_tokens: the P/D rule runs the same "
+                                                 "k on both nodes of a hybrid model)"));
   }
   for (const KvPoolFingerprint& mine : pools) {
     const KvPoolFingerprint* theirs = nullptr;

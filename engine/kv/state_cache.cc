@@ -10,7 +10,8 @@ std::string StateCacheLayout::describe() const {
 }
 
 absl::StatusOr<StateCache> StateCache::create(Backend& backend, const StateCacheLayout& layout,
-                                              std::int32_t num_groups) {
+                                              std::int32_t num_groups, KvMemoryProvider* provider,
+                                              std::string_view pool_name) {
   if (num_groups < 1 || layout.num_layers < 1 || layout.slots < 1 || layout.floats_per_slot() < 1) {
     return absl::ResourceExhaustedError(str_cat("recurrent state cache: ", num_groups, " groups of ",
                                                 layout.bytes_per_group(), " bytes (", layout.describe(),
@@ -20,15 +21,31 @@ absl::StatusOr<StateCache> StateCache::create(Backend& backend, const StateCache
   cache.layout_ = layout;
   cache.num_groups_ = num_groups;
   cache.device_ = backend.device();
-  BATON_ASSIGN_OR_RETURN(cache.memory_,
-                         backend.allocate(static_cast<std::size_t>(layout.bytes_per_group() * num_groups)));
+  const auto bytes = static_cast<std::size_t>(layout.bytes_per_group() * num_groups);
+  if (provider == nullptr) {
+    BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
+    return cache;
+  }
+  if (cache.device_.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(str_cat("recurrent state cache: pool ", pool_name,
+                                              " cannot take memory from a KV memory provider on a non-CPU device"));
+  }
+  BATON_ASSIGN_OR_RETURN(cache.external_, provider->allocate(bytes, pool_name));
+  if (cache.external_.data == nullptr || cache.external_.bytes < bytes) {
+    return absl::InternalError(str_cat("recurrent state cache: the KV memory provider gave pool ", pool_name, " ",
+                                       cache.external_.bytes, " bytes, ", bytes, " needed"));
+  }
   return cache;
+}
+
+std::size_t StateCache::bytes() const {
+  return static_cast<std::size_t>(layout_.bytes_per_group()) * static_cast<std::size_t>(num_groups_);
 }
 
 TensorView StateCache::layer_view(std::int32_t layer) const {
   BATON_CHECK(layer >= 0 && layer < layout_.num_layers, "recurrent layer ", layer, " of ", layout_.num_layers);
   const std::int64_t per_layer = static_cast<std::int64_t>(num_groups_) * layout_.slots * layout_.floats_per_slot();
-  return TensorView::contiguous(static_cast<float*>(memory_.data()) + layer * per_layer, DType::kF32,
+  return TensorView::contiguous(static_cast<float*>(base()) + layer * per_layer, DType::kF32,
                                 {num_groups_, layout_.slots, layout_.floats_per_slot()}, device_);
 }
 
@@ -46,11 +63,16 @@ TensorView StateCache::slot(std::int32_t layer, std::int32_t group, std::int32_t
                                 {layout_.floats_per_slot()}, device_);
 }
 
-KvRegion StateCache::region() const { return KvRegion{memory_.data(), memory_.bytes(), device_}; }
+KvRegion StateCache::region() const { return KvRegion{base(), bytes(), device_}; }
+
+PoolGeometry StateCache::geometry() const {
+  return PoolGeometry{layout_.num_layers, num_groups_ * layout_.slots,
+                      static_cast<std::uint64_t>(layout_.floats_per_slot()) * sizeof(float)};
+}
 
 KvSpan StateCache::span(std::int32_t layer, std::int32_t group, std::int32_t s) const {
   const TensorView v = slot(layer, group, s);
-  return KvSpan{static_cast<std::size_t>(static_cast<char*>(v.data) - static_cast<char*>(memory_.data())),
+  return KvSpan{static_cast<std::size_t>(static_cast<char*>(v.data) - static_cast<char*>(base())),
                 static_cast<std::size_t>(v.numel()) * sizeof(float)};
 }
 

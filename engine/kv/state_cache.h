@@ -16,10 +16,13 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_memory.h"
+#include "engine/kv/pool_geometry.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -41,8 +44,11 @@ struct StateCacheLayout {
 
 class StateCache {
  public:
-  // ResourceExhausted naming the layout when num_groups < 1.
-  static absl::StatusOr<StateCache> create(Backend& backend, const StateCacheLayout& layout, std::int32_t num_groups);
+  // ResourceExhausted naming the layout when num_groups < 1. With a `provider` (CPU backends
+  // only) the memory comes from it, asked for under `pool_name` (so that a KV transport can write
+  // a peer's state straight into it, as into the KV pools); else from the backend.
+  static absl::StatusOr<StateCache> create(Backend& backend, const StateCacheLayout& layout, std::int32_t num_groups,
+                                           KvMemoryProvider* provider = nullptr, std::string_view pool_name = "state");
 
   const StateCacheLayout& layout() const { return layout_; }
   std::int32_t num_groups() const { return num_groups_; }
@@ -56,16 +62,21 @@ class StateCache {
   // hand-off moves (one slot per recurrent layer: the state after the prompt).
   KvRegion region() const;
   KvSpan span(std::int32_t layer, std::int32_t group, std::int32_t slot) const;
+  // The region as (layer, unit) spans, a unit being one slot of one group (group * slots + slot).
+  PoolGeometry geometry() const;
   // Copies slot `from` of a group to slot `to` in every layer (the engine's compaction of the
   // accepted state into slot 0, when it wants one).
   void copy_slot(Backend& backend, std::int32_t group, std::int32_t from, std::int32_t to) const;
 
  private:
   TensorView layer_view(std::int32_t layer) const;  // [groups, slots, floats_per_slot]
+  void* base() const { return external_.data != nullptr ? external_.data : memory_.data(); }
+  std::size_t bytes() const;
 
   StateCacheLayout layout_;
   std::int32_t num_groups_ = 0;
-  DeviceBuffer memory_;
+  DeviceBuffer memory_;      // backend memory, or
+  ExternalMemory external_;  // the provider's (then memory_ is empty)
   Device device_{};
 };
 

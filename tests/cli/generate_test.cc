@@ -154,18 +154,6 @@ TEST(UpCliErrors, ABusyRouterPortIsRefusedBeforeAnyNodeStarts) {
   ::close(fd);
 }
 
-// A hybrid model's recurrent state does not travel between nodes yet: `baton up` with prefill
-// nodes fails with their reason (without, decode nodes serve it: tests/http/http_hybrid_test.cc).
-TEST(UpCliErrors, AHybridModelIsRefusedByPrefillNodesWithTheReason) {
-  const ProcessResult r = run_baton("up --model " + testing::fixture_path("qwen3-next-f32") +
-                                    " --port 0 --http-port 0 --kv-cache-memory 0.125");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("failed to start"));
-  EXPECT_THAT(r.err, HasSubstr("Qwen3NextForCausalLM has linear-attention layers, whose recurrent state the KV "
-                               "transports do not move between nodes yet"));
-  EXPECT_THAT(r.err, HasSubstr("--prefill 0"));
-}
-
 // Engine flags configure a local engine: with --endpoint they would be ignored, so they are refused.
 TEST(GenerateCliErrors, EngineFlagsWithAnEndpointAreRefused) {
   for (const std::string& flag : {std::string("--model ") + testing::fixture_path("llama-f32"), std::string("--threads 2"),

@@ -55,9 +55,9 @@ inline void copy_blocks(const KvPoolInfo& src, std::span<const BlockId> src_bloc
 // the host can write: the CPU backend's, discrete-memory test mode included.
 inline void poison_pools(Engine& e) {
   for (const KvPoolInfo& p : e.kv_pools()) {
-    for (const KvRegion& r : {p.cache->region(), p.transfer}) std::memset(r.base, 0xff, r.bytes);
+    std::memset(p.transfer.base, 0xff, p.transfer.bytes);  // the recurrent state's pool too
+    if (p.cache != nullptr) std::memset(p.cache->region().base, 0xff, p.cache->region().bytes);
   }
-  if (const StateCache* s = e.state_cache()) std::memset(s->region().base, 0xff, s->region().bytes);
 }
 
 // A hybrid model's recurrent state after the prompt: its slot of P's group, every recurrent

@@ -183,5 +183,41 @@ TEST(HybridHandoffLeases, ReleasesAndRefusalsFreeTheStateGroups) {
   expect_state_groups_free(*p, "prefill engine");
 }
 
+// The recurrent state is one more pool a transport registers: after the KV pools, one region with
+// a (layer, unit) geometry, a unit being one slot of one group, whose offsets are exactly where the
+// forward pass keeps that state (StateCache::span); a write that leaves a unit has no unit.
+TEST(HybridStatePool, TheStateIsOnePoolWithComputableSpans) {
+  EngineSetup s{"qwen3-next-f32"};
+  s.spec = ngram(2, NodeRole::kColocated);
+  auto e = make_engine(s);
+  const std::vector<KvPoolInfo> pools = e->kv_pools();
+  ASSERT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools[0].name, "target");
+  const KvPoolInfo& state = pools[1];
+  ASSERT_EQ(state.name, "state");
+  ASSERT_EQ(state.state, e->state_cache());
+  EXPECT_EQ(state.cache, nullptr);
+  const StateCache& cache = *e->state_cache();
+  const StateCacheLayout& l = cache.layout();
+  EXPECT_EQ(l.slots, 3);
+  EXPECT_EQ(state.num_blocks, cache.num_groups());
+  EXPECT_EQ(state.free, cache.num_groups());
+  EXPECT_EQ(state.transfer.base, cache.region().base);
+  EXPECT_EQ(state.geometry.region_bytes(), cache.region().bytes);
+  for (std::int32_t layer = 0; layer < l.num_layers; ++layer) {
+    for (const auto [group, slot] : {std::pair{0, 0}, std::pair{1, 2}, std::pair{cache.num_groups() - 1, 1}}) {
+      const KvSpan span = cache.span(layer, group, slot);
+      const std::int32_t unit = group * l.slots + slot;
+      EXPECT_EQ(state.geometry.offset(layer, unit), span.offset);
+      EXPECT_EQ(span.bytes, state.geometry.unit_bytes);
+      EXPECT_EQ(state.geometry.unit_of(span.offset, span.bytes), unit);
+      EXPECT_EQ(static_cast<char*>(cache.slot(layer, group, slot).data), static_cast<char*>(state.transfer.base) + span.offset);
+    }
+  }
+  EXPECT_EQ(state.geometry.unit_of(state.geometry.unit_bytes - 4, 8), std::nullopt);  // crosses into the next slot
+  EXPECT_EQ(state.geometry.unit_of(state.geometry.region_bytes(), 4), std::nullopt);  // past the region
+  EXPECT_EQ(pools[0].geometry.offset(1, 2), static_cast<std::uint64_t>(pools[0].cache->span(1, 2).offset));
+}
+
 }  // namespace
 }  // namespace baton

@@ -1,8 +1,9 @@
 // A hybrid model (the Qwen3-Next fixture: Gated DeltaNet layers with a recurrent state) served end
-// to end: the real `baton up --prefill 0` (decode nodes prefill locally, since no KV transport
-// moves the recurrent state yet) with n-gram drafting answers OpenAI completions, streamed and
+// to end by the real `baton up` with n-gram drafting — a prefill node handing the KV and the
+// recurrent state over UCX to a decode node (both at the decode k, the P/D rule's hybrid branch),
+// and `--prefill 0` (the decode node prefills locally) — answers OpenAI completions, streamed and
 // not, with exactly `baton generate`'s greedy text, and its decode node's /metrics counts its
-// recurrent state groups.
+// recurrent state groups, all free again at the end.
 #include <gtest/gtest.h>
 
 #include "tests/engine/fixtures.h"
@@ -11,11 +12,13 @@
 namespace baton::testing {
 namespace {
 
-TEST(HttpHybrid, DecodeNodesServeAHybridWithTheLocalTokens) {
+class HttpHybrid : public ::testing::TestWithParam<int> {};  // the number of prefill nodes
+
+TEST_P(HttpHybrid, TheClusterServesAHybridWithTheLocalTokens) {
   const std::string model = fixture_path("qwen3-next-f32");
   BundledUp up = start_bundled_up(
-      "baton-http-hybrid-up", BATON_BINARY_DIR,
-      {"--model", model, "--prefill", "0", "--speculative-config",
+      "baton-http-hybrid-up-" + std::to_string(GetParam()), BATON_BINARY_DIR,
+      {"--model", model, "--prefill", std::to_string(GetParam()), "--speculative-config",
        R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":3})", "--metrics"});
   ASSERT_FALSE(up.base.empty());
   // "baton up: decode HOST:PORT metrics on http://HOST:PORT/metrics"
@@ -49,6 +52,9 @@ TEST(HttpHybrid, DecodeNodesServeAHybridWithTheLocalTokens) {
   EXPECT_NE(scrape.body.find(R"(pool="state",state="free"} 64)"), std::string::npos) << scrape.body.substr(0, 3000);
   EXPECT_NE(scrape.body.find(R"(pool="state",state="used"} 0)"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(PrefillNodes, HttpHybrid, ::testing::Values(1, 0),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param) + "_prefill"; });
 
 }  // namespace
 }  // namespace baton::testing

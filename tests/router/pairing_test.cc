@@ -88,6 +88,11 @@ TEST(CheckPair, RuleBreaksNameBothNodesValuesModelKindAndRule) {
   hybrid_p.set_model_has_recurrent_layers(true);
   hybrid_d.set_model_has_recurrent_layers(true);
   EXPECT_THAT(check_pair("p:1", hybrid_p, "d:1", hybrid_d).message(), HasSubstr("prefill has 1, decode has 3"));
+  // Such nodes' layouts differ too (2 state slots vs 4): the refusal names the rule, not the layout.
+  hybrid_p.set_layout_fingerprint(R"({"recurrent_state_slots":2})");
+  hybrid_d.set_layout_fingerprint(R"({"recurrent_state_slots":4})");
+  EXPECT_THAT(check_pair("p:1", hybrid_p, "d:1", hybrid_d).message(), HasSubstr("cannot be paired"));
+  hybrid_p.set_layout_fingerprint(hybrid_d.layout_fingerprint());
   hybrid_p.set_num_speculative_tokens(3);
   EXPECT_TRUE(check_pair("p:1", hybrid_p, "d:1", hybrid_d).ok());
 }

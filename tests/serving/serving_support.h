@@ -67,9 +67,9 @@ inline std::vector<std::string> code_prompts() {
 }
 
 inline cli::ClusterOptions cluster_options(const std::optional<std::string>& spec, const std::string& transport,
-                                           const std::string& name) {
+                                           const std::string& name, const std::string& model_dir = family_path("target")) {
   cli::ClusterOptions o;
-  o.model_dir = family_path("target");
+  o.model_dir = model_dir;
   o.speculative_config = spec;
   o.transport = transport;
   o.bin_dir = BATON_BINARY_DIR;
@@ -143,9 +143,10 @@ struct LocalResult {
 // generate` runs them (text encoded with special tokens, the tokenizer's text decoder attached).
 inline std::vector<LocalResult> run_local(const std::optional<std::string>& spec, const std::vector<std::string>& prompts,
                                           const std::vector<SamplingParams>& params,
-                                          std::optional<DType> kv_cache_dtype = std::nullopt) {
+                                          std::optional<DType> kv_cache_dtype = std::nullopt,
+                                          const std::string& model_dir = family_path("target")) {
   EngineConfig config;
-  config.model_dir = family_path("target");
+  config.model_dir = model_dir;
   config.kv_cache_bytes = 128LL << 20;
   config.kv_cache_dtype = kv_cache_dtype;
   if (spec) {

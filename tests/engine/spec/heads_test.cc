@@ -177,7 +177,7 @@ SpeculativeConfig head_config(const HeadCase& c) {
 
 TEST(DraftHeads, GreedyDraftsEqualTheReferenceInEveryLayout) {
   const auto cases = head_cases();
-  ASSERT_EQ(cases.size(), 9u);
+  ASSERT_EQ(cases.size(), 11u);
   for (const HeadCase& c : cases) {
     auto h = ModelHarness::load(fixture_path(c.target));
     auto proposer = make_proposer(head_config(c), context_for(h, c.target));

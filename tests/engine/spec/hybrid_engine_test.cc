@@ -1,7 +1,8 @@
 // Hybrid targets (the Qwen3-Next fixtures: Gated DeltaNet layers with a recurrent state beside
 // the KV cache) through the whole Engine: speculative decoding stays token-identical to plain
 // decoding when drafts are accepted in full, rejected at the first token or rejected in the
-// middle (an oracle proposer makes all three happen on purpose), with n-gram, suffix and MTP drafts,
+// middle (an oracle proposer makes all three happen on purpose), with n-gram, suffix, MTP, EAGLE-3
+// and (attention-only) draft-model drafts,
 // with step graphs, and under preemption and chunked prefill; every state group and block comes
 // back to its pool.
 #include <map>
@@ -133,6 +134,30 @@ TEST_P(HybridSpec, MtpDraftsGiveThePlainTokens) {
   }
   EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << "never speculated";
   expect_pools_empty(*engine, "mtp");
+}
+
+// Attention-only proposers for the hybrid target: an EAGLE-3 head reading the aux hidden states of
+// a DeltaNet layer and of a gated-attention layer, and a Llama draft model of the target's vocab.
+// Each keeps KV of its own (its pool empties too); neither has a recurrent state.
+TEST_P(HybridSpec, Eagle3AndDraftModelDraftsGiveThePlainTokens) {
+  const auto& [target, k] = GetParam();
+  if (target != "qwen3-next-f32") GTEST_SKIP() << "the EAGLE-3 and draft-model fixtures are qwen3-next-f32's";
+  auto plain = make_engine(target, std::nullopt);
+  const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
+  const auto expected = run(*plain, jobs);
+  for (const std::string method : {"eagle3", "draft_model"}) {
+    const std::string dir = fixture_path(std::string("spec/") + (method == "eagle3" ? "eagle3" : "draft") + "-qwen3-next-f32");
+    auto engine = make_engine(target, spec_config(R"({"method": ")" + method + R"(", "model": ")" + dir + "\"", k));
+    const auto got = run(*engine, jobs);
+    for (const Job& j : jobs) {
+      if (j.params.greedy()) {
+        EXPECT_EQ(got.at(j.id), expected.at(j.id)) << method << " k=" << k << " " << j.id;
+      }
+    }
+    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << method << ": never speculated";
+    expect_pools_empty(*engine, method);
+    for (const KvPoolInfo& pool : engine->kv_pools()) EXPECT_EQ(pool.used, 0) << method << " " << pool.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, HybridSpec,
