@@ -28,20 +28,9 @@ absl::StatusOr<KvCache> KvCache::create(Backend& backend, const KvCacheLayout& l
   cache.layout_ = layout;
   cache.num_blocks_ = num_blocks;
   cache.device_ = backend.device();
-  const auto bytes = static_cast<std::size_t>(layout.bytes_per_block() * num_blocks);
-  if (provider == nullptr) {
-    BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
-    return cache;
-  }
-  if (cache.device_.type != DeviceType::kCpu) {
-    return absl::InvalidArgumentError(str_cat("KV cache: pool ", pool_name,
-                                              " cannot take memory from a KV memory provider on a non-CPU device"));
-  }
-  BATON_ASSIGN_OR_RETURN(cache.external_, provider->allocate(bytes, pool_name));
-  if (cache.external_.data == nullptr || cache.external_.bytes < bytes) {
-    return absl::InternalError(str_cat("KV cache: the KV memory provider gave pool ", pool_name, " ",
-                                       cache.external_.bytes, " bytes, ", bytes, " needed"));
-  }
+  BATON_ASSIGN_OR_RETURN(cache.memory_,
+                         PoolMemory::allocate(backend, static_cast<std::size_t>(layout.bytes_per_block() * num_blocks),
+                                              provider, pool_name, "KV cache"));
   return cache;
 }
 
@@ -57,8 +46,7 @@ TensorView KvCache::layer(std::int32_t i) const {
 }
 
 KvRegion KvCache::region() const {
-  if (external_.data == nullptr) return KvRegion{memory_.data(), memory_.bytes(), device_};
-  return KvRegion{external_.data, static_cast<std::size_t>(layout_.bytes_per_block() * num_blocks_), device_};
+  return KvRegion{memory_.data(), memory_.bytes(), device_};
 }
 
 KvSpan KvCache::span(std::int32_t layer, std::int32_t block) const {

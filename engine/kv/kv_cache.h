@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/kv/pool_geometry.h"
+#include "engine/kv/pool_memory.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -82,11 +83,10 @@ class KvCache {
  private:
   KvCacheLayout layout_;
   std::int32_t num_blocks_ = 0;
-  DeviceBuffer memory_;       // backend memory, or
-  ExternalMemory external_;   // the provider's (then memory_ is empty)
+  PoolMemory memory_;  // the backend's, or a KvMemoryProvider's
   Device device_{};
 
-  void* base() const { return external_.data != nullptr ? external_.data : memory_.data(); }
+  void* base() const { return memory_.data(); }
 };
 
 }  // namespace baton

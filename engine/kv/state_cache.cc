@@ -21,25 +21,10 @@ absl::StatusOr<StateCache> StateCache::create(Backend& backend, const StateCache
   cache.layout_ = layout;
   cache.num_groups_ = num_groups;
   cache.device_ = backend.device();
-  const auto bytes = static_cast<std::size_t>(layout.bytes_per_group() * num_groups);
-  if (provider == nullptr) {
-    BATON_ASSIGN_OR_RETURN(cache.memory_, backend.allocate(bytes));
-    return cache;
-  }
-  if (cache.device_.type != DeviceType::kCpu) {
-    return absl::InvalidArgumentError(str_cat("recurrent state cache: pool ", pool_name,
-                                              " cannot take memory from a KV memory provider on a non-CPU device"));
-  }
-  BATON_ASSIGN_OR_RETURN(cache.external_, provider->allocate(bytes, pool_name));
-  if (cache.external_.data == nullptr || cache.external_.bytes < bytes) {
-    return absl::InternalError(str_cat("recurrent state cache: the KV memory provider gave pool ", pool_name, " ",
-                                       cache.external_.bytes, " bytes, ", bytes, " needed"));
-  }
+  BATON_ASSIGN_OR_RETURN(cache.memory_,
+                         PoolMemory::allocate(backend, static_cast<std::size_t>(layout.bytes_per_group() * num_groups),
+                                              provider, pool_name, "recurrent state cache"));
   return cache;
-}
-
-std::size_t StateCache::bytes() const {
-  return static_cast<std::size_t>(layout_.bytes_per_group()) * static_cast<std::size_t>(num_groups_);
 }
 
 TensorView StateCache::layer_view(std::int32_t layer) const {
@@ -63,7 +48,7 @@ TensorView StateCache::slot(std::int32_t layer, std::int32_t group, std::int32_t
                                 {layout_.floats_per_slot()}, device_);
 }
 
-KvRegion StateCache::region() const { return KvRegion{base(), bytes(), device_}; }
+KvRegion StateCache::region() const { return KvRegion{memory_.data(), memory_.bytes(), device_}; }
 
 PoolGeometry StateCache::geometry() const {
   return PoolGeometry{layout_.num_layers, num_groups_ * layout_.slots,

@@ -23,6 +23,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/kv/pool_geometry.h"
+#include "engine/kv/pool_memory.h"
 #include "kernels/backend.h"
 
 namespace baton {
@@ -70,13 +71,11 @@ class StateCache {
 
  private:
   TensorView layer_view(std::int32_t layer) const;  // [groups, slots, floats_per_slot]
-  void* base() const { return external_.data != nullptr ? external_.data : memory_.data(); }
-  std::size_t bytes() const;
+  void* base() const { return memory_.data(); }
 
   StateCacheLayout layout_;
   std::int32_t num_groups_ = 0;
-  DeviceBuffer memory_;      // backend memory, or
-  ExternalMemory external_;  // the provider's (then memory_ is empty)
+  PoolMemory memory_;  // the backend's, or a KvMemoryProvider's
   Device device_{};
 };
 
