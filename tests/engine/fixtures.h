@@ -18,7 +18,14 @@ inline std::string fixtures_dir() {
   return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(BATON_FIXTURES_DIR);
 }
 
-inline std::string fixture_path(const std::string& name) { return fixtures_dir() + "/" + name; }
+// The bundled trained hybrid (models/baton-tiny-hybrid: Qwen3-Next layout with its MTP module),
+// which the hybrid tests use beside the random fixtures: fixture_path() knows it by this name.
+inline constexpr const char* kBundledHybrid = "baton-tiny-hybrid";
+
+inline std::string fixture_path(const std::string& name) {
+  if (name == kBundledHybrid) return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-hybrid/target";
+  return fixtures_dir() + "/" + name;
+}
 
 // The fixture set, known at compile time so parameterized tests can be listed before the fixtures
 // exist; a test checks it against the generated manifest.json.

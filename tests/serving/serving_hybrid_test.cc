@@ -24,6 +24,7 @@ struct HybridCase {
   std::string label;
   std::optional<std::string> spec;
   std::string transport;
+  std::string model = "qwen3-next-f32";  // a fixture, or testing::kBundledHybrid
   std::string name() const { return label + "_" + transport; }
 };
 
@@ -49,9 +50,10 @@ TEST_P(ServingHybrid, DisaggregatedEqualsLocal) {
     p.seed = seed * 7919;
     params.push_back(p);
   }
-  const std::vector<LocalResult> expected = run_local(c.spec, prompts, params, std::nullopt, hybrid_model());
+  const std::string model = fixture_path(c.model);
+  const std::vector<LocalResult> expected = run_local(c.spec, prompts, params, std::nullopt, model);
 
-  auto cluster = cli::LocalCluster::start(cluster_options(c.spec, c.transport, "hybrid-" + c.name(), hybrid_model()));
+  auto cluster = cli::LocalCluster::start(cluster_options(c.spec, c.transport, "hybrid-" + c.name(), model));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = router_stub((*cluster)->router_address());
   std::vector<v1::GenerateRequest> requests;
@@ -103,6 +105,9 @@ std::vector<HybridCase> hybrid_cases() {
   out.push_back({"draft_model", R"({"method":"draft_model","model":")" + fixture_path("spec/draft-qwen3-next-f32") +
                                     R"(","num_speculative_tokens":2})",
                  "grpc"});
+  // The bundled trained hybrid with its own MTP module (`mtp.*` in the target's checkpoint) on both
+  // nodes, as `baton up --model models/baton-tiny-hybrid/target` runs it.
+  out.push_back({"bundled_mtp", R"({"method":"mtp","num_speculative_tokens":2})", "ucx", testing::kBundledHybrid});
   return out;
 }
 

@@ -42,9 +42,15 @@ What it is for
   (Mamba-2's choice: decays exp(-A*dt) from ~1 down to ~exp(-1.6), i.e. memories of a few to
   hundreds of tokens; HF's dt_bias = 1 would give decays <= exp(-1.3) per token at a = 0).
 
+  Multi-token prediction: the model itself has no `mtp.*` module (qwen3_next_mtp.py holds the
+  trainable one); load_hf_dir(..., mtp=True) splits a checkpoint's `mtp.*` tensors off and returns
+  them beside the model, and save_hf_dir(..., extra_tensors=...) writes them into the same
+  model.safetensors, as a published Qwen3-Next checkpoint ships them.
+
 What it must not do
-  Import transformers/safetensors or copy their code; differ from the reference math; support the
-  multi-token-prediction (`mtp.*`) tensors, a KV cache, sliding windows or attention biases.
+  Import transformers/safetensors or copy their code; differ from the reference math; run the
+  multi-token-prediction (`mtp.*`) tensors itself (they are only split off or written through),
+  a KV cache, sliding windows or attention biases.
 """
 
 import json
@@ -436,8 +442,13 @@ def hf_tensors(model, dtype):
     return {k: v.detach().to("cpu", dtype).contiguous() for k, v in sorted(model.state_dict().items())}
 
 
-def save_hf_dir(model, directory, dtype=torch.bfloat16, extra_config=None):
-    """config.json + generation_config.json + model.safetensors. Tokenizer files are the caller's."""
+def save_hf_dir(model, directory, dtype=torch.bfloat16, extra_config=None, extra_tensors=None):
+    """config.json + generation_config.json + model.safetensors. Tokenizer files are the caller's.
+    extra_tensors: `mtp.*` tensors (written as given, in their own dtype) stored beside the model's."""
+    extra_tensors = dict(extra_tensors or {})
+    bad = sorted(k for k in extra_tensors if not k.startswith("mtp."))
+    if bad:
+        raise ValueError(f"extra tensors must be mtp.* ones: {bad[:3]}")
     os.makedirs(directory, exist_ok=True)
     tag = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}[dtype]
     cfg = model.config.to_hf(tag)
@@ -446,21 +457,27 @@ def save_hf_dir(model, directory, dtype=torch.bfloat16, extra_config=None):
     write_json(os.path.join(directory, "generation_config.json"),
                {"bos_token_id": model.config.bos_token_id, "eos_token_id": model.config.eos_token_id,
                 "do_sample": False, "transformers_version": "4.57.0"})
-    write_safetensors(os.path.join(directory, "model.safetensors"), hf_tensors(model, dtype))
+    tensors = hf_tensors(model, dtype)
+    tensors.update({k: v.detach().to("cpu").contiguous() for k, v in extra_tensors.items()})
+    write_safetensors(os.path.join(directory, "model.safetensors"), tensors)
 
 
-def load_hf_dir(directory, device="cpu", chunk=64):
+def load_hf_dir(directory, device="cpu", chunk=64, mtp=False):
     """A float32 Qwen3NextForCausalLM from an HF-layout dir (weights upcast from their dtype).
-    The tensor set must be exactly the model's: missing, unexpected or `mtp.*` tensors are errors."""
+    The tensor set must be exactly the model's: missing or unexpected tensors are errors, and so are
+    `mtp.*` tensors unless mtp=True, which returns (model, {name: tensor as stored} of the `mtp.*`
+    ones) instead (qwen3_next_mtp.load_mtp builds the module from them)."""
     with open(os.path.join(directory, "config.json")) as f:
         model = Qwen3NextForCausalLM(Qwen3NextConfig.from_hf(json.load(f)), chunk)
     stored = read_model_dir(directory)
     wanted = set(model.state_dict())
-    mtp = sorted(k for k in stored if k.startswith("mtp."))
-    if mtp:
-        raise ValueError(f"{directory}: multi-token-prediction tensors are not supported: {mtp[:3]}")
+    mtp_tensors = {k: stored.pop(k) for k in sorted(stored) if k.startswith("mtp.")}
+    if mtp_tensors and not mtp:
+        raise ValueError(f"{directory}: multi-token-prediction tensors {sorted(mtp_tensors)[:3]}: "
+                         "load with mtp=True to split them off")
     missing, extra = sorted(wanted - set(stored)), sorted(set(stored) - wanted)
     if missing or extra:
         raise ValueError(f"{directory}: missing tensors {missing[:5]}, unexpected {extra[:5]}")
     model.load_state_dict({k: stored[k].float() for k in wanted})
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    return (model, mtp_tensors) if mtp else model

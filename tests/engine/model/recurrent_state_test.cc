@@ -1,8 +1,9 @@
-// The recurrent state of a hybrid model (Qwen3-Next fixtures) through the forward pass: a
-// verification-shaped step leaves in slot j exactly the state plain decoding has after token j,
-// so a rejection in the middle of a draft continues bit for bit as if the rejected tokens never
-// came; chunked prefill keeps only its final state; bad state references are refused with the
-// sequence named. Also the StateCache's layout and StateGroupPool's bookkeeping.
+// The recurrent state of a hybrid model (the Qwen3-Next fixtures and the bundled trained
+// baton-tiny-hybrid) through the forward pass: a verification-shaped step leaves in slot j exactly
+// the state plain decoding has after token j, so a rejection in the middle of a draft continues
+// bit for bit as if the rejected tokens never came; chunked prefill keeps only its final state;
+// bad state references are refused with the sequence named. Also the StateCache's layout and
+// StateGroupPool's bookkeeping.
 #include <cstring>
 
 #include "gmock/gmock.h"
@@ -35,12 +36,29 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A prompt and what follows it: a fixture's reference prompt and greedy continuation, or for the
+// bundled trained hybrid a fixed run of its vocabulary's tokens (the test compares plain and
+// speculative steps over the same tokens, whichever they are).
+struct Text {
+  std::vector<std::int32_t> prompt, rest;
+};
+
+Text text_for(const std::string& model) {
+  if (model == testing::kBundledHybrid) {
+    Text t;
+    for (std::int32_t i = 0; i < 36; ++i) (i < 28 ? t.prompt : t.rest).push_back(257 + (i * 733) % 3800);
+    return t;
+  }
+  const auto ref = load_reference(model);
+  return Text{ref.prompt, ref.greedy};
+}
+
 class RecurrentState : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecurrentState, VerificationLeavesEveryDraftsStateAndARejectionContinuesExactly) {
-  const auto ref = load_reference(GetParam());
+  const Text ref = text_for(GetParam());
   std::vector<std::int32_t> text = ref.prompt;
-  text.insert(text.end(), ref.greedy.begin(), ref.greedy.end());
+  text.insert(text.end(), ref.rest.begin(), ref.rest.end());
   const auto prompt = static_cast<std::int32_t>(ref.prompt.size());
   constexpr std::int32_t kDrafts = 3;  // a verification step of 1 + 3 tokens
 
@@ -83,7 +101,7 @@ TEST_P(RecurrentState, VerificationLeavesEveryDraftsStateAndARejectionContinuesE
 }
 
 TEST_P(RecurrentState, ChunkedPrefillKeepsTheFinalStateOnly) {
-  const auto ref = load_reference(GetParam());
+  const Text ref = text_for(GetParam());
   auto whole = ModelHarness::load(fixture_path(GetParam()));
   TestSequence w;
   w.tokens = ref.prompt;
@@ -101,7 +119,8 @@ TEST_P(RecurrentState, ChunkedPrefillKeepsTheFinalStateOnly) {
   EXPECT_TRUE(same_bits(state_of(whole, w.state_group, w.state_slot), state_of(pieces, c.state_group, c.state_slot)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentState, ::testing::Values("qwen3-next-f32", "qwen3-next-bf16"),
+INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentState,
+                         ::testing::Values("qwen3-next-f32", "qwen3-next-bf16", testing::kBundledHybrid),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
 TEST(RecurrentStateRefusals, BadStateReferencesNameTheSequence) {

@@ -1,11 +1,12 @@
 // Lossless in law through the whole engine: with probabilistic drafts (a draft model and an EAGLE
 // head sample their drafts from q, and q enters verification), and with one-hot drafts on a hybrid
-// target (Qwen3-Next: its recurrent state follows the accepted draft), the joint law of a request's first
-// three output tokens is the target's — at temperature 1, with top-p, and with a logit bias —
-// under token-wise and block verification. 100k requests per case, each with its own seed, through Engine::step() with
-// continuous batching; the law they must follow is computed exactly from the same model and the
-// same logits processing (Sampler::target_probs over the forward's logits), and compared by a
-// chi-square goodness-of-fit test. The plain engine passes the same test (so the exact law is
+// target (Qwen3-Next: its recurrent state follows the accepted draft; the random fixture, and the
+// bundled trained hybrid with its own MTP drafts), the joint law of a request's first three output
+// tokens is the target's — at temperature 1, with top-p, and with a logit bias — under token-wise
+// and block verification. 100k requests per case (30k on the bundled model), each with its own
+// seed, through Engine::step() with continuous batching; the law they must follow is computed
+// exactly from the same model and the same logits processing (Sampler::target_probs over the
+// forward's logits), and compared by a chi-square goodness-of-fit test. The plain engine passes the same test (so the exact law is
 // right), and a negative control — a proposer reporting a q other than the one it sampled from,
 // a classic bug — must fail it.
 #include <algorithm>
@@ -174,10 +175,18 @@ struct Case {
   bool wrong_q = false;  // the negative control
   bool logit_bias = false;
   std::string target = "llama-f32";
+  int requests = kRequests;  // fewer for the bundled hybrid, a larger model
 
   // Probabilistic drafts from the fixture draft model or EAGLE head, k = kK.
   std::optional<SpeculativeConfig> config() const {
     if (method.empty()) return std::nullopt;
+    if (method == "mtp") {  // the bundled hybrid's trained MTP module, from its own checkpoint
+      auto c = SpeculativeConfig::parse(R"({"method": "mtp", "num_speculative_tokens": )" + std::to_string(kK) +
+                                            R"(, "rejection_sample_method": ")" + rejection + "\"}",
+                                        NodeRole::kColocated);
+      BATON_CHECK(c.ok(), c.status().ToString());
+      return *c;
+    }
     if (method == "likely") {  // n-gram's plumbing; the proposer is replaced
       auto c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": )" + std::to_string(kK) +
                                             R"(, "rejection_sample_method": ")" + rejection + "\"}",
@@ -207,7 +216,8 @@ Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt, Ex
   EngineConfig cfg;
   cfg.model_dir = fixture_path(c.target);
   cfg.backend.num_threads = 2;
-  cfg.kv_cache_bytes = 16 << 20;
+  // The bundled hybrid's recurrent state (3 slots for each of 128 sequences) needs more room.
+  cfg.kv_cache_bytes = c.target == testing::kBundledHybrid ? 512 << 20 : 16 << 20;
   cfg.scheduler.max_num_batched_tokens = 1024;
   cfg.scheduler.max_num_seqs = 128;
   cfg.speculative = c.config();
@@ -229,8 +239,8 @@ Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt, Ex
   std::map<std::string, std::vector<std::int32_t>> pending;
   Samples run;
   constexpr int kWave = 2048;
-  for (int first = 0; first < kRequests; first += kWave) {
-    for (int i = first; i < std::min(first + kWave, kRequests); ++i) {
+  for (int first = 0; first < c.requests; first += kWave) {
+    for (int i = first; i < std::min(first + kWave, c.requests); ++i) {
       params.seed = 7'000'000 + static_cast<std::uint64_t>(i);
       const absl::Status s = e.add_request(std::to_string(i), prompt, params);
       BATON_CHECK(s.ok(), s.ToString());
@@ -257,11 +267,11 @@ Samples sample_engine(const Case& c, const std::vector<std::int32_t>& prompt, Ex
 }
 
 // Chi-square goodness of fit over the enumerated cells plus one pooled "everything else" cell.
-double p_value(const Samples& run, const std::map<Triple, double>& law) {
+double p_value(const Samples& run, const std::map<Triple, double>& law, int requests) {
   double chi2 = 0, mass = 0;
   int df = 0, counted = 0;
   for (const auto& [t, p] : law) {
-    const double expected = p * kRequests;
+    const double expected = p * requests;
     const auto it = run.counts.find(t);
     const int n = it == run.counts.end() ? 0 : it->second;
     chi2 += (n - expected) * (n - expected) / expected;
@@ -269,8 +279,8 @@ double p_value(const Samples& run, const std::map<Triple, double>& law) {
     counted += n;
     ++df;
   }
-  const double rest = (1.0 - mass) * kRequests;
-  const int n_rest = kRequests - counted;
+  const double rest = (1.0 - mass) * requests;
+  const int n_rest = requests - counted;
   if (rest >= kMinExpected) {
     chi2 += (n_rest - rest) * (n_rest - rest) / rest;
   } else {
@@ -285,14 +295,14 @@ TEST_P(EngineDistribution, FirstThreeTokensFollowTheTargetsLaw) {
   const Case& c = GetParam();
   ExactLaw exact(params_for(c.top_p, c.logit_bias), c.target);
   const std::vector<std::int32_t> prompt = exact.uncertain_prompt();
-  const std::map<Triple, double> law = exact.triples(prompt, kRequests);
+  const std::map<Triple, double> law = exact.triples(prompt, c.requests);
   ASSERT_GT(law.size(), 50u) << "too few cells for a test with power";
   const Samples run = sample_engine(c, prompt, exact);
-  const double p = p_value(run, law);
+  const double p = p_value(run, law, c.requests);
   std::printf("[ chi2     ] %-34s cells %zu  acceptance %.3f  p %.3g\n", c.label.c_str(), law.size(),
               run.acceptance_rate, p);
   if (!c.method.empty()) {
-    EXPECT_GT(run.draft_tokens, kRequests) << "the engine hardly speculated";
+    EXPECT_GT(run.draft_tokens, c.requests) << "the engine hardly speculated";
   }
   if (c.wrong_q) {
     EXPECT_LT(p, kSignificance) << c.label << ": the negative control passed: the test has no power";
@@ -317,7 +327,10 @@ INSTANTIATE_TEST_SUITE_P(ProbabilisticDrafts, EngineDistribution,
                                            Case{"hybrid_likely_standard", "likely", "standard", false, false, false,
                                                 "qwen3-next-f32"},
                                            Case{"hybrid_likely_block_top_p", "likely", "block", true, false, false,
-                                                "qwen3-next-f32"}),
+                                                "qwen3-next-f32"},
+                                           // The bundled trained hybrid with its own MTP module.
+                                           Case{"hybrid_bundled_mtp_standard", "mtp", "standard", false, false, false,
+                                                testing::kBundledHybrid, 30000}),
                          [](const auto& p) { return p.param.label; });
 
 }  // namespace

@@ -66,6 +66,21 @@ void expect_pools_empty(const Engine& e, const std::string& what) {
   EXPECT_EQ(e.state_groups()->num_free(), e.state_groups()->num_groups()) << what << ": state groups leaked";
 }
 
+// Runs the jobs on a speculating engine: the greedy ones must give plain decoding's tokens, the
+// engine must have drafted, and every block (the proposer's too) and state group must be free again.
+template <typename Outputs>
+void expect_plain_tokens(Engine& engine, const std::vector<Job>& jobs, const Outputs& expected, const std::string& what) {
+  const auto got = run(engine, jobs);
+  for (const Job& j : jobs) {
+    if (j.params.greedy()) {
+      EXPECT_EQ(got.at(j.id), expected.at(j.id)) << what << " " << j.id;
+    }
+  }
+  EXPECT_GT(engine.spec_stats()->num_draft_tokens, 0) << what << ": never speculated";
+  expect_pools_empty(engine, what);
+  for (const KvPoolInfo& pool : engine.kv_pools()) EXPECT_EQ(pool.used, 0) << what << " " << pool.name;
+}
+
 class HybridSpec : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(HybridSpec, OracleDraftsAcceptedWhollyPartlyOrNotAtAllGiveThePlainTokens) {
@@ -105,35 +120,25 @@ TEST_P(HybridSpec, NgramAndSuffixDraftsGiveThePlainTokens) {
   for (const std::string method : {R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3)",
                                    R"({"method": "suffix")"}) {
     auto engine = make_engine(target, spec_config(method, k));
-    const auto got = run(*engine, jobs);
-    for (const Job& j : jobs) {
-      if (j.params.greedy()) {
-        EXPECT_EQ(got.at(j.id), expected.at(j.id)) << method << " k=" << k << " " << j.id;
-      }
-    }
-    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << method << ": never speculated";
-    expect_pools_empty(*engine, method);
+    expect_plain_tokens(*engine, jobs, expected, method + " k=" + std::to_string(k));
   }
 }
 
 // Qwen3-Next's own MTP module (gated attention, experts, zero-centred norms; its own KV, no
-// recurrent state) drafting for the hybrid target.
+// recurrent state) drafting for the hybrid target: the fixture's head, and the bundled model's
+// trained one, from its own checkpoint (`mtp.*` beside the target's weights; no `model`).
 TEST_P(HybridSpec, MtpDraftsGiveThePlainTokens) {
   const auto& [target, k] = GetParam();
-  if (target != "qwen3-next-f32") GTEST_SKIP() << "the MTP fixture head is qwen3-next-f32's";
+  const bool bundled = target == testing::kBundledHybrid;
+  if (target != "qwen3-next-f32" && !bundled) GTEST_SKIP() << "the MTP fixture head is qwen3-next-f32's";
   auto plain = make_engine(target, std::nullopt);
   const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
   const auto expected = run(*plain, jobs);
   auto engine = make_engine(
-      target, spec_config(R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp-next-qwen3-next-f32") + "\"", k));
-  const auto got = run(*engine, jobs);
-  for (const Job& j : jobs) {
-    if (j.params.greedy()) {
-      EXPECT_EQ(got.at(j.id), expected.at(j.id)) << "mtp k=" << k << " " << j.id;
-    }
-  }
-  EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << "never speculated";
-  expect_pools_empty(*engine, "mtp");
+      target, spec_config(bundled ? std::string(R"({"method": "mtp")")
+                                  : R"({"method": "mtp", "model": ")" + fixture_path("spec/mtp-next-qwen3-next-f32") + "\"",
+                          k));
+  expect_plain_tokens(*engine, jobs, expected, "mtp k=" + std::to_string(k));
 }
 
 // Attention-only proposers for the hybrid target: an EAGLE-3 head reading the aux hidden states of
@@ -146,22 +151,15 @@ TEST_P(HybridSpec, Eagle3AndDraftModelDraftsGiveThePlainTokens) {
   const auto jobs = jobs_for(plain->model_config().vocab_size, /*include_sampled=*/true);
   const auto expected = run(*plain, jobs);
   for (const std::string method : {"eagle3", "draft_model"}) {
-    const std::string dir = fixture_path(std::string("spec/") + (method == "eagle3" ? "eagle3" : "draft") + "-qwen3-next-f32");
+    const std::string dir =
+        fixture_path(std::string("spec/") + (method == "eagle3" ? "eagle3" : "draft") + "-qwen3-next-f32");
     auto engine = make_engine(target, spec_config(R"({"method": ")" + method + R"(", "model": ")" + dir + "\"", k));
-    const auto got = run(*engine, jobs);
-    for (const Job& j : jobs) {
-      if (j.params.greedy()) {
-        EXPECT_EQ(got.at(j.id), expected.at(j.id)) << method << " k=" << k << " " << j.id;
-      }
-    }
-    EXPECT_GT(engine->spec_stats()->num_draft_tokens, 0) << method << ": never speculated";
-    expect_pools_empty(*engine, method);
-    for (const KvPoolInfo& pool : engine->kv_pools()) EXPECT_EQ(pool.used, 0) << method << " " << pool.name;
+    expect_plain_tokens(*engine, jobs, expected, method + " k=" + std::to_string(k));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, HybridSpec,
-                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16"),
+                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16", testing::kBundledHybrid),
                                             ::testing::Values(1, 3, 5)),
                          [](const auto& p) {
                            return testing::test_name_for(std::get<0>(p.param)) + "_k" +

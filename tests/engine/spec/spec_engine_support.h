@@ -67,7 +67,8 @@ inline std::unique_ptr<Engine> make_engine(const std::string& target, const std:
   c.backend.cpu_isa = cpu_isa;
   c.backend.cpu_discrete_memory = discrete_memory;
   c.graphs = graphs;
-  c.kv_cache_bytes = 8 << 20;
+  // The bundled hybrid's recurrent state (a group of 1 + k slots per sequence) needs more room.
+  c.kv_cache_bytes = target == kBundledHybrid ? 256 << 20 : 8 << 20;
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 16;
   c.speculative = spec;
