@@ -24,8 +24,9 @@ What it is for
             10 prompts of check_engine_greedy.py equals this framework's (qwen3_next.py, BF16 weights
             upcast), plainly and with {"method":"mtp","num_speculative_tokens":2} (no `model`: the
             layer is read from the target); then bench/spec_bench on the HumanEval prompts for
-            acceptance (k = 2 and 4, greedy, batch 1; token mismatches must be 0); a sample
-            -> WORK/check.json, WORK/sample.json
+            acceptance (k = 2 and 4, greedy, batch 1; token mismatches must be 0); then the first
+            prompt through a `baton up` cluster (router, prefill and decode node), plainly and with
+            MTP, must give the same tokens; a sample -> WORK/check.json, WORK/sample.json
     card    OUT/README.md from OUT/training_log.json, the shipped files and WORK/sample.json (no
             figure typed by hand)
   `--verify` runs only the check stage's engine checks on the shipped OUT and writes nothing (exit
@@ -544,7 +545,10 @@ def stage_card(p, a, log):
             w(f"| `{json.dumps(spec, separators=(',', ':'))}` | "
               f"{b['mean_acceptance_length']:.2f} | {b['acceptance_rate']:.2f} | {pos} | "
               f"{b['tpot_ratio_median']:.2f} | {check_engine_greedy_mismatches(b)} |")
-        w("")
+        w("\nTPOT ratios near or above 1 are expected at this size: a step of a 10M-parameter target is mostly "
+          "fixed per-step overhead, so the MTP layer's forward costs a good part of a target step and verifying "
+          "k + 1 positions through the DeltaNet layers is dearer than one; acceptance is the figure that carries "
+          "over to real models.\n")
 
     serving = check.get("serving") or []
     if serving:
