@@ -187,6 +187,9 @@ def train_target(model, stream, valid, *, steps, batch, seq_len, lr, warmup, see
 
 def stage_target(p, a, log):
     train, valid = streams(a, p, a.valid_limit)
+    # qwen3_next.init_weights leaves in_proj_qkvz / in_proj_ba at torch's default init (uniform
+    # +-1/sqrt(hidden)), drawn from the global generator, whose start this torch seeds at random.
+    torch.manual_seed(p["seed"])
     model = Qwen3NextForCausalLM(Qwen3NextConfig(**p["target"]))
     init_weights(model, generator=torch.Generator().manual_seed(p["seed"]))
     train_target(model, train, valid, steps=p["target_steps"], batch=p["batch"], seq_len=p["seq_len"],
