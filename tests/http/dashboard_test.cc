@@ -229,8 +229,9 @@ TEST(Dashboard, ShowsTheClusterAsItsRequestsSawIt) {
       }
     }
     std::printf("chart %s: %d coloured pixels in %dx%d\n", id.c_str(), coloured, r[2], r[3]);
-    // Two 8-pixel points and the line between them are well over 100; an empty chart has 0.
-    EXPECT_GT(coloured, 100) << "chart " << id << " at " << r[0] << "," << r[1] << " " << r[2] << "x" << r[3];
+    // One 8-pixel point is about 50 (a loaded machine may put a short run in one bucket); two and
+    // the line between them are well over 100; an empty chart has 0.
+    EXPECT_GT(coloured, 40) << "chart " << id << " at " << r[0] << "," << r[1] << " " << r[2] << "x" << r[3];
   }
   // BATON_DASHBOARD_SCREENSHOT=PATH keeps a copy (e.g. for a pull request).
   if (const char* keep = std::getenv("BATON_DASHBOARD_SCREENSHOT")) {
