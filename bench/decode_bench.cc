@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   (void)init_logging("warn");
   Args args = parse(argc, argv);
-  if (args.verify_k > 0 && ModelConfig::load(args.model).value().num_linear_attention_layers() > 0) {
+  if (args.verify_k > 0 && ModelConfig::load(args.model).value().num_recurrent_layers() > 0) {
     args.verify_k = 0;  // the verify line drafts with the model itself, and no draft model keeps recurrent state
   }
   StepProfile::enable(args.profile);
@@ -480,7 +480,7 @@ int main(int argc, char** argv) {
     j["fraction_of_bandwidth_floor"] = floor_step_s / j["step_seconds_median"].get<double>();
     j["context"] = args.context;
     j["kv_cache_dtype"] = std::string(dtype_name(kv_dtype));
-    if (mc.num_linear_attention_layers() > 0) {
+    if (mc.num_recurrent_layers() > 0) {
       // What one request keeps beside its KV in each of its 1 + k slots: the state after one
       // position, every linear-attention layer (what a hand-off moves).
       j["recurrent_state_bytes_per_slot"] = recurrent_state_layout(mc, 1).bytes_per_group();

@@ -47,10 +47,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& confi
                         !config.kv_transfer_in_device_memory;
   KvMemoryProvider* pool_memory = mirrored ? nullptr : config.kv_memory.get();
   BATON_ASSIGN_OR_RETURN(const ModelConfig model_config, ModelConfig::load(config.model_dir));
-  const bool hybrid = model_config.num_linear_attention_layers() > 0;
+  const bool hybrid = model_config.num_recurrent_layers() > 0;
   if (hybrid && mirrored) {
     return absl::UnimplementedError(str_cat(config.model_dir, ": ", model_config.architecture_name,
-                                            " has linear-attention layers, whose recurrent state a hand-off cannot "
+                                            " has recurrent layers, whose recurrent state a hand-off cannot "
                                             "move through host mirrors yet"));
   }
   BATON_ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::open(config.model_dir));

@@ -60,8 +60,8 @@ void Backend::sigmoid_mul(const TensorView&, const TensorView&, const TensorView
   BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
 }
 
-void Backend::causal_conv1d(const TensorView&, const TensorView&, const TensorView&, const RecurrentBatch&,
-                            const TensorView&) {
+void Backend::causal_conv1d(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                            const RecurrentBatch&, const TensorView&) {
   BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
 }
 
@@ -73,6 +73,21 @@ void Backend::gated_delta_rule(const TensorView&, const TensorView&, const Tenso
 
 void Backend::gated_rms_norm(const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) {
   BATON_CHECK(false, describe(), " has no linear-attention kernels (check runs_linear_attention() before loading)");
+}
+
+void Backend::relu_squared(const TensorView&, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no Mamba-2 kernels (check runs_mamba2() before loading)");
+}
+
+void Backend::ssd_recurrence(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                             const TensorView&, const TensorView&, const TensorView&, float, float, const TensorView&,
+                             const RecurrentBatch&, const TensorView&) {
+  BATON_CHECK(false, describe(), " has no Mamba-2 kernels (check runs_mamba2() before loading)");
+}
+
+void Backend::gated_group_rms_norm(const TensorView&, const TensorView&, const TensorView&, std::int64_t, float,
+                                   const TensorView&) {
+  BATON_CHECK(false, describe(), " has no Mamba-2 kernels (check runs_mamba2() before loading)");
 }
 
 absl::StatusOr<DeviceBuffer> Backend::allocate_staging(std::size_t bytes) {

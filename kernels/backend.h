@@ -286,14 +286,14 @@ class Backend {
   // may alias x). Gated attention's output gate.
   virtual void sigmoid_mul(const TensorView& x, const TensorView& gate, const TensorView& out);
   // Depthwise causal convolution over each sequence's tokens, then SiLU:
-  // out[t, c] = silu(sum_j weight[c, j] * in[t - (K - 1) + j, c]), the inputs before a sequence's
+  // out[t, c] = silu(bias[c] + sum_j weight[c, j] * in[t - (K - 1) + j, c]), the inputs before a sequence's
   // first token coming from its state (the last K - 1 inputs, oldest first; zeros when it starts
   // from the zero state). The states after its tokens are stored as RecurrentBatch says.
-  // x: [tokens, channels] act (strided rows allowed); weight: [channels, K] F32;
-  // state: [groups, slots, (K - 1) * channels] F32, one slot laid out [K - 1, channels];
-  // out: [tokens, channels] act (must not alias x).
-  virtual void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& state,
-                             const RecurrentBatch& batch, const TensorView& out);
+  // x: [tokens, channels] act (strided rows allowed); weight: [channels, K] F32; bias: [channels]
+  // F32 or empty (none); state: [groups, slots, (K - 1) * channels] F32, one slot laid out
+  // [K - 1, channels]; out: [tokens, channels] act (must not alias x).
+  virtual void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& bias,
+                             const TensorView& state, const RecurrentBatch& batch, const TensorView& out);
   // The gated delta rule (Gated DeltaNet), token by token within each sequence. Per value head h
   // (key head h / (v_heads / k_heads)), with q and k L2-normalized (eps 1e-6) and q scaled by
   // 1 / sqrt(key_dim), beta = sigmoid(b), decay = exp(-exp(a_log) * softplus(a + dt_bias)):
@@ -309,6 +309,29 @@ class Backend {
   // act (strided rows allowed; out may alias x); weight: [dim] F32.
   virtual void gated_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight, float eps,
                               const TensorView& out);
+
+  // Whether the Mamba-2 ops below exist here (a model with Mamba-2 layers or a relu² MLP refuses
+  // to load otherwise). causal_conv1d above is theirs too.
+  virtual bool runs_mamba2() const { return false; }
+  // out = relu(x)², elementwise. x, out: [rows, cols] act (out may alias x). Nemotron-H's MLP.
+  virtual void relu_squared(const TensorView& x, const TensorView& out);
+  // Mamba-2's selective state-space recurrence, token by token within each sequence. Per head h
+  // (of group g = h / (heads / groups)), with dt = clamp(softplus(dt_in + dt_bias), dt_min,
+  // dt_max) and decay = exp(-exp(a_log) * dt):
+  //   S = decay * S + dt * x B^T;  out = S C + d * x,   S: [head_dim, state] F32.
+  // x: [tokens, heads, head_dim] act (strided); dt_in: [tokens, heads] act (strided);
+  // b, c: [tokens, groups, state] act (strided); a_log, dt_bias, d: [heads] F32;
+  // state: [groups, slots, heads * head_dim * state] F32 (S of head h at h * head_dim * state);
+  // out: [tokens, heads, head_dim] act.
+  virtual void ssd_recurrence(const TensorView& x, const TensorView& dt_in, const TensorView& b, const TensorView& c,
+                              const TensorView& a_log, const TensorView& dt_bias, const TensorView& d, float dt_min,
+                              float dt_max, const TensorView& state, const RecurrentBatch& batch,
+                              const TensorView& out);
+  // Mamba-2's gated norm (gate first): u = x * silu(gate); out = u / sqrt(mean(u²) + eps) * weight,
+  // the mean over each group of group_size consecutive columns. x, gate, out: [rows, cols] act
+  // (strided rows allowed; out may alias x); weight: [cols] F32; cols a multiple of group_size.
+  virtual void gated_group_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight,
+                                    std::int64_t group_size, float eps, const TensorView& out);
 
   // Whether sample_rows() exists here. The CPU has none: its host Sampler reads the rows in place.
   virtual bool samples_rows() const { return false; }

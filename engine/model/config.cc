@@ -5,6 +5,9 @@
 
 #include "common/status.h"
 #include "common/text_file.h"
+#include "engine/model/config_fields.h"
+#include "engine/model/config_nemotron_h.h"
+#include "engine/model/config_qwen3_5.h"
 #include "nlohmann/json.hpp"
 #include "xxhash.h"
 
@@ -12,38 +15,6 @@ namespace baton {
 namespace {
 
 using nlohmann::json;
-
-absl::Status field_error(const std::string& where, const std::string& key, const std::string& what) {
-  return absl::InvalidArgumentError(str_cat(where, ": `", key, "` ", what));
-}
-
-// A positive integer field; `fallback` when absent (nullopt: required).
-absl::StatusOr<std::int32_t> get_positive_int(const json& j, const std::string& where, const std::string& key,
-                                              std::optional<std::int32_t> fallback = std::nullopt) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (fallback) return *fallback;
-    return field_error(where, key, "is missing");
-  }
-  if (!it->is_number_integer() || it->get<std::int64_t>() <= 0 || it->get<std::int64_t>() > INT32_MAX) {
-    return field_error(where, key, str_cat("must be a positive integer, got ", it->dump()));
-  }
-  return static_cast<std::int32_t>(it->get<std::int64_t>());
-}
-
-absl::StatusOr<double> get_number(const json& j, const std::string& where, const std::string& key, double fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return field_error(where, key, str_cat("must be a number, got ", it->dump()));
-  return it->get<double>();
-}
-
-absl::StatusOr<bool> get_bool(const json& j, const std::string& where, const std::string& key, bool fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return field_error(where, key, str_cat("must be true or false, got ", it->dump()));
-  return it->get<bool>();
-}
 
 // An int or a list of ints (eos_token_id is either in Hugging Face files).
 absl::Status append_token_ids(const json& j, const std::string& where, const std::string& key,
@@ -121,6 +92,9 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
   c.sparse_mlp.assign(static_cast<std::size_t>(c.num_layers), false);
   const bool qwen2 = c.architecture == Architecture::kQwen2Moe;
   const bool next = c.architecture == Architecture::kQwen3Next;
+  // Nemotron-H's experts sit in "E" blocks, which parse_nemotron_h refuses; its configs may carry
+  // the MoE keys' defaults regardless.
+  if (c.architecture == Architecture::kNemotronH) return absl::OkStatus();
   if (c.architecture != Architecture::kQwen3Moe && !qwen2 && !next) {
     for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
       if (auto it = config.find(key); it != config.end() && it->is_number() && it->get<double>() > 0) {
@@ -166,12 +140,14 @@ absl::Status parse_experts(const json& config, const std::string& where, ModelCo
   return absl::OkStatus();
 }
 
-// Qwen3-Next's layer mix (`layer_types`, else every full_attention_interval-th layer is full
-// attention), its linear-attention shapes and its partial rotary (Qwen3NextConfig's defaults).
+// Qwen3-Next's (and Qwen3.5's) layer mix (`layer_types`, else every full_attention_interval-th
+// layer is full attention), its linear-attention shapes and its partial rotary (Qwen3NextConfig's
+// defaults; rope_parameters' when the config has them).
 absl::Status parse_hybrid(const json& config, const std::string& where, ModelConfig& c) {
   c.mixers.assign(static_cast<std::size_t>(c.num_layers), MixerKind::kAttention);
-  if (c.architecture != Architecture::kQwen3Next) return absl::OkStatus();
-  c.attn_output_gate = true;
+  if (c.architecture != Architecture::kQwen3Next && c.architecture != Architecture::kQwen35) return absl::OkStatus();
+  BATON_ASSIGN_OR_RETURN(c.attn_output_gate, get_bool(config, where, "attn_output_gate", true));
+  if (!c.attn_output_gate) return field_error(where, "attn_output_gate", "false is not supported (the gate is part of these layers)");
   c.zero_centered_norms = true;
   if (auto lt = config.find("layer_types"); lt != config.end() && !lt->is_null()) {
     if (!lt->is_array() || static_cast<std::int32_t>(lt->size()) != c.num_layers) {
@@ -202,7 +178,8 @@ absl::Status parse_hybrid(const json& config, const std::string& where, ModelCon
     return field_error(where, "linear_num_key_heads",
                        str_cat("(", l.num_key_heads, ") must divide linear_num_value_heads (", l.num_value_heads, ")"));
   }
-  BATON_ASSIGN_OR_RETURN(const double factor, get_number(config, where, "partial_rotary_factor", 0.25));
+  BATON_ASSIGN_OR_RETURN(const double factor,
+                         get_number(rope_parameters_or(config, "partial_rotary_factor"), where, "partial_rotary_factor", 0.25));
   // int(), as the reference rounds; only for a factor in (0, 1], so the cast cannot overflow.
   const bool in_range = factor > 0 && factor <= 1;
   const std::int32_t rotary = in_range ? static_cast<std::int32_t>(c.head_dim * factor) : 0;
@@ -219,8 +196,26 @@ absl::Status parse_hybrid(const json& config, const std::string& where, ModelCon
 
 std::int32_t ModelConfig::num_attention_layers() const {
   std::int32_t n = 0;
-  for (std::int32_t i = 0; i < num_layers; ++i) n += is_linear_attention(i) ? 0 : 1;
+  for (std::int32_t i = 0; i < num_layers; ++i) n += is_attention(i) ? 1 : 0;
   return n;
+}
+
+std::int32_t ModelConfig::num_recurrent_layers() const {
+  std::int32_t n = 0;
+  for (std::int32_t i = 0; i < num_layers; ++i) n += is_recurrent(i) ? 1 : 0;
+  return n;
+}
+
+bool ModelConfig::has_mamba2_layers() const {
+  return std::find(mixers.begin(), mixers.end(), MixerKind::kMamba2) != mixers.end();
+}
+
+std::int64_t ModelConfig::conv_state_floats() const {
+  return has_mamba2_layers() ? mamba2.conv_state_floats() : linear_attention.conv_state_floats();
+}
+
+std::int64_t ModelConfig::recurrent_state_floats() const {
+  return has_mamba2_layers() ? mamba2.recurrent_state_floats() : linear_attention.recurrent_state_floats();
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
@@ -236,7 +231,7 @@ absl::StatusOr<ModelConfig> ModelConfig::load(const std::string& model_dir) {
     return absl::NotFoundError(str_cat(model_dir, ": not a directory (expected a Hugging Face model directory)"));
   }
   BATON_ASSIGN_OR_RETURN(const std::string text, read_text_file(config_path));
-  const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json config = json::parse(standardize_python_json(text), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return absl::InvalidArgumentError(str_cat(config_path, ": not valid JSON"));
   const std::string gen_path = (fs::path(model_dir) / "generation_config.json").string();
   json gen;
@@ -282,7 +277,7 @@ bool has_recurrent_layers_in(const json& config) {
     for (const json& a : *it) {
       if (!a.is_string()) continue;
       const std::string name = a.get<std::string>();
-      for (const char* family : {"Mamba", "Jamba", "Zamba", "FalconH1", "RecurrentGemma", "Qwen3Next", "NemotronH",
+      for (const char* family : {"Mamba", "Jamba", "Zamba", "FalconH1", "RecurrentGemma", "Qwen3Next", "Qwen3_5", "NemotronH",
                                  "Rwkv", "MiniMaxM1", "MiniMaxText01", "Plamo2", "GraniteMoeHybrid", "Lfm2"}) {
         if (name.find(family) != std::string::npos) return true;
       }
@@ -302,6 +297,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     return field_error(where, "architectures", "must be a non-empty list of names, e.g. [\"LlamaForCausalLM\"]");
   }
   c.architecture_name = (*arch)[0].get<std::string>();
+  if (c.architecture_name == "Qwen3_5ForConditionalGeneration") return parse_qwen3_5_multimodal(config, gen, where);
   if (c.architecture_name == "LlamaForCausalLM") {
     c.architecture = Architecture::kLlama;
   } else if (c.architecture_name == "MistralForCausalLM") {
@@ -316,6 +312,10 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     c.architecture = Architecture::kQwen2Moe;
   } else if (c.architecture_name == "Qwen3NextForCausalLM") {
     c.architecture = Architecture::kQwen3Next;
+  } else if (c.architecture_name == "Qwen3_5ForCausalLM") {
+    c.architecture = Architecture::kQwen35;
+  } else if (c.architecture_name == "NemotronHForCausalLM") {
+    c.architecture = Architecture::kNemotronH;
   } else {
     if (c.has_recurrent_layers) {
       return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
@@ -324,23 +324,37 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     return absl::UnimplementedError(str_cat(where, ": architecture \"", c.architecture_name,
                                             "\" is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                                             "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                            "Qwen2MoeForCausalLM, Qwen3NextForCausalLM)"));
+                                            "Qwen2MoeForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, "
+                                            "Qwen3_5ForConditionalGeneration, NemotronHForCausalLM)"));
   }
   if (config.contains("quantization_config")) {
     return field_error(where, "quantization_config", "is present: quantized checkpoints are not supported");
   }
   BATON_ASSIGN_OR_RETURN(c.hidden_size, get_positive_int(config, where, "hidden_size"));
   BATON_ASSIGN_OR_RETURN(c.intermediate_size, get_positive_int(config, where, "intermediate_size"));
-  BATON_ASSIGN_OR_RETURN(c.num_layers, get_positive_int(config, where, "num_hidden_layers"));
+  const bool nemotron = c.architecture == Architecture::kNemotronH;
+  std::optional<std::int32_t> layers_fallback;
+  if (nemotron) {  // newer Nemotron-H configs derive the layer count from the block pattern
+    BATON_ASSIGN_OR_RETURN(layers_fallback, nemotron_h_num_layers(config, where));
+  }
+  BATON_ASSIGN_OR_RETURN(c.num_layers, get_positive_int(config, where, "num_hidden_layers", layers_fallback));
   BATON_ASSIGN_OR_RETURN(c.num_heads, get_positive_int(config, where, "num_attention_heads"));
   BATON_ASSIGN_OR_RETURN(c.num_kv_heads, get_positive_int(config, where, "num_key_value_heads", c.num_heads));
   BATON_ASSIGN_OR_RETURN(c.vocab_size, get_positive_int(config, where, "vocab_size"));
-  BATON_ASSIGN_OR_RETURN(c.max_position_embeddings, get_positive_int(config, where, "max_position_embeddings", 2048));
+  BATON_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                         get_positive_int(config, where, "max_position_embeddings", nemotron ? 4096 : 2048));
   // Qwen3's own default head_dim is 128 (Qwen3-Next's 256); the others derive it from hidden_size.
-  const bool next = c.architecture == Architecture::kQwen3Next;
+  // Qwen3.5's text model is Qwen3-Next's layer stack (with dense MLPs): the same keys and defaults.
+  const bool next = c.architecture == Architecture::kQwen3Next || c.architecture == Architecture::kQwen35;
   const bool qwen3 = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe || next;
   const bool head_dim_given = config.contains("head_dim") && !config["head_dim"].is_null();
-  if (head_dim_given || qwen3) {
+  std::int32_t nemotron_head_dim = 0;
+  if (nemotron) {
+    BATON_ASSIGN_OR_RETURN(nemotron_head_dim, nemotron_h_head_dim(config, where));
+  }
+  if (nemotron_head_dim > 0) {
+    c.head_dim = nemotron_head_dim;
+  } else if (head_dim_given || qwen3) {
     BATON_ASSIGN_OR_RETURN(c.head_dim, get_positive_int(config, where, "head_dim", next ? 256 : 128));
   } else {
     if (c.hidden_size % c.num_heads != 0) {
@@ -354,19 +368,26 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     return field_error(where, "num_key_value_heads",
                        str_cat("(", c.num_kv_heads, ") must divide num_attention_heads (", c.num_heads, ")"));
   }
-  BATON_ASSIGN_OR_RETURN(const double eps, get_number(config, where, "rms_norm_eps", 1e-6));
-  if (!(eps > 0)) return field_error(where, "rms_norm_eps", "must be positive");
+  // Nemotron-H names its RMSNorm epsilon layer_norm_epsilon.
+  const char* eps_key = nemotron && config.contains("layer_norm_epsilon") ? "layer_norm_epsilon" : "rms_norm_eps";
+  BATON_ASSIGN_OR_RETURN(const double eps, get_number(config, where, eps_key, nemotron ? 1e-5 : 1e-6));
+  if (!(eps > 0)) return field_error(where, eps_key, "must be positive");
   c.rms_norm_eps = static_cast<float>(eps);
-  BATON_ASSIGN_OR_RETURN(c.rope_theta, get_number(config, where, "rope_theta", 10000.0));
+  BATON_RETURN_IF_ERROR(check_rope_parameters(config, where));
+  BATON_ASSIGN_OR_RETURN(c.rope_theta, get_number(rope_parameters_or(config, "rope_theta"), where, "rope_theta", 10000.0));
   if (!(c.rope_theta > 0)) return field_error(where, "rope_theta", "must be positive");
   BATON_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(config, where));
   c.rotary_dim = c.head_dim;
-  if (!next && config.contains("partial_rotary_factor") && config["partial_rotary_factor"] != 1.0) {
+  if (const json& r = rope_parameters_or(config, "partial_rotary_factor");
+      !next && r.contains("partial_rotary_factor") && r["partial_rotary_factor"] != 1.0) {
     return field_error(where, "partial_rotary_factor",
                        str_cat("other than 1.0 is not supported on ", c.architecture_name));
   }
+  // Nemotron-H's MLP activation is mlp_hidden_act (config_nemotron_h.cc checks it).
   const std::string act = config.value("hidden_act", std::string("silu"));
-  if (act != "silu") return field_error(where, "hidden_act", str_cat("is \"", act, "\"; only \"silu\" is supported"));
+  if (act != "silu" && !nemotron) {
+    return field_error(where, "hidden_act", str_cat("is \"", act, "\"; only \"silu\" is supported"));
+  }
   BATON_ASSIGN_OR_RETURN(const bool mlp_bias, get_bool(config, where, "mlp_bias", false));
   if (mlp_bias) return field_error(where, "mlp_bias", "true is not supported");
   BATON_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool(config, where, "tie_word_embeddings", false));
@@ -375,6 +396,7 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     case Architecture::kLlama:
     case Architecture::kQwen3:
     case Architecture::kQwen3Moe:
+    case Architecture::kNemotronH:
       c.qkv_bias = attention_bias;
       c.o_bias = attention_bias;
       break;
@@ -385,7 +407,10 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     case Architecture::kMistral:
       break;
     case Architecture::kQwen3Next:
-      if (attention_bias) return field_error(where, "attention_bias", "true is not supported on Qwen3NextForCausalLM");
+    case Architecture::kQwen35:
+      if (attention_bias) {
+        return field_error(where, "attention_bias", str_cat("true is not supported on ", c.architecture_name));
+      }
       break;
   }
   c.qk_norm = qwen3;
@@ -429,6 +454,8 @@ absl::StatusOr<ModelConfig> ModelConfig::parse(const json& config, const json* g
     }
   }
 
+  if (nemotron) BATON_RETURN_IF_ERROR(parse_nemotron_h(config, where, c));
+
   BATON_ASSIGN_OR_RETURN(c.torch_dtype, parse_torch_dtype(config, where));
   std::vector<std::int32_t> bos;
   BATON_RETURN_IF_ERROR(append_token_ids(config, where, "bos_token_id", &bos));
@@ -464,16 +491,25 @@ std::int64_t parameters(const ModelConfig& c, std::int64_t experts) {
   const LinearAttentionConfig& la = c.linear_attention;
   const std::int64_t linear_attn = h * la.projection_width() + la.conv_channels() * la.conv_kernel +
                                    2LL * la.num_value_heads + la.value_head_dim + la.value_dim() * h;
-  const std::int64_t dense_mlp = 3LL * h * c.intermediate_size;
+  const std::int64_t dense_mlp = (c.mlp_activation == MlpActivation::kReluSquared ? 2LL : 3LL) * h * c.intermediate_size;
   // Every expert, the router's [num_experts, hidden] matrix, and a shared expert and its gate.
   const std::int64_t shared = c.shared_expert_intermediate_size;
   const std::int64_t experts_mlp = experts * 3LL * h * c.moe_intermediate_size + c.num_experts * h +
                                    (shared > 0 ? 3LL * h * shared + h : 0);
+  // A Mamba-2 layer: in_proj, conv taps (and bias), A_log, D and dt_bias, the gated norm, out_proj.
+  const Mamba2Config& m = c.mamba2;
+  const std::int64_t mamba = h * m.projection_width() + m.conv_channels() * (m.conv_kernel + (m.conv_bias ? 1 : 0)) +
+                             3LL * m.num_heads + m.inner() + m.inner() * h;
   std::int64_t layers = 0;
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const auto l = static_cast<std::size_t>(i);
-    layers += (c.is_linear_attention(i) ? linear_attn : attn) +
-              (l < c.sparse_mlp.size() && c.sparse_mlp[l] ? experts_mlp : dense_mlp) + 2 * h;
+    const MixerKind kind = c.mixer(i);
+    layers += kind == MixerKind::kLinearAttention ? linear_attn
+              : kind == MixerKind::kMamba2        ? mamba
+              : kind == MixerKind::kAttention     ? attn
+                                                  : 0;
+    if (c.layer_has_mlp(i)) layers += l < c.sparse_mlp.size() && c.sparse_mlp[l] ? experts_mlp : dense_mlp;
+    layers += (kind != MixerKind::kNone && c.layer_has_mlp(i) ? 2 : 1) * h;  // the norms
   }
   const std::int64_t embed = static_cast<std::int64_t>(c.vocab_size) * h;
   return layers + embed * (c.tie_word_embeddings ? 1 : 2) + h;

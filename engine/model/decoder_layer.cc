@@ -3,12 +3,29 @@
 #include <cmath>
 
 #include "engine/model/linear_attention.h"
+#include "engine/model/mamba2_mixer.h"
 
 namespace baton {
 namespace {
 
 std::int64_t qkv_width(const ModelConfig& c) {
   return c.q_size() * (c.attn_output_gate ? 2LL : 1LL) + 2LL * c.kv_size();
+}
+
+// The recurrent mixer's scratch widths (a model's recurrent layers are all of one kind): its
+// input projection, its convolution's output, and its recurrence's output (heads x head dim).
+struct RecurrentWidths {
+  std::int64_t projected = 0, mixed = 0, heads = 0, head_dim = 0;
+};
+
+RecurrentWidths recurrent_widths(const ModelConfig& c) {
+  if (c.num_recurrent_layers() == 0) return {};
+  if (c.has_mamba2_layers()) {
+    const Mamba2Config& m = c.mamba2;
+    return {m.projection_width(), m.conv_channels(), m.num_heads, m.head_dim};
+  }
+  const LinearAttentionConfig& la = c.linear_attention;
+  return {la.projection_width(), la.conv_channels(), la.num_value_heads, la.value_head_dim};
 }
 
 // out = o_proj(attention(x)), gated by sigmoid(gate) first when the layer has an output gate.
@@ -28,9 +45,11 @@ void attention(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int
   }
   // Query and key heads are adjacent in qkv: one rotation over both (over each head's first
   // rope_dim dims when the rotary is partial).
-  TensorView rotated = s.qkv.slice_last(0, q + kv).split_last(c.num_heads + c.num_kv_heads);
-  if (c.rope_dim() < c.head_dim) rotated = rotated.slice_last(0, c.rope_dim());
-  b.apply_rope(rotated, lb.cos_sin);
+  if (c.rope) {  // Nemotron-H's attention has no positional encoding
+    TensorView rotated = s.qkv.slice_last(0, q + kv).split_last(c.num_heads + c.num_kv_heads);
+    if (c.rope_dim() < c.head_dim) rotated = rotated.slice_last(0, c.rope_dim());
+    b.apply_rope(rotated, lb.cos_sin);
+  }
   b.write_kv(k_heads, v_heads, lb.slots, kv_layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b.paged_attention(q_heads, kv_layer, lb.attention, scale, sliding_window, s.attn);
@@ -43,13 +62,11 @@ void attention(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int
 
 absl::Status LayerWorkspace::allocate(Backend& backend, const ModelConfig& c, std::int64_t max_tokens) {
   const auto t = static_cast<std::size_t>(max_tokens) * sizeof(float);
-  const LinearAttentionConfig& la = c.linear_attention;
-  const bool linear = c.num_linear_attention_layers() > 0;
+  const RecurrentWidths r = recurrent_widths(c);
   const std::pair<DeviceBuffer*, std::int64_t> buffers[] = {
       {&hidden_, c.hidden_size}, {&qkv_, qkv_width(c)}, {&attn_, c.q_size()},
       {&gate_up_, 2LL * c.intermediate_size}, {&act_, c.intermediate_size},
-      {&projected_, linear ? la.projection_width() : 0}, {&mixed_, linear ? la.conv_channels() : 0},
-      {&core_, linear ? la.value_dim() : 0}};
+      {&projected_, r.projected}, {&mixed_, r.mixed}, {&core_, r.heads * r.head_dim}};
   for (const auto& [buffer, width] : buffers) {
     if (width == 0) continue;
     auto b = backend.allocate(t * static_cast<std::size_t>(width));
@@ -84,11 +101,10 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
   LayerScratch s;
   s.hidden = hidden_.view(DType::kF32, {t, c.hidden_size});
   s.qkv = qkv_.view(DType::kF32, {t, qkv_width(c)});
-  if (c.num_linear_attention_layers() > 0) {
-    const LinearAttentionConfig& la = c.linear_attention;
-    s.projected = projected_.view(DType::kF32, {t, la.projection_width()});
-    s.mixed = mixed_.view(DType::kF32, {t, la.conv_channels()});
-    s.core = core_.view(DType::kF32, {t, la.num_value_heads, la.value_head_dim});
+  if (const RecurrentWidths r = recurrent_widths(c); r.projected > 0) {
+    s.projected = projected_.view(DType::kF32, {t, r.projected});
+    s.mixed = mixed_.view(DType::kF32, {t, r.mixed});
+    s.core = core_.view(DType::kF32, {t, r.heads, r.head_dim});
   }
   s.attn = attn_.view(DType::kF32, {t, c.num_heads, c.head_dim});
   s.gate_up = gate_up_.view(DType::kF32, {t, 2LL * c.intermediate_size});
@@ -113,13 +129,33 @@ LayerScratch LayerWorkspace::views(const ModelConfig& c, std::int64_t t) const {
 void decoder_layer(Backend& b, const ModelConfig& c, const LayerWeights& w, std::int32_t sliding_window,
                    const TensorView& attn_input, const TensorView& residual, const LayerScratch& s,
                    const LayerBatch& lb, const LayerCache& cache, bool add_mlp_output) {
-  if (w.linear_attention()) {
-    linear_attention(b, c, w, attn_input, s, lb.recurrent, cache, s.hidden);
-  } else {
-    attention(b, c, w, sliding_window, attn_input, s, lb, cache.kv, s.hidden);
+  switch (w.mixer) {
+    case MixerKind::kLinearAttention:
+      linear_attention(b, c, w, attn_input, s, lb.recurrent, cache, s.hidden);
+      break;
+    case MixerKind::kMamba2:
+      mamba2_mixer(b, c, w, attn_input, s, lb.recurrent, cache, s.hidden);
+      break;
+    case MixerKind::kAttention:
+      attention(b, c, w, sliding_window, attn_input, s, lb, cache.kv, s.hidden);
+      break;
+    case MixerKind::kNone:  // a Nemotron-H MLP block: the MLP reads the block's normed input
+      break;
   }
-  b.add_rms_norm(residual, s.hidden, w.post_norm, c.rms_norm_eps, s.hidden);
-  if (!w.router.empty()) {
+  if (!w.has_mlp()) {  // a one-sublayer block whose sublayer was the mixer
+    if (add_mlp_output) b.add(residual, s.hidden, residual);
+    return;
+  }
+  if (w.mixer == MixerKind::kNone) {
+    if (attn_input.data != s.hidden.data) b.copy(attn_input, s.hidden);
+  } else {
+    b.add_rms_norm(residual, s.hidden, w.post_norm, c.rms_norm_eps, s.hidden);
+  }
+  if (!w.up.empty()) {  // relu² MLP
+    b.linear(s.hidden, w.up, TensorView{}, s.act);
+    b.relu_squared(s.act, s.act);
+    b.linear(s.act, w.down, TensorView{}, s.hidden);
+  } else if (!w.router.empty()) {
     b.linear(s.hidden, w.router, TensorView{}, s.router_logits);
     b.moe(s.hidden, s.router_logits, w.experts, s.moe, s.hidden);
   } else {

@@ -1,7 +1,8 @@
 // decoder_layer: one pre-norm decoder layer on any Backend: a token mixer — attention with RoPE
-// over paged KV (optionally gated and partially rotary, Qwen3-Next), or a Gated DeltaNet
-// linear-attention recurrence over the request's state (linear_attention.h) — then the SiLU MLP
-// or a mixture of SiLU experts. Shared by the target Transformer and the draft heads (EAGLE-1/3,
+// over paged KV (optionally gated and partially rotary, Qwen3-Next; without RoPE, Nemotron-H), a
+// Gated DeltaNet linear-attention recurrence (linear_attention.h) or a Mamba-2 mixer
+// (mamba2_mixer.h) over the request's state — then the SiLU MLP, a mixture of SiLU experts, or
+// the relu² MLP. A Nemotron-H block holds one of these only: a mixer, or the MLP alone. Shared by the target Transformer and the draft heads (EAGLE-1/3,
 // MTP), which feed it differently shaped attention inputs: the normalized residual for a plain
 // layer, the residual itself for EAGLE-1, cat(norm(embedding), norm(hidden)) of width 2H for
 // EAGLE-3.
@@ -27,10 +28,11 @@ struct LayerScratch {
   // Models with experts only (empty otherwise).
   TensorView router_logits;  // [T, num_experts]
   MoeScratch moe;            // T * num_experts_per_tok rows
-  // Models with linear-attention layers only.
-  TensorView projected;  // [T, projection_width]: q, k, v, z, b, a
-  TensorView mixed;      // [T, conv_channels]: the convolved q, k, v
-  TensorView core;       // [T, v_heads, value_head_dim]: the recurrence's output, then gated and normed
+  // Models with recurrent layers only.
+  TensorView projected;  // [T, projection_width]: q, k, v, z, b, a (Mamba-2: z, x, B, C, dt)
+  TensorView mixed;      // [T, conv_channels]: the convolved q, k, v (Mamba-2: x, B, C)
+  TensorView core;       // [T, v_heads, value_head_dim] (Mamba-2: [T, heads, head_dim]): the
+                         // recurrence's output, then gated and normed
 };
 
 // The scratch buffers of one decoder layer, allocated once for up to max_tokens tokens.
@@ -51,19 +53,21 @@ struct LayerBatch {
   TensorView cos_sin;     // [T, rope_dim]
   TensorView slots;       // [T] I32 KV slots of the new tokens
   AttentionBatch attention;
-  RecurrentBatch recurrent;  // linear-attention layers only
+  RecurrentBatch recurrent;  // recurrent layers only
 };
 
 // What one layer caches: its KV pool (an attention layer) or its slice of the recurrent state
-// cache (a linear-attention layer).
+// cache (a recurrent layer).
 struct LayerCache {
   TensorView kv;               // [blocks, 2, block_size, kv_heads, head_dim]
-  TensorView conv_state;       // [groups, slots, (conv_kernel - 1) * conv_channels]
-  TensorView recurrent_state;  // [groups, slots, v_heads * key_head_dim * value_head_dim]
+  TensorView conv_state;       // [groups, slots, ModelConfig::conv_state_floats()]
+  TensorView recurrent_state;  // [groups, slots, ModelConfig::recurrent_state_floats()]
 };
 
 // residual += mixer(attn_input); residual += mlp(post_norm(residual)), the mixer being the layer's
-// linear attention when it has one, the MLP its experts when it has a router (Backend::moe).
+// (LayerWeights::mixer), the MLP its experts when it has a router (Backend::moe). A layer without
+// an MLP stops after the mixer (its output is the "MLP output" below); a layer without a mixer
+// (kNone) runs its MLP on attn_input.
 // attn_input: [T, in] (in = the width w.qkv expects); residual: [T, hidden]. With add_mlp_output
 // false the MLP's output is left in s.hidden instead of added, for the caller to add in one pass
 // with the norm that follows (Backend::add_rms_norm).

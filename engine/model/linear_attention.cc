@@ -10,7 +10,7 @@ void linear_attention(Backend& b, const ModelConfig& c, const LayerWeights& w, c
   const std::int64_t conv = la.conv_channels();
   // projected: [q (kd) | k (kd) | v (vd) | z (vd) | b (nv) | a (nv)] (the loader's row order).
   b.linear(x, w.in_proj, TensorView{}, s.projected);
-  b.causal_conv1d(s.projected.slice_last(0, conv), w.conv, cache.conv_state, batch, s.mixed);
+  b.causal_conv1d(s.projected.slice_last(0, conv), w.conv, TensorView{}, cache.conv_state, batch, s.mixed);
   const TensorView q = s.mixed.slice_last(0, kd).split_last(la.num_key_heads);
   const TensorView k = s.mixed.slice_last(kd, 2 * kd).split_last(la.num_key_heads);
   const TensorView v = s.mixed.slice_last(2 * kd, conv).split_last(nv);

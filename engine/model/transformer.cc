@@ -13,9 +13,8 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config, ModelWeigh
     : backend_(backend), config_(config), weights_(std::move(weights)), options_(options) {
   std::int32_t kv = 0, state = 0;
   for (std::int32_t i = 0; i < config_.num_layers; ++i) {
-    const bool linear = config_.is_linear_attention(i);
-    kv_index_.push_back(linear ? -1 : kv++);
-    state_index_.push_back(linear ? state++ : -1);
+    kv_index_.push_back(config_.is_attention(i) ? kv++ : -1);
+    state_index_.push_back(config_.is_recurrent(i) ? state++ : -1);
   }
 }
 
@@ -46,9 +45,9 @@ KvCacheLayout Transformer::kv_layout() const {
 
 StateCacheLayout recurrent_state_layout(const ModelConfig& c, std::int32_t slots) {
   StateCacheLayout l;
-  l.num_layers = c.num_linear_attention_layers();
-  l.conv_floats = c.linear_attention.conv_state_floats();
-  l.recurrent_floats = c.linear_attention.recurrent_state_floats();
+  l.num_layers = c.num_recurrent_layers();
+  l.conv_floats = c.conv_state_floats();
+  l.recurrent_floats = c.recurrent_state_floats();
   l.slots = slots;
   return l;
 }
@@ -112,8 +111,8 @@ void Transformer::layer_forward(std::int32_t i, std::int64_t t, KvCache& kv_cach
     lb.recurrent = plan_.recurrent();
     cache.conv_state = state_cache->conv(r);
     cache.recurrent_state = state_cache->recurrent(r);
-  } else {
-    cache.kv = kv_cache.layer(kv_index_[static_cast<std::size_t>(i)]);
+  } else if (const std::int32_t kv = kv_index_[static_cast<std::size_t>(i)]; kv >= 0) {
+    cache.kv = kv_cache.layer(kv);
   }
   if (i == 0) {
     backend_.rms_norm(residual, w.input_norm, c.rms_norm_eps, s.hidden);
@@ -135,10 +134,10 @@ absl::StatusOr<ForwardOutput> Transformer::forward(const ForwardBatch& batch, Kv
                                               " does not fit this model (", kv_layout().describe(), ")"));
   }
   RecurrentLimits recurrent;
-  if (config_.num_linear_attention_layers() > 0) {
+  if (config_.num_recurrent_layers() > 0) {
     if (state_cache == nullptr || state_cache->layout() != state_layout(state_cache->layout().slots)) {
       return absl::InvalidArgumentError(
-          str_cat(config_.architecture_name, " has linear-attention layers: its forward needs a recurrent state cache of ",
+          str_cat(config_.architecture_name, " has recurrent layers: its forward needs a recurrent state cache of ",
                   state_layout(1).describe(), ", given ",
                   state_cache == nullptr ? std::string("none") : state_cache->layout().describe()));
     }

@@ -208,6 +208,16 @@ absl::Status WeightLoader::linear_attention(const ModelConfig& c, const std::str
   const LinearAttentionConfig& la = c.linear_attention;
   const std::int64_t h = c.hidden_size, nk = la.num_key_heads, r = la.num_value_heads / la.num_key_heads;
   const std::int64_t dk = la.key_head_dim, dv = la.value_head_dim;
+  if (c.architecture == Architecture::kQwen35) {
+    // Qwen3.5 stores the parts apart, each in head order: stacked, they are the layout itself.
+    const std::string x = p + "linear_attn.";
+    BATON_ASSIGN_OR_RETURN(l.in_proj, fused({{x + "in_proj_qkv.weight", la.conv_channels()},
+                                             {x + "in_proj_z.weight", la.value_dim()},
+                                             {x + "in_proj_b.weight", la.num_value_heads},
+                                             {x + "in_proj_a.weight", la.num_value_heads}},
+                                            h, "[2 key_dim + value_dim | value_dim | v_heads | v_heads, hidden_size]"));
+    return linear_attention_tail(c, p, l);
+  }
   // in_proj_qkvz's output is, per key head g, [q_g (dk); k_g (dk); v_g (r dv); z_g (r dv)], and
   // in_proj_ba's [b_g (r); a_g (r)]: gather each part across the groups.
   const std::string qkvz = p + "linear_attn.in_proj_qkvz.weight", ba = p + "linear_attn.in_proj_ba.weight";
@@ -226,6 +236,12 @@ absl::Status WeightLoader::linear_attention(const ModelConfig& c, const std::str
   BATON_ASSIGN_OR_RETURN(l.in_proj, regrouped(rows, h,
                                               "[k_heads * (2 key_dim + 2 (v_heads / k_heads) value_dim), hidden_size] "
                                               "(in_proj_ba: [2 v_heads, hidden_size])"));
+  return linear_attention_tail(c, p, l);
+}
+
+absl::Status WeightLoader::linear_attention_tail(const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const LinearAttentionConfig& la = c.linear_attention;
+  const std::int64_t h = c.hidden_size, dv = la.value_head_dim;
   BATON_ASSIGN_OR_RETURN(l.in_proj, for_linear(l.in_proj));
   const std::int64_t channels = la.conv_channels(), taps = la.conv_kernel;
   BATON_ASSIGN_OR_RETURN(const TensorInfo* conv, get(p + "linear_attn.conv1d.weight", {channels, 1, taps},
@@ -239,6 +255,7 @@ absl::Status WeightLoader::linear_attention(const ModelConfig& c, const std::str
   BATON_ASSIGN_OR_RETURN(l.out_proj, matrix(p + "linear_attn.out_proj.weight", h, la.value_dim(),
                                             "[hidden_size, linear_num_value_heads * linear_value_head_dim]"));
   BATON_ASSIGN_OR_RETURN(l.out_proj, for_linear(l.out_proj));
+  l.mixer = MixerKind::kLinearAttention;
   return absl::OkStatus();
 }
 

@@ -70,6 +70,9 @@ class WeightLoader {
     bool linear_attention = false;  // a Gated DeltaNet mixer (linear_attn.*) instead of attention
   };
   absl::StatusOr<LayerWeights> layer(const ModelConfig& c, const std::string& prefix, const LayerSpec& spec);
+  // Nemotron-H block `layer` under `prefix` ("backbone.layers.3."): its norm (as input_norm) and its
+  // one sublayer (mixer.*): Mamba-2, attention, or the relu² MLP (weight_loader_nemotron_h.cc).
+  absl::StatusOr<LayerWeights> nemotron_h_block(const ModelConfig& c, const std::string& prefix, std::int32_t layer);
 
   const std::set<std::string>& used() const { return used_; }
 
@@ -82,6 +85,9 @@ class WeightLoader {
   absl::Status gated_attention(const ModelConfig& c, const std::string& prefix, std::int64_t in, LayerWeights& l);
   absl::Status attention_tail(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
   absl::Status linear_attention(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  // What follows in_proj (packed here): conv, A_log, dt_bias, the gated norm and out_proj.
+  absl::Status linear_attention_tail(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  absl::Status mamba2(const ModelConfig& c, const std::string& prefix, LayerWeights& l);
   struct Slice {
     const TensorInfo* tensor;
     std::int64_t begin, end;  // rows

@@ -55,7 +55,16 @@ struct LayerWeights {
   TensorView dt_bias;     // [v_heads] F32
   TensorView gated_norm;  // [value_head_dim] F32
   TensorView out_proj;    // [hidden, value_dim]
-  bool linear_attention() const { return !in_proj.empty(); }
+  // A Mamba-2 mixer (Nemotron-H) reuses in_proj [projection_width, hidden] (its rows as stored: z,
+  // then x, B, C, then dt), conv [conv_channels, conv_kernel] F32, a_log and dt_bias [heads] F32,
+  // gated_norm [inner] F32 and out_proj [hidden, inner], and adds:
+  TensorView conv_bias;   // [conv_channels] F32, or empty
+  TensorView d_skip;      // [heads] F32: D, the skip connection's per-head scale
+  // A relu² MLP (Nemotron-H) has up [intermediate, hidden] instead of gate_up.
+  TensorView up;
+  MixerKind mixer = MixerKind::kAttention;
+  bool linear_attention() const { return mixer == MixerKind::kLinearAttention; }
+  bool has_mlp() const { return !gate_up.empty() || !up.empty() || !router.empty(); }
 };
 
 struct WeightLoadOptions {

@@ -105,6 +105,10 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
     }
   } else {
     BATON_ASSIGN_OR_RETURN(h->config_, ModelConfig::parse(cfg, nullptr, where));
+    if (h->config_.architecture == Architecture::kQwen35) {
+      return absl::UnimplementedError(str_cat(where, ": ", h->config_.architecture_name,
+                                              "'s MTP module is not supported yet (Qwen3-Next's is)"));
+    }
     if (h->checkpoint_->find("mtp.fc.weight") != nullptr) {
       h->kind_ = HeadKind::kMtpQwen3Next;
     } else {

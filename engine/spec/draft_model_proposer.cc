@@ -53,7 +53,7 @@ absl::Status check_same_vocabulary(const std::string& target_dir, const ModelCon
 absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const SpeculativeConfig& config,
                                                                               const ProposerContext& ctx) {
   BATON_ASSIGN_OR_RETURN(const ModelConfig draft_config, ModelConfig::load(config.model));
-  if (draft_config.num_linear_attention_layers() > 0) {
+  if (draft_config.num_recurrent_layers() > 0) {
     return absl::UnimplementedError(str_cat("speculative_config `model` ", config.model, ": ",
                                             draft_config.architecture_name,
                                             " has linear-attention layers; a draft model cannot keep their recurrent "

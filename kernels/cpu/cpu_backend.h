@@ -78,13 +78,21 @@ class CpuBackend final : public Backend {
   bool runs_linear_attention() const override { return true; }
   // linear_attention.cc:
   void sigmoid_mul(const TensorView& x, const TensorView& gate, const TensorView& out) override;
-  void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& state,
+  void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& state,
                      const RecurrentBatch& batch, const TensorView& out) override;
   void gated_delta_rule(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& b,
                         const TensorView& a, const TensorView& a_log, const TensorView& dt_bias,
                         const TensorView& state, const RecurrentBatch& batch, const TensorView& out) override;
   void gated_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight, float eps,
                       const TensorView& out) override;
+  bool runs_mamba2() const override { return true; }
+  // mamba2.cc:
+  void relu_squared(const TensorView& x, const TensorView& out) override;
+  void ssd_recurrence(const TensorView& x, const TensorView& dt_in, const TensorView& b, const TensorView& c,
+                      const TensorView& a_log, const TensorView& dt_bias, const TensorView& d, float dt_min,
+                      float dt_max, const TensorView& state, const RecurrentBatch& batch, const TensorView& out) override;
+  void gated_group_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight,
+                            std::int64_t group_size, float eps, const TensorView& out) override;
   bool samples_rows() const override { return true; }
   void sample_rows(const TensorView& logits, std::span<const SampleRowParams> params, const TensorView& out) override;
 

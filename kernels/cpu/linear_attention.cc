@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/recurrent_seqs.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/step_profile.h"
 
@@ -28,42 +29,6 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus with its default threshold: x itself above 20.
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-// One sequence of a RecurrentBatch.
-struct RecurrentSeq {
-  std::int64_t first_row = 0, tokens = 0;
-  std::int32_t group = -1, slot_in = -1;
-  // Tokens whose following state is stored: the last min(tokens, slots); token j's goes to slot
-  // j - first_kept.
-  std::int64_t first_kept = 0;
-};
-
-std::vector<RecurrentSeq> read_batch(const RecurrentBatch& batch, const TensorView& state, std::int64_t rows) {
-  BATON_CHECK(batch.seqs.dtype == DType::kI32 && batch.seqs.ndim == 2 && batch.seqs.dim(1) == 4 && batch.slots >= 1,
-              "recurrent batch: ", batch.seqs.describe(), ", ", batch.slots, " slots");
-  BATON_CHECK(state.dtype == DType::kF32 && state.ndim == 3 && state.dim(1) == batch.slots && state.stride(2) == 1,
-              "recurrent state: ", state.describe(), " for ", batch.slots, " slots");
-  std::vector<RecurrentSeq> seqs(static_cast<std::size_t>(batch.seqs.dim(0)));
-  const auto* p = batch.seqs.ptr<const std::int32_t>();
-  for (std::size_t s = 0; s < seqs.size(); ++s) {
-    RecurrentSeq& q = seqs[s];
-    q.first_row = p[4 * s];
-    q.tokens = p[4 * s + 1];
-    q.group = p[4 * s + 2];
-    q.slot_in = p[4 * s + 3];
-    BATON_CHECK(q.first_row >= 0 && q.tokens >= 0 && q.first_row + q.tokens <= rows && q.group < state.dim(0) &&
-                    q.slot_in < batch.slots,
-                "recurrent sequence ", s, ": rows [", q.first_row, ", +", q.tokens, ") of ", rows, ", group ", q.group,
-                " of ", state.dim(0), ", slot ", q.slot_in, " of ", batch.slots);
-    q.first_kept = q.tokens - std::min<std::int64_t>(q.tokens, batch.slots);
-  }
-  return seqs;
-}
-
-// Slot `slot` of `group` in a [groups, slots, n] state view.
-float* slot_ptr(const TensorView& state, std::int32_t group, std::int64_t slot) {
-  return state.ptr<float>() + group * state.stride(0) + slot * state.stride(1);
-}
 
 }  // namespace
 
@@ -85,18 +50,20 @@ void CpuBackend::sigmoid_mul(const TensorView& x, const TensorView& gate, const 
   });
 }
 
-void CpuBackend::causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& state,
-                               const RecurrentBatch& batch, const TensorView& out) {
-  if (recorded([=, this] { causal_conv1d(x, weight, state, batch, out); })) return;
+void CpuBackend::causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& bias,
+                               const TensorView& state, const RecurrentBatch& batch, const TensorView& out) {
+  if (recorded([=, this] { causal_conv1d(x, weight, bias, state, batch, out); })) return;
   const ProfileScope profile(ProfileClass::kNormRopeAct);
   const Rows<const float> in(x);
   const Rows<float> o(out);
   const std::int64_t channels = in.cols(), taps = weight.ndim == 2 ? weight.dim(1) : 0, history = taps - 1;
   BATON_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32 && weight.dtype == DType::kF32 && x.ndim == 2 &&
                   taps >= 1 && weight.dim(0) == channels && weight.stride(0) == taps && o.cols() == channels &&
-                  o.count() == in.count() && state.dim(2) == history * channels,
-              "causal_conv1d shapes: x ", x.describe(), ", weight ", weight.describe(), ", state ", state.describe(),
-              ", out ", out.describe());
+                  o.count() == in.count() && state.dim(2) == history * channels &&
+                  (bias.empty() || (bias.dtype == DType::kF32 && bias.numel() == channels)),
+              "causal_conv1d shapes: x ", x.describe(), ", weight ", weight.describe(), ", bias ", bias.describe(),
+              ", state ", state.describe(), ", out ", out.describe());
+  const float* bias_p = bias.empty() ? nullptr : bias.ptr<const float>();
   const std::vector<RecurrentSeq> seqs = read_batch(batch, state, in.count());
   constexpr std::int64_t kBlock = 256;  // channels per task
   const std::int64_t blocks = (channels + kBlock - 1) / kBlock;
@@ -124,7 +91,7 @@ void CpuBackend::causal_conv1d(const TensorView& x, const TensorView& weight, co
         float* dst = o.row(s.first_row + t) + c0;
         for (std::int64_t c = 0; c < width; ++c) {
           const float* wc = w + (c0 + c) * taps;
-          float acc = 0.0f;
+          float acc = bias_p != nullptr ? bias_p[c0 + c] : 0.0f;
           for (std::int64_t j = 0; j < taps; ++j) acc += wc[j] * input(t - history + j)[c];
           dst[c] = silu(acc);
         }

@@ -33,18 +33,25 @@ inline const std::vector<std::string>& fixture_names() {
   static const std::vector<std::string> names = {"llama-f32",     "llama3-bf16",   "mistral-f16",
                                                  "qwen2-f32",     "qwen3-bf16",    "qwen2-swa-f32",
                                                  "llama-bias-linear-f32", "qwen3-moe-f32", "qwen3-moe-bf16",
-                                                 "qwen2-moe-f32", "qwen3-next-f32", "qwen3-next-bf16"};
+                                                 "qwen2-moe-f32", "qwen3-next-f32", "qwen3-next-bf16",
+                                                 "nemotron-h-f32", "nemotron-h-bf16", "qwen35-f32", "qwen35-bf16"};
   return names;
 }
 
-// The hybrid fixtures (Qwen3-Next: linear-attention layers with a recurrent state).
-inline bool fixture_is_hybrid(const std::string& name) { return name.find("-next-") != std::string::npos; }
-
-// The fixtures with mixture-of-experts layers (Qwen3-Next's among them), which only the CPU
-// backend runs so far.
-inline bool fixture_has_experts(const std::string& name) {
-  return name.find("-moe-") != std::string::npos || fixture_is_hybrid(name);
+// The hybrid fixtures: layers with a recurrent state (Qwen3-Next's and Qwen3.5's Gated DeltaNet,
+// Nemotron-H's Mamba-2).
+inline bool fixture_is_hybrid(const std::string& name) {
+  return name.find("-next-") != std::string::npos || name.starts_with("nemotron-h-") || name.starts_with("qwen35-");
 }
+
+// The fixtures with mixture-of-experts layers (Qwen3-Next's among them).
+inline bool fixture_has_experts(const std::string& name) {
+  return name.find("-moe-") != std::string::npos || name.find("-next-") != std::string::npos;
+}
+
+// The fixtures only the CPU backend runs so far: the CUDA backend has no mixture-of-experts or
+// recurrent-layer kernels yet.
+inline bool fixture_is_cpu_only(const std::string& name) { return fixture_has_experts(name) || fixture_is_hybrid(name); }
 
 // A fixture name as a gtest parameter name ("llama-f32" -> "llama_f32").
 inline std::string test_name_for(std::string fixture) {

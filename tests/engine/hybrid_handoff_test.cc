@@ -68,7 +68,7 @@ TEST_P(HybridHandoff, DisaggregatedTokensEqualColocatedTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, HybridHandoff,
-                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16"),
+                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16", "nemotron-h-f32"),
                                             ::testing::Values(0, 1, 3)),
                          [](const auto& p) {
                            return testing::test_name_for(std::get<0>(p.param)) + "_k" +
@@ -205,7 +205,7 @@ TEST(HybridStatePool, TheStateIsOnePoolWithComputableSpans) {
   EXPECT_EQ(state.transfer.base, cache.region().base);
   EXPECT_EQ(state.geometry.region_bytes(), cache.region().bytes);
   for (std::int32_t layer = 0; layer < l.num_layers; ++layer) {
-    for (const auto [group, slot] : {std::pair{0, 0}, std::pair{1, 2}, std::pair{cache.num_groups() - 1, 1}}) {
+    for (const auto& [group, slot] : {std::pair{0, 0}, std::pair{1, 2}, std::pair{cache.num_groups() - 1, 1}}) {
       const KvSpan span = cache.span(layer, group, slot);
       const std::int32_t unit = group * l.slots + slot;
       EXPECT_EQ(state.geometry.offset(layer, unit), span.offset);

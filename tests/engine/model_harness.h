@@ -61,7 +61,7 @@ struct ModelHarness {
     BATON_CHECK(cache.ok(), cache.status().ToString());
     h.cache = std::make_unique<KvCache>(std::move(*cache));
     h.pool = std::make_unique<KvBlockPool>(num_blocks, to.block_size);
-    if (config->num_linear_attention_layers() > 0) {
+    if (config->num_recurrent_layers() > 0) {
       auto states = StateCache::create(*h.backend, h.model->state_layout(kHarnessStateSlots), kHarnessStateGroups);
       BATON_CHECK(states.ok(), states.status().ToString());
       h.states = std::make_unique<StateCache>(std::move(*states));

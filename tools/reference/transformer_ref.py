@@ -12,7 +12,9 @@ What it is for
   Qwen3ForCausalLM, Qwen3MoeForCausalLM (a softmax router picks each token's
   top-k experts; their SiLU MLPs are summed with the router's probabilities,
   renormalized when norm_topk_prob), Qwen2MoeForCausalLM (Qwen2 attention, the
-  same experts plus a shared expert scaled by sigmoid(shared_expert_gate)), and
+  same experts plus a shared expert scaled by sigmoid(shared_expert_gate)),
+  NemotronHForCausalLM (Mamba-2 / attention / relu2-MLP blocks; build_model and forward
+  dispatch to nemotron_h_ref.py, which describes it), and
   Qwen3NextForCausalLM (published checkpoint layout; `mtp.*` tensors are rejected):
     - per layer_types (or full_attention_interval) a layer mixes tokens either by
       gated full attention (q_proj yields per head [query | gate]; zero-centred q/k
@@ -25,6 +27,9 @@ What it is for
     - every RMSNorm except the gated one is zero-centred: it scales by (1 + w);
     - config defaults as in Qwen3NextConfig (head_dim 256, partial_rotary_factor 0.25, ...),
       but num_key_value_heads must be given; attention_bias / use_sliding_window are errors.
+  Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration (dense Qwen3.5): Qwen3-Next with a dense MLP in
+  every layer (num_experts > 0 is an error), separate DeltaNet in_proj_qkv / _z / _b / _a, and
+  rope_parameters; ConditionalGeneration: text_config, model.language_model.*, model.visual.* skipped.
   Weights are read with tools/fixtures/safetensors_io.py, upcast to float64, and
   everything (RMSNorm, RoPE, softmax, the recurrence) runs in float64.
   No KV cache: every call recomputes the whole sequence at positions 0..T-1.
@@ -49,9 +54,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from safetensors_io import read_model_dir  # noqa: E402
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "Qwen3NextForCausalLM")
+                 "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "Qwen3NextForCausalLM",
+                 "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
+QWEN3_5 = ARCHITECTURES[-2:]  # dense Qwen3.5 (Qwen3_5MoeForCausalLM is another architecture: unsupported)
+HYBRID = ("Qwen3NextForCausalLM",) + QWEN3_5  # gated DeltaNet / gated attention layers
 MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "Qwen3NextForCausalLM")
 FULL, LINEAR = "full_attention", "linear_attention"  # Qwen3-Next layer_types values
+NEMOTRON_H = "NemotronHForCausalLM"  # lives in nemotron_h_ref.py (imported lazily: it imports this module)
 
 
 @dataclass
@@ -86,6 +95,7 @@ class Model:
     lin_k_dim: int = 0
     lin_v_dim: int = 0
     conv_kernel: int = 0
+    split_proj: bool = False  # Qwen3.5: DeltaNet in_proj_qkv / _z / _b / _a instead of in_proj_qkvz / _ba
 
 
 # ----------------------------------------------------------------------------- config
@@ -135,7 +145,7 @@ def layer_windows(cfg, arch, n_layers):
     if arch == "MistralForCausalLM":
         active = isinstance(window, int) and window > 0
         return [window if active else None] * n_layers
-    if arch == "Qwen3NextForCausalLM":
+    if arch in HYBRID:
         return [None] * n_layers  # check_supported rejects use_sliding_window
     if arch.startswith(("Qwen2", "Qwen3")) and cfg.get("use_sliding_window"):
         first = cfg.get("max_window_layers", n_layers)
@@ -146,7 +156,7 @@ def layer_windows(cfg, arch, n_layers):
 def eos_ids_of(model_dir, cfg):
     """EOS ids from generation_config.json (preferred) and config.json, as a sorted list."""
     ids = set()
-    sources = [cfg]
+    sources = [cfg, cfg.get("text_config") or {}]
     gen_path = os.path.join(model_dir, "generation_config.json")
     if os.path.exists(gen_path):
         sources.insert(0, read_json(gen_path))
@@ -166,15 +176,20 @@ def check_supported(cfg, arch):
         raise ValueError("mlp_bias=true is not supported")
     if cfg.get("shared_expert_intermediate_size") and arch not in ("Qwen2MoeForCausalLM", "Qwen3NextForCausalLM"):
         raise ValueError(f"{arch} has no shared expert")
-    if cfg.get("partial_rotary_factor", 1.0) != 1.0 and arch != "Qwen3NextForCausalLM":
-        raise ValueError(f"partial_rotary_factor is only supported for Qwen3NextForCausalLM, not {arch}")
-    if arch == "Qwen3NextForCausalLM":
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0 and arch not in HYBRID:
+        raise ValueError(f"partial_rotary_factor is only supported for Qwen3-Next / Qwen3.5, not {arch}")
+    if arch in HYBRID:
         if cfg.get("attention_bias"):
-            raise ValueError("Qwen3NextForCausalLM with attention_bias=true is not supported")
+            raise ValueError(f"{arch} with attention_bias=true is not supported")
         if cfg.get("use_sliding_window"):
-            raise ValueError("Qwen3NextForCausalLM with use_sliding_window=true is not supported")
+            raise ValueError(f"{arch} with use_sliding_window=true is not supported")
         if "num_key_value_heads" not in cfg:
-            raise ValueError("Qwen3NextForCausalLM config without num_key_value_heads")
+            raise ValueError(f"{arch} config without num_key_value_heads")
+    if arch in QWEN3_5 and cfg.get("num_experts"):
+        raise ValueError(f"{arch} with num_experts={cfg['num_experts']}: Qwen3.5-MoE (Qwen3_5MoeForCausalLM) "
+                         "is a different architecture, not supported")
+    if arch in QWEN3_5 and not cfg.get("attn_output_gate", True):
+        raise ValueError(f"{arch} with attn_output_gate=false is not supported")
 
 
 def qwen3_next_layer_types(cfg, n_layers):
@@ -188,9 +203,30 @@ def qwen3_next_layer_types(cfg, n_layers):
     return list(types)
 
 
+def qwen3_5_text(cfg, stored):
+    """Qwen3_5ForConditionalGeneration's text model: (the keys of text_config, tie_word_embeddings from
+    either level; tensors model.language_model.X renamed model.X, lm_head.weight and mtp.* as they are,
+    the vision tower model.visual.* skipped). Any other architecture passes through unchanged."""
+    if cfg["architectures"][0] != "Qwen3_5ForConditionalGeneration":
+        return cfg, stored
+    if not isinstance(cfg.get("text_config"), dict):
+        raise ValueError("Qwen3_5ForConditionalGeneration config without a text_config object")
+    ties = {bool(c["tie_word_embeddings"]) for c in (cfg, cfg["text_config"]) if "tie_word_embeddings" in c}
+    if len(ties) > 1:
+        raise ValueError("tie_word_embeddings differs between config.json's top level and text_config")
+    text = dict(cfg["text_config"], architectures=cfg["architectures"], tie_word_embeddings=ties.pop() if ties else False)
+    lm = "model.language_model."
+    odd = sorted(n for n in stored if not n.startswith((lm, "model.visual.", "mtp.")) and n != "lm_head.weight")
+    if odd:
+        raise ValueError(f"unexpected tensors outside model.language_model. / model.visual.: {odd[:5]}")
+    return text, {"model." + n[len(lm):] if n.startswith(lm) else n: t for n, t in stored.items()
+                  if not n.startswith("model.visual.")}
+
+
 def configure_qwen3_next(m, cfg):
     m.mixers = qwen3_next_layer_types(cfg, m.n_layers)
     m.zero_centred = m.attn_gate = True
+    m.split_proj = m.arch in QWEN3_5
     m.lin_k_heads = cfg.get("linear_num_key_heads", 16)
     m.lin_v_heads = cfg.get("linear_num_value_heads", 32)
     m.lin_k_dim = cfg.get("linear_key_head_dim", 128)
@@ -208,9 +244,14 @@ def qwen3_next_shapes(m):
     for i in range(m.n_layers):
         if m.mixers[i] == LINEAR:
             p = f"model.layers.{i}.linear_attn."
-            shapes.update({p + "in_proj_qkvz.weight": [2 * nk * dk + 2 * nv * dv, m.hidden],
-                           p + "in_proj_ba.weight": [2 * nv, m.hidden],
-                           p + "conv1d.weight": [2 * nk * dk + nv * dv, 1, m.conv_kernel],
+            if m.split_proj:
+                shapes.update({p + "in_proj_qkv.weight": [2 * nk * dk + nv * dv, m.hidden],
+                               p + "in_proj_z.weight": [nv * dv, m.hidden],
+                               p + "in_proj_b.weight": [nv, m.hidden], p + "in_proj_a.weight": [nv, m.hidden]})
+            else:
+                shapes.update({p + "in_proj_qkvz.weight": [2 * nk * dk + 2 * nv * dv, m.hidden],
+                               p + "in_proj_ba.weight": [2 * nv, m.hidden]})
+            shapes.update({p + "conv1d.weight": [2 * nk * dk + nv * dv, 1, m.conv_kernel],
                            p + "A_log": [nv], p + "dt_bias": [nv], p + "norm.weight": [dv],
                            p + "out_proj.weight": [m.hidden, nv * dv]})
         else:
@@ -226,6 +267,9 @@ def qwen3_next_shapes(m):
 # ----------------------------------------------------------------------------- loading
 
 
+SPLIT_PROJ = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")  # Qwen3.5
+
+
 def expected_names(m, tied):
     names = ["model.embed_tokens.weight", "model.norm.weight"]
     if not tied:
@@ -234,8 +278,9 @@ def expected_names(m, tied):
         p = f"model.layers.{i}."
         names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
         if m.mixers[i] == LINEAR:
-            names += [p + "linear_attn." + x for x in ("in_proj_qkvz.weight", "in_proj_ba.weight", "conv1d.weight",
-                                                        "A_log", "dt_bias", "norm.weight", "out_proj.weight")]
+            proj = SPLIT_PROJ if m.split_proj else ("in_proj_qkvz.weight", "in_proj_ba.weight")
+            names += [p + "linear_attn." + x for x in proj + ("conv1d.weight", "A_log", "dt_bias", "norm.weight",
+                                                               "out_proj.weight")]
         else:
             names += [p + f"self_attn.{x}_proj.weight" for x in "qkvo"]
         if m.sparse[i]:
@@ -264,12 +309,24 @@ def load_model(model_dir):
 def build_model(cfg, stored, eos_ids=()):
     """Model from a config dict and dict name -> tensor (any float dtype, as stored)."""
     arch = cfg["architectures"][0]
+    if arch == NEMOTRON_H:
+        import nemotron_h_ref
+        return nemotron_h_ref.build_model(cfg, stored, eos_ids)
+    cfg, stored = qwen3_5_text(cfg, stored)
     check_supported(cfg, arch)
     hidden, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
     n_layers = cfg["num_hidden_layers"]
-    qwen3_next = arch == "Qwen3NextForCausalLM"
+    qwen3_next = arch in HYBRID  # Qwen3-Next or Qwen3.5
     head_dim = cfg.get("head_dim") or (256 if qwen3_next else hidden // n_heads)
-    rotary_dim = int(head_dim * cfg.get("partial_rotary_factor", 0.25 if qwen3_next else 1.0))
+    # Qwen3.5 may give the RoPE keys in rope_parameters (else the top level). Its multimodal RoPE
+    # (mrope_section, mrope_interleaved) puts the same position on all three axes for text-only input,
+    # which is exactly plain RoPE over the rotary dims: those keys are accepted and ignored.
+    rope = (cfg.get("rope_parameters") or {}) if arch in QWEN3_5 else {}
+    scaling = rope or cfg.get("rope_scaling")
+    rotary_dim = int(head_dim * rope.get("partial_rotary_factor",
+                                         cfg.get("partial_rotary_factor", 0.25 if qwen3_next else 1.0)))
+    if sum((scaling or {}).get("mrope_section") or []) not in (0, rotary_dim // 2):
+        raise ValueError(f"mrope_section {scaling['mrope_section']} does not cover rotary dim {rotary_dim} / 2")
     # Qwen2 always has q/k/v biases and never an o_proj bias. Llama and Qwen3
     # follow `attention_bias`, which (as in HF) covers o_proj too. Mistral: none.
     attention_bias = (arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
@@ -285,9 +342,9 @@ def build_model(cfg, stored, eos_ids=()):
         eps=float(cfg.get("rms_norm_eps", 1e-6) if qwen3_next else cfg["rms_norm_eps"]),
         qkv_bias=arch in ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM") or attention_bias,
         o_bias=attention_bias,
-        qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM"),
+        qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM") or qwen3_next,
         windows=layer_windows(cfg, arch, n_layers),
-        inv_freq=rope_inv_freq(rotary_dim, float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling")),
+        inv_freq=rope_inv_freq(rotary_dim, float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))), scaling),
         weights={},
         eos_ids=sorted(eos_ids),
         mixers=[FULL] * n_layers,
@@ -316,7 +373,8 @@ def build_model(cfg, stored, eos_ids=()):
     missing = [n for n in names if n not in stored]
     extra = sorted(set(stored) - set(names))
     if missing or extra:
-        raise ValueError(f"tensor mismatch: missing {missing[:5]}, unexpected {extra[:5]}")
+        where = " (model.X here is model.language_model.X in the checkpoint)" if arch in QWEN3_5[1:] else ""
+        raise ValueError(f"tensor mismatch{where}: missing {missing[:5]}, unexpected {extra[:5]}")
     if qwen3_next:
         for n, shape in qwen3_next_shapes(m).items():
             if list(stored[n].shape) != shape:
@@ -408,17 +466,23 @@ def linear_attention(m, i, x):
       in_proj_qkvz output per token = nk groups of [q_g (dk) | k_g (dk) | v_g (r*dv) | z_g (r*dv)];
       in_proj_ba output per token   = nk groups of [b_g (r) | a_g (r)];
       value head g*r + j is group g's j-th, and reads key head g (= h // r).
+      Qwen3.5 (m.split_proj): in_proj_qkv = [q (nk*dk) | k (nk*dk) | v (nv*dv)], in_proj_z (nv*dv),
+      in_proj_b (nv), in_proj_a (nv), all in head order; the rest is the same.
       conv1d [conv_dim, 1, K] runs over the channels [q (nk*dk) | k (nk*dk) | v (nv*dv)], heads in order.
     """
     p = f"model.layers.{i}.linear_attn."
     t = x.shape[0]
     nk, nv, dk, dv, kern = m.lin_k_heads, m.lin_v_heads, m.lin_k_dim, m.lin_v_dim, m.conv_kernel
     r = nv // nk
-    q, k, v, z = linear(m, x, p + "in_proj_qkvz").view(t, nk, 2 * dk + 2 * r * dv).split([dk, dk, r * dv, r * dv], -1)
-    b, a = linear(m, x, p + "in_proj_ba").view(t, nk, 2 * r).split([r, r], dim=-1)
-    b, a, z = b.reshape(t, nv), a.reshape(t, nv), z.reshape(t, nv, dv)
+    if m.split_proj:
+        mixed, z = linear(m, x, p + "in_proj_qkv"), linear(m, x, p + "in_proj_z").view(t, nv, dv)
+        b, a = linear(m, x, p + "in_proj_b"), linear(m, x, p + "in_proj_a")
+    else:
+        q, k, v, z = linear(m, x, p + "in_proj_qkvz").view(t, nk, 2 * dk + 2 * r * dv).split([dk, dk, r * dv, r * dv], -1)
+        b, a = linear(m, x, p + "in_proj_ba").view(t, nk, 2 * r).split([r, r], dim=-1)
+        b, a, z = b.reshape(t, nv), a.reshape(t, nv), z.reshape(t, nv, dv)
+        mixed = torch.cat([q.reshape(t, -1), k.reshape(t, -1), v.reshape(t, -1)], dim=-1)  # [T, conv_dim]
     # depthwise causal conv over time (zeros before t = 0), then SiLU
-    mixed = torch.cat([q.reshape(t, -1), k.reshape(t, -1), v.reshape(t, -1)], dim=-1)  # [T, conv_dim]
     w = m.weights[p + "conv1d.weight"][:, 0, :]  # [conv_dim, K]; tap K-1 multiplies the current token
     padded = torch.cat([torch.zeros(kern - 1, mixed.shape[1], dtype=mixed.dtype), mixed])
     mixed = torch.nn.functional.silu(sum(w[:, j] * padded[j:j + t] for j in range(kern)))
@@ -478,6 +542,9 @@ def forward(m, token_ids, hidden_states=False):
     With hidden_states=True returns (logits, states) where states is a list of
     n_layers + 1 tensors [T, H]: the input of each layer, then the final-norm output.
     """
+    if m.arch == NEMOTRON_H:
+        import nemotron_h_ref
+        return nemotron_h_ref.forward(m, token_ids, hidden_states)
     ids = torch.as_tensor(list(token_ids), dtype=torch.long)
     x = m.weights["model.embed_tokens.weight"][ids]
     states = []

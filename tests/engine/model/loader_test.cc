@@ -466,7 +466,7 @@ TEST(ModelConfig, RecurrentLayersAreDerivedFromTheConfig) {
     auto f = ModelConfig::load(testing::fixture_path(name));
     ASSERT_TRUE(f.ok()) << f.status();
     EXPECT_EQ(f->has_recurrent_layers, testing::fixture_is_hybrid(name)) << name;
-    EXPECT_EQ(f->num_linear_attention_layers() > 0, testing::fixture_is_hybrid(name)) << name;
+    EXPECT_EQ(f->num_recurrent_layers() > 0, testing::fixture_is_hybrid(name)) << name;
     EXPECT_NE(f->identity, 0u) << name;
   }
   EXPECT_NE(ModelConfig::load(testing::fixture_path("llama-f32"))->identity,

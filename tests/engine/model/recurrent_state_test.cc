@@ -1,6 +1,6 @@
-// The recurrent state of a hybrid model (the Qwen3-Next fixtures and the bundled trained
-// baton-tiny-hybrid) through the forward pass: a verification-shaped step leaves in slot j exactly
-// the state plain decoding has after token j, so a rejection in the middle of a draft continues
+// The recurrent state of a hybrid model (the Qwen3-Next, Qwen3.5 and Nemotron-H fixtures and the
+// bundled trained baton-tiny-hybrid) through the forward pass: a verification-shaped step leaves in
+// slot j exactly the state plain decoding has after token j, so a rejection in the middle of a draft continues
 // bit for bit as if the rejected tokens never came; chunked prefill keeps only its final state;
 // bad state references are refused with the sequence named. Also the StateCache's layout and
 // StateGroupPool's bookkeeping.
@@ -120,7 +120,8 @@ TEST_P(RecurrentState, ChunkedPrefillKeepsTheFinalStateOnly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentState,
-                         ::testing::Values("qwen3-next-f32", "qwen3-next-bf16", testing::kBundledHybrid),
+                         ::testing::Values("qwen3-next-f32", "qwen3-next-bf16", "nemotron-h-f32", "nemotron-h-bf16",
+                                           "qwen35-f32", "qwen35-bf16", testing::kBundledHybrid),
                          [](const auto& p) { return testing::test_name_for(p.param); });
 
 TEST(RecurrentStateRefusals, BadStateReferencesNameTheSequence) {

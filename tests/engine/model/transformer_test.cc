@@ -161,7 +161,7 @@ TEST(Transformer, Bf16DotTierStaysCloseAndKeepsTheGreedyContinuation) {
   // 1% of the row's largest logit (the exact tiers stay within 1e-4 absolute), and the fixtures'
   // greedy margins (>= 0.1) survive it.
   constexpr double kBf16DotRelativeTolerance = 1e-2;
-  for (const std::string name : {"llama3-bf16", "qwen3-bf16", "qwen3-moe-bf16"}) {
+  for (const std::string name : {"llama3-bf16", "qwen3-bf16", "qwen3-moe-bf16", "nemotron-h-bf16"}) {
     const auto ref = load_reference(name);
     auto h = ModelHarness::load(fixture_path(name), "avx512bf16");
     TestSequence seq;
@@ -190,7 +190,9 @@ TEST(Fixtures, ManifestListsEveryTestedArchitecture) {
 
 TEST(Transformer, IsaTiersGiveBitIdenticalLogits) {
   for (const std::string& name : {std::string("llama3-bf16"), std::string("qwen2-f32"), std::string("qwen3-moe-f32"),
-                                  std::string("qwen3-next-f32"), std::string("qwen3-next-bf16")}) {
+                                  std::string("qwen3-next-f32"), std::string("qwen3-next-bf16"),
+                                  std::string("nemotron-h-f32"), std::string("nemotron-h-bf16"),
+                                  std::string("qwen35-f32"), std::string("qwen35-bf16")}) {
     const auto ref = load_reference(name);
     std::vector<std::vector<float>> first;
     for (const char* isa : {"portable", "avx2", "avx512"}) {

@@ -159,7 +159,8 @@ TEST_P(HybridSpec, Eagle3AndDraftModelDraftsGiveThePlainTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, HybridSpec,
-                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16", testing::kBundledHybrid),
+                         ::testing::Combine(::testing::Values("qwen3-next-f32", "qwen3-next-bf16", "nemotron-h-f32",
+                                                              "qwen35-f32", testing::kBundledHybrid),
                                             ::testing::Values(1, 3, 5)),
                          [](const auto& p) {
                            return testing::test_name_for(std::get<0>(p.param)) + "_k" +
