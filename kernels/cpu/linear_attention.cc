@@ -76,12 +76,7 @@ void CpuBackend::causal_conv1d(const TensorView& x, const TensorView& weight, co
       if (s.tokens == 0) continue;
       for (std::int64_t u = 0; u < history; ++u) {
         float* dst = start.data() + u * kBlock;
-        if (s.group >= 0 && s.slot_in >= 0) {
-          std::memcpy(dst, slot_ptr(state, s.group, s.slot_in) + u * channels + c0,
-                      static_cast<std::size_t>(width) * sizeof(float));
-        } else {
-          std::fill_n(dst, width, 0.0f);
-        }
+        load_start_state(s, state, u * channels + c0, width, dst);
       }
       // Input u of the sequence (u < 0: from its starting state), channels c0.. of the block.
       const auto input = [&](std::int64_t u) -> const float* {
@@ -139,12 +134,7 @@ void CpuBackend::gated_delta_rule(const TensorView& q, const TensorView& k, cons
       const RecurrentSeq& s = seqs[static_cast<std::size_t>(task / v_heads)];
       const std::int64_t h = task % v_heads, hk = h / group;
       if (s.tokens == 0) continue;
-      if (s.group >= 0 && s.slot_in >= 0) {
-        std::memcpy(s_mat.data(), slot_ptr(state, s.group, s.slot_in) + h * head_state,
-                    static_cast<std::size_t>(head_state) * sizeof(float));
-      } else {
-        std::fill(s_mat.begin(), s_mat.end(), 0.0f);
-      }
+      load_start_state(s, state, h * head_state, head_state, s_mat.data());
       const float decay_rate = -std::exp(a_log_p[h]);
       for (std::int64_t t = 0; t < s.tokens; ++t) {
         const std::int64_t row = s.first_row + t;
@@ -187,10 +177,7 @@ void CpuBackend::gated_delta_rule(const TensorView& q, const TensorView& k, cons
             o[j] += qi * si[j];
           }
         }
-        if (s.group >= 0 && t >= s.first_kept) {
-          std::memcpy(slot_ptr(state, s.group, t - s.first_kept) + h * head_state, s_mat.data(),
-                      static_cast<std::size_t>(head_state) * sizeof(float));
-        }
+        store_state_after(s, t, state, h * head_state, head_state, s_mat.data());
       }
     }
   });

@@ -86,12 +86,7 @@ void CpuBackend::ssd_recurrence(const TensorView& x, const TensorView& dt_in, co
       const RecurrentSeq& s = seqs[static_cast<std::size_t>(task / heads)];
       const std::int64_t h = task % heads, g = h / heads_per_group;
       if (s.tokens == 0) continue;
-      if (s.group >= 0 && s.slot_in >= 0) {
-        std::memcpy(s_mat.data(), slot_ptr(state, s.group, s.slot_in) + h * head_state,
-                    static_cast<std::size_t>(head_state) * sizeof(float));
-      } else {
-        std::fill(s_mat.begin(), s_mat.end(), 0.0f);
-      }
+      load_start_state(s, state, h * head_state, head_state, s_mat.data());
       const float a = -std::exp(a_log_p[h]);
       for (std::int64_t t = 0; t < s.tokens; ++t) {
         const std::int64_t row = s.first_row + t;
@@ -112,10 +107,7 @@ void CpuBackend::ssd_recurrence(const TensorView& x, const TensorView& dt_in, co
           }
           o[p] = y + d_p[h] * xr[p];
         }
-        if (s.group >= 0 && t >= s.first_kept) {
-          std::memcpy(slot_ptr(state, s.group, t - s.first_kept) + h * head_state, s_mat.data(),
-                      static_cast<std::size_t>(head_state) * sizeof(float));
-        }
+        store_state_after(s, t, state, h * head_state, head_state, s_mat.data());
       }
     }
   });

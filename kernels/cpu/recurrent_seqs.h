@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/status.h"
@@ -48,6 +49,26 @@ inline std::vector<RecurrentSeq> read_batch(const RecurrentBatch& batch, const T
 // Slot `slot` of `group` in a [groups, slots, n] state view.
 inline float* slot_ptr(const TensorView& state, std::int32_t group, std::int64_t slot) {
   return state.ptr<float>() + group * state.stride(0) + slot * state.stride(1);
+}
+
+// The `n` floats at `offset` of the state sequence `s` starts from (its slot_in), into dst; zeros
+// when it starts from the zero state.
+inline void load_start_state(const RecurrentSeq& s, const TensorView& state, std::int64_t offset, std::int64_t n,
+                             float* dst) {
+  if (s.group >= 0 && s.slot_in >= 0) {
+    std::memcpy(dst, slot_ptr(state, s.group, s.slot_in) + offset, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    std::fill_n(dst, n, 0.0f);
+  }
+}
+
+// Stores `n` floats at `offset` as the state after the sequence's token t, when RecurrentBatch
+// keeps that one (the last min(tokens, slots); padding sequences keep none).
+inline void store_state_after(const RecurrentSeq& s, std::int64_t t, const TensorView& state, std::int64_t offset,
+                              std::int64_t n, const float* src) {
+  if (s.group >= 0 && t >= s.first_kept) {
+    std::memcpy(slot_ptr(state, s.group, t - s.first_kept) + offset, src, static_cast<std::size_t>(n) * sizeof(float));
+  }
 }
 
 }  // namespace baton::cpu

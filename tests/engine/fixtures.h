@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/text_file.h"
 #include "engine/model/config.h"
+#include "engine/model/config_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::testing {
@@ -57,6 +58,13 @@ inline bool fixture_is_cpu_only(const std::string& name) { return fixture_has_ex
 inline std::string test_name_for(std::string fixture) {
   for (char& c : fixture) c = c == '-' ? '_' : c;
   return fixture;
+}
+
+// A fixture's config.json, parsed as the loader reads it (Python's Infinity/NaN made standard).
+inline nlohmann::json fixture_config(const std::string& name) {
+  auto text = read_text_file(fixture_path(name) + "/config.json");
+  BATON_CHECK(text.ok(), text.status().ToString());
+  return nlohmann::json::parse(standardize_python_json(*text));
 }
 
 inline std::vector<std::string> manifest_fixture_names() {

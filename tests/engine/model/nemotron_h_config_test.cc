@@ -23,12 +23,6 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 using M = MixerKind;
 
-json fixture_config(const std::string& name) {
-  auto text = read_text_file(testing::fixture_path(name) + "/config.json");
-  BATON_CHECK(text.ok(), text.status().ToString());
-  return json::parse(standardize_python_json(*text));
-}
-
 TEST(NemotronH, FixtureConfigsParseAsPublished) {
   // nemotron-h-f32: "M-*M-M", attention_head_dim, time_step_limit [0.0, Infinity] written literally.
   auto text = read_text_file(testing::fixture_path("nemotron-h-f32") + "/config.json");
@@ -88,7 +82,7 @@ TEST(NemotronH, ParameterCountIsTheCheckpointsTensors) {
 }
 
 TEST(NemotronH, LayersBlockTypeAndADerivedLayerCountParseTheSame) {
-  const json base = fixture_config("nemotron-h-f32");
+  const json base = testing::fixture_config("nemotron-h-f32");
   const auto reference = ModelConfig::parse(base, nullptr, "config.json");
   ASSERT_TRUE(reference.ok()) << reference.status();
   for (const json& types : {json{"mamba", "mlp", "attention", "mamba", "mlp", "mamba"},
@@ -107,7 +101,7 @@ TEST(NemotronH, LayersBlockTypeAndADerivedLayerCountParseTheSame) {
 }
 
 TEST(NemotronH, MistakesNameTheKey) {
-  const json base = fixture_config("nemotron-h-f32");
+  const json base = testing::fixture_config("nemotron-h-f32");
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"hybrid_override_pattern", "M-*E-M"}}, "mixture-of-experts block (E) at layer 3"},
       {{{"hybrid_override_pattern", "M-*M-"}}, "`hybrid_override_pattern` has 5 blocks but num_hidden_layers is 6"},

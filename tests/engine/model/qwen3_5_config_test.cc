@@ -19,14 +19,8 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 using M = MixerKind;
 
-json fixture_config(const std::string& name) {
-  auto text = read_text_file(testing::fixture_path(name) + "/config.json");
-  BATON_CHECK(text.ok(), text.status().ToString());
-  return json::parse(*text);
-}
-
 TEST(Qwen35, TextOnlyConfigReadsRopeParameters) {
-  const json raw = fixture_config("qwen35-f32");
+  const json raw = testing::fixture_config("qwen35-f32");
   ASSERT_TRUE(raw.contains("rope_parameters"));
   ASSERT_FALSE(raw.contains("rope_theta"));  // only inside rope_parameters
   auto c = ModelConfig::load(testing::fixture_path("qwen35-f32"));
@@ -41,7 +35,7 @@ TEST(Qwen35, TextOnlyConfigReadsRopeParameters) {
 }
 
 TEST(Qwen35, MultimodalConfigParsesItsTextModel) {
-  const json raw = fixture_config("qwen35-bf16");
+  const json raw = testing::fixture_config("qwen35-bf16");
   ASSERT_TRUE(raw.contains("text_config") && !raw.contains("hidden_size"));
   auto c = ModelConfig::load(testing::fixture_path("qwen35-bf16"));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -78,7 +72,7 @@ TEST(Qwen35, TheMultimodalCheckpointLoadsWithoutItsVisionTower) {
 }
 
 TEST(Qwen35, MistakesNameTheKey) {
-  const json base = fixture_config("qwen35-f32");
+  const json base = testing::fixture_config("qwen35-f32");
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"num_experts", 8}}, "`num_experts` is set, but Qwen3_5ForCausalLM has no mixture of experts"},
       {{{"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 1e6}}}}, "`rope_parameters` has rope_type \"yarn\""},
@@ -93,12 +87,12 @@ TEST(Qwen35, MistakesNameTheKey) {
     ASSERT_FALSE(c.ok()) << patch.dump();
     EXPECT_THAT(c.status().message(), HasSubstr(expected)) << patch.dump();
   }
-  json wrapper = fixture_config("qwen35-bf16");
+  json wrapper = testing::fixture_config("qwen35-bf16");
   wrapper.erase("text_config");
   EXPECT_THAT(ModelConfig::parse(wrapper, nullptr, "config.json").status().message(),
               HasSubstr("`text_config` must be an object"));
   // An error inside text_config says so.
-  wrapper = fixture_config("qwen35-bf16");
+  wrapper = testing::fixture_config("qwen35-bf16");
   wrapper["text_config"]["linear_conv_kernel_dim"] = 0;
   EXPECT_THAT(ModelConfig::parse(wrapper, nullptr, "config.json").status().message(),
               HasSubstr("config.json text_config: `linear_conv_kernel_dim`"));
