@@ -30,6 +30,7 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/block_table.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/state_cache.h"
 #include "engine/model/transformer.h"
 #include "kernels/backend_factory.h"
 #include "nlohmann/json.hpp"
@@ -121,7 +122,13 @@ absl::Status dump_one(const std::string& dir, const BackendOptions& bo, const st
 
   std::vector<std::int32_t> logits_idx(static_cast<std::size_t>(n));
   for (std::int32_t i = 0; i < n; ++i) logits_idx[static_cast<std::size_t>(i)] = i;
+  // A hybrid's recurrent layers read and write one state group; the prompt starts from the zero state.
+  std::optional<StateCache> states;
+  if (config.num_recurrent_layers() > 0) {
+    BATON_ASSIGN_OR_RETURN(states, StateCache::create(*backend, model->state_layout(1), 1));
+  }
   ForwardSequence seq;
+  if (states) seq.state_group = 0;
   seq.tokens = prompt;
   seq.start_position = 0;
   seq.block_table = table.blocks();
@@ -130,7 +137,7 @@ absl::Status dump_one(const std::string& dir, const BackendOptions& bo, const st
   batch.sequences.push_back(seq);
 
   const auto start = std::chrono::steady_clock::now();
-  BATON_ASSIGN_OR_RETURN(ForwardOutput out, model->forward(batch, cache));
+  BATON_ASSIGN_OR_RETURN(ForwardOutput out, model->forward(batch, cache, states ? &*states : nullptr));
   const std::int64_t vocab = config.vocab_size;
   std::vector<float> logits(static_cast<std::size_t>(n * vocab));
   backend->copy_to_host(logits.data(), out.logits.data, logits.size() * sizeof(float));

@@ -16,57 +16,12 @@
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/pointwise.cuh"
+#include "kernels/cuda/recurrent_ops.h"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/tensor_args.h"
 
 namespace baton {
 namespace {
-
-void check_cuda(cudaError_t err, const char* what) {
-  BATON_CHECK(err == cudaSuccess, "CUDA ", what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
-}
-
-void check_f32(const TensorView& v, const char* what) {
-  BATON_CHECK(v.dtype == DType::kF32, what, " must be F32: ", v.describe());
-}
-
-cuda::WeightType weight_type(const TensorView& w, const char* what) {
-  switch (w.dtype) {
-    case DType::kF32: return cuda::WeightType::kF32;
-    case DType::kBF16: return cuda::WeightType::kBF16;
-    case DType::kF16: return cuda::WeightType::kF16;
-    default: break;
-  }
-  BATON_CHECK(false, what, " must be F32, BF16 or F16: ", w.describe());
-  return cuda::WeightType::kF32;
-}
-
-// The same row view as kernels/cpu/rows.h, as launcher arguments.
-cuda::RowsArg rows(const TensorView& v) {
-  BATON_CHECK(v.ndim >= 1 && v.ndim <= 3, "expected 1-3 dims: ", v.describe());
-  BATON_CHECK(v.dim(-1) <= 1 || v.stride(-1) == 1, "last dim must be contiguous: ", v.describe());
-  cuda::RowsArg a;
-  a.data = v.data;
-  a.cols = v.dim(-1);
-  a.inner = v.ndim == 3 ? v.dim(1) : 1;
-  a.count = v.ndim == 1 ? 1 : v.dim(0) * a.inner;
-  a.stride0 = v.ndim == 1 ? 0 : v.stride(0);
-  a.stride1 = v.ndim == 3 ? v.stride(1) : 0;
-  return a;
-}
-
-cuda::HeadsArg heads(const TensorView& v, const char* what) {
-  check_f32(v, what);
-  BATON_CHECK(v.ndim == 3 && v.stride(2) == 1, what, " must be [tokens, heads, head_dim] with contiguous head_dim: ",
-              v.describe());
-  cuda::HeadsArg a;
-  a.data = v.ptr<float>();
-  a.tokens = v.dim(0);
-  a.heads = static_cast<int>(v.dim(1));
-  a.head_dim = static_cast<int>(v.dim(2));
-  a.stride0 = v.stride(0);
-  a.stride1 = v.stride(1);
-  return a;
-}
 
 cuda::KvCacheArg kv_cache_arg(const TensorView& kv) {
   BATON_CHECK((kv.dtype == DType::kF32 || kv.dtype == DType::kBF16) && kv.ndim == 5 && kv.is_contiguous() &&
@@ -347,6 +302,46 @@ class CudaBackend final : public Backend {
     BATON_CHECK(in.count == o.count && in.cols == 2 * o.cols, "silu_mul shapes: ", gate_up.describe(), " -> ",
                 out.describe());
     check_cuda(cuda::silu_mul(in, o, stream_), "silu_mul");
+  }
+
+  // The recurrent layers' ops (recurrent_ops.h).
+  bool runs_linear_attention() const override { return true; }
+  bool runs_mamba2() const override { return true; }
+  void sigmoid_mul(const TensorView& x, const TensorView& gate, const TensorView& out) override {
+    on_device();
+    cuda_ops::sigmoid_mul(stream_, x, gate, out);
+  }
+  void relu_squared(const TensorView& x, const TensorView& out) override {
+    on_device();
+    cuda_ops::relu_squared(stream_, x, out);
+  }
+  void gated_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight, float eps,
+                      const TensorView& out) override {
+    on_device();
+    cuda_ops::gated_rms_norm(stream_, x, gate, weight, eps, out);
+  }
+  void gated_group_rms_norm(const TensorView& x, const TensorView& gate, const TensorView& weight,
+                            std::int64_t group_size, float eps, const TensorView& out) override {
+    on_device();
+    cuda_ops::gated_group_rms_norm(stream_, x, gate, weight, group_size, eps, out);
+  }
+  void causal_conv1d(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& state,
+                     const RecurrentBatch& batch, const TensorView& out) override {
+    on_device();
+    cuda_ops::causal_conv1d(stream_, x, weight, bias, state, batch, out);
+  }
+  void gated_delta_rule(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& b,
+                        const TensorView& a, const TensorView& a_log, const TensorView& dt_bias,
+                        const TensorView& state, const RecurrentBatch& batch, const TensorView& out) override {
+    on_device();
+    cuda_ops::gated_delta_rule(stream_, q, k, v, b, a, a_log, dt_bias, state, batch, out);
+  }
+  void ssd_recurrence(const TensorView& x, const TensorView& dt_in, const TensorView& b, const TensorView& c,
+                      const TensorView& a_log, const TensorView& dt_bias, const TensorView& d, float dt_min,
+                      float dt_max, const TensorView& state, const RecurrentBatch& batch,
+                      const TensorView& out) override {
+    on_device();
+    cuda_ops::ssd_recurrence(stream_, x, dt_in, b, c, a_log, dt_bias, d, dt_min, dt_max, state, batch, out);
   }
 
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override {

@@ -39,10 +39,10 @@ constexpr Device kCuda{DeviceType::kCuda, 0};
 
 #define SKIP_WITHOUT_GPU() \
   if (available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device"
-// A method case (an index, -1: none) whose target only the CPU backend runs (experts, recurrent layers).
+// A method case (an index, -1: none) whose target only the CPU backend runs (experts).
 #define SKIP_EXPERTS_ON_GPU(index)                                                                     \
   if ((index) >= 0 && testing::fixture_is_cpu_only(method_cases()[static_cast<std::size_t>(index)].target)) \
-  GTEST_SKIP() << "the CUDA backend has no mixture-of-experts or recurrent-layer kernels yet"
+  GTEST_SKIP() << "the CUDA backend has no mixture-of-experts kernels yet"
 
 // Greedy prompts with repeats (so n-gram and suffix find matches) and without, plus two seeded
 // sampled requests riding in the same batches.
@@ -107,7 +107,7 @@ class CudaFixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (testing::fixture_is_cpu_only(GetParam())) {
-      GTEST_SKIP() << "the CUDA backend has no mixture-of-experts or recurrent-layer kernels yet";
+      GTEST_SKIP() << "the CUDA backend has no mixture-of-experts kernels yet";
     }
   }
 };
