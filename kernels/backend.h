@@ -126,6 +126,12 @@ struct MoeScratch {
 // states after its last min(tokens, slots) tokens go to, in order (slot j - max(0, tokens - slots)
 // after token j; so with tokens <= slots, slot j holds the state after token j, which lets a
 // verification step keep the state after whichever draft was accepted without recomputing).
+// The largest per-head sizes the recurrent ops take on every backend (a kernel may hold a head's
+// column or row of state per thread): ModelConfig refuses models beyond them at load.
+inline constexpr std::int32_t kMaxRecurrentConvKernel = 17;    // causal_conv1d taps
+inline constexpr std::int32_t kMaxRecurrentStateColumn = 256;  // DeltaNet key_dim, Mamba-2 state size
+inline constexpr std::int32_t kMaxRecurrentHeadWidth = 1024;   // DeltaNet value_dim, Mamba-2 head_dim
+
 struct RecurrentBatch {
   // [num_seqs, 4] I32 per sequence: its first token row, its token count, its state group (< 0:
   // padding, computed from the zero state and kept nowhere), and the slot holding the state before

@@ -6,6 +6,7 @@
 #include "common/status.h"
 #include "common/text_file.h"
 #include "engine/model/config_fields.h"
+#include "kernels/backend.h"
 #include "engine/model/config_nemotron_h.h"
 #include "engine/model/config_qwen3_5.h"
 #include "nlohmann/json.hpp"
@@ -174,6 +175,10 @@ absl::Status parse_hybrid(const json& config, const std::string& where, ModelCon
   BATON_ASSIGN_OR_RETURN(l.key_head_dim, get_positive_int(config, where, "linear_key_head_dim", 128));
   BATON_ASSIGN_OR_RETURN(l.value_head_dim, get_positive_int(config, where, "linear_value_head_dim", 128));
   BATON_ASSIGN_OR_RETURN(l.conv_kernel, get_positive_int(config, where, "linear_conv_kernel_dim", 4));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "linear_conv_kernel_dim", l.conv_kernel, kMaxRecurrentConvKernel));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "linear_key_head_dim", l.key_head_dim, kMaxRecurrentStateColumn));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "linear_value_head_dim", l.value_head_dim, kMaxRecurrentHeadWidth));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "linear_num_value_heads", l.num_value_heads, 4096));
   if (l.num_value_heads % l.num_key_heads != 0) {
     return field_error(where, "linear_num_key_heads",
                        str_cat("(", l.num_key_heads, ") must divide linear_num_value_heads (", l.num_value_heads, ")"));

@@ -39,6 +39,11 @@ absl::StatusOr<bool> get_bool(const json& j, const std::string& where, const std
   return it->get<bool>();
 }
 
+absl::Status check_at_most(const std::string& where, const std::string& key, std::int64_t value, std::int64_t limit) {
+  if (value <= limit) return absl::OkStatus();
+  return field_error(where, key, str_cat("(", value, ") is more than the ", limit, " Baton's kernels support"));
+}
+
 absl::StatusOr<std::string> get_string(const json& j, const std::string& where, const std::string& key,
                                        const std::string& fallback) {
   auto it = j.find(key);

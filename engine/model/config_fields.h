@@ -21,6 +21,8 @@ absl::StatusOr<std::int32_t> get_positive_int(const nlohmann::json& j, const std
 absl::StatusOr<double> get_number(const nlohmann::json& j, const std::string& where, const std::string& key,
                                   double fallback);
 absl::StatusOr<bool> get_bool(const nlohmann::json& j, const std::string& where, const std::string& key, bool fallback);
+// "`key` (value) ... at most `limit`" when value > limit.
+absl::Status check_at_most(const std::string& where, const std::string& key, std::int64_t value, std::int64_t limit);
 // A string field; `fallback` when absent.
 absl::StatusOr<std::string> get_string(const nlohmann::json& j, const std::string& where, const std::string& key,
                                        const std::string& fallback);

@@ -6,6 +6,7 @@
 
 #include "common/status.h"
 #include "engine/model/config_fields.h"
+#include "kernels/backend.h"
 #include "nlohmann/json.hpp"
 
 namespace baton {
@@ -117,6 +118,9 @@ absl::Status parse_nemotron_h(const json& config, const std::string& where, Mode
   BATON_ASSIGN_OR_RETURN(m.num_groups, get_positive_int(config, where, "n_groups", 8));
   BATON_ASSIGN_OR_RETURN(m.conv_kernel, get_positive_int(config, where, "conv_kernel", 4));
   BATON_ASSIGN_OR_RETURN(m.conv_bias, get_bool(config, where, "use_conv_bias", true));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "conv_kernel", m.conv_kernel, kMaxRecurrentConvKernel));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "ssm_state_size", m.state_size, kMaxRecurrentStateColumn));
+  BATON_RETURN_IF_ERROR(check_at_most(where, "mamba_head_dim", m.head_dim, kMaxRecurrentHeadWidth));
   if (m.num_heads % m.num_groups != 0) {
     return field_error(where, "n_groups", str_cat("(", m.num_groups, ") must divide mamba_num_heads (", m.num_heads, ")"));
   }

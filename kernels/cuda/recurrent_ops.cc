@@ -7,6 +7,10 @@
 namespace baton::cuda_ops {
 namespace {
 
+static_assert(cuda::kMaxConvHistory + 1 == kMaxRecurrentConvKernel && cuda::kMaxStateColumn == kMaxRecurrentStateColumn &&
+                  cuda::kMaxStateThreads == kMaxRecurrentHeadWidth,
+              "recurrent.cuh's per-thread arrays must hold what kernels/backend.h promises");
+
 cuda::StateArg state_arg(const TensorView& state, std::int64_t floats, const char* what) {
   BATON_CHECK(state.dtype == DType::kF32 && state.ndim == 3 && state.stride(2) == 1 && state.dim(2) == floats, what,
               " state must be F32 [groups, slots, ", floats, "] with contiguous floats: ", state.describe());

@@ -116,6 +116,9 @@ TEST(NemotronH, MistakesNameTheKey) {
       {{{"time_step_limit", "wide"}}, "`time_step_limit`"},
       {{{"mlp_bias", true}}, "`mlp_bias` true is not supported"},
       {{{"mamba_num_heads", 1 << 20}, {"n_groups", 1}}, "state per layer; at most"},
+      {{{"conv_kernel", 100000}}, "`conv_kernel` (100000) is more than the 17 Baton's kernels support"},
+      {{{"ssm_state_size", 4096}}, "`ssm_state_size` (4096) is more than the 256"},
+      {{{"mamba_head_dim", 2048}}, "`mamba_head_dim` (2048) is more than the 1024"},
   };
   for (const auto& [patch, expected] : cases) {
     json bad = base;

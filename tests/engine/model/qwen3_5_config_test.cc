@@ -79,6 +79,9 @@ TEST(Qwen35, MistakesNameTheKey) {
       {{{"rope_parameters", 3}}, "`rope_parameters` must be an object"},
       {{{"attention_bias", true}}, "`attention_bias` true is not supported on Qwen3_5ForCausalLM"},
       {{{"linear_num_key_heads", 3}}, "`linear_num_key_heads` (3) must divide linear_num_value_heads (4)"},
+      {{{"linear_conv_kernel_dim", 1 << 30}}, "`linear_conv_kernel_dim` (1073741824) is more than the 17"},
+      {{{"linear_key_head_dim", 512}}, "`linear_key_head_dim` (512) is more than the 256"},
+      {{{"linear_value_head_dim", 4096}}, "`linear_value_head_dim` (4096) is more than the 1024"},
   };
   for (const auto& [patch, expected] : cases) {
     json bad = base;
