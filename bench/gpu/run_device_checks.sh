@@ -260,11 +260,9 @@ logits_step() {
   local dev=cuda hf="" status=0
   $cpu_only && dev=cpu
   if $cpu_only; then "$py" -c 'import transformers' 2>/dev/null || hf=--no-hf; else hf=--require-hf; fi
-  # Mixture-of-experts fixtures are left out: the CUDA backend has no expert kernels yet.
   mapfile -t dirs < <("$py" -c 'import json, os, sys
 for n in json.load(open(os.path.join(sys.argv[1], "manifest.json")))["fixtures"]:
-    d = os.path.join(sys.argv[1], n)
-    if "num_experts" not in json.load(open(os.path.join(d, "config.json"))): print(d)' "$fixtures")
+    print(os.path.join(sys.argv[1], n))' "$fixtures")
   "$B/bin/dump_logits" --device "$dev" --out "$work/logits" "${dirs[@]}" || status=1
   "$B/bin/dump_logits" --device "$dev" --out "$work/logits" --prompt-tokens "$family_prompt" \
     models/baton-tiny-code/target || status=1

@@ -15,6 +15,7 @@
 #include "kernels/cuda/fence_ring.h"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/moe_ops.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "kernels/cuda/recurrent_ops.h"
 #include "kernels/cuda/rope.cuh"
@@ -113,6 +114,7 @@ class CudaBackend final : public Backend {
     }
     sample_params_ = DeviceBuffer();
     attention_workspace_ = DeviceBuffer();
+    moe_.clear();
     for (const auto& ring : events_) {
       for (cudaEvent_t e : ring) {
         if (e != nullptr) cudaEventDestroy(e);
@@ -302,6 +304,21 @@ class CudaBackend final : public Backend {
     BATON_CHECK(in.count == o.count && in.cols == 2 * o.cols, "silu_mul shapes: ", gate_up.describe(), " -> ",
                 out.describe());
     check_cuda(cuda::silu_mul(in, o, stream_), "silu_mul");
+  }
+
+  // Mixture-of-experts layers (moe_ops.h). The first call at a size makes the routing tables and
+  // the layer's pointer table, which a graph cannot hold: the engine runs each shape eagerly
+  // before it captures it, so a capture only meets ready() calls.
+  bool runs_moe() const override { return true; }
+  void moe(const TensorView& x, const TensorView& router_logits, const MoeExperts& experts, const MoeScratch& scratch,
+           const TensorView& out) override {
+    on_device();
+    const std::int64_t tokens = x.ndim == 2 ? x.dim(0) : 0;
+    if (!moe_.ready(experts, tokens)) {
+      if (breaks_capture("moe (its first call at this size)")) return;
+      moe_.prepare(*this, experts, tokens);
+    }
+    moe_.run(*this, stream_, x, router_logits, experts, scratch, out);
   }
 
   // The recurrent layers' ops (recurrent_ops.h).
@@ -526,6 +543,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t copy_after_ = nullptr;     // where on stream_ its copies start
   cuda::GemmContext* gemm_ = nullptr;
   DeviceBuffer sample_params_;  // [>= rows] SampleRowParams for sample_rows()
+  cuda_ops::MoeRunner moe_;     // moe()'s routing tables and expert pointer tables
   // Split-mode attention states: 64 MiB holds 7 sequences x 32 heads x 128 dims at a 128k-token
   // context bound (about 120 at 8k); larger calls run whole-mode, with the same bits.
   static constexpr std::size_t kAttentionWorkspaceBytes = std::size_t{64} << 20;

@@ -48,4 +48,34 @@ void gemm_destroy(GemmContext* context);
 
 cudaError_t linear(GemmContext* context, const LinearArgs& args, bool batch_invariant, cudaStream_t stream);
 
+// One tile of a grouped linear: rows [begin, end) of x and y go through expert `expert`'s weight
+// (at most the launch's rows_per_tile rows); expert < 0 marks an unused tile, whose block exits.
+struct GroupTile {
+  std::int32_t expert = -1;
+  std::int32_t begin = 0;
+  std::int32_t end = 0;
+  std::int32_t pad = 0;
+};
+
+// Mixture-of-experts linear: y[r] = x[r] @ w_e^T for every row r of every tile, e the tile's
+// expert, with the batch-invariant kernel's reduction order, so row r's bits equal linear() of
+// that row alone with w_e. The tiles (written on the device by moe_plan, moe.cuh) say which rows
+// go to which expert, so the host never learns the grouping and nothing synchronises.
+struct GroupedLinearArgs {
+  const float* x = nullptr;  // [rows, k], rows ldx apart
+  std::int64_t ldx = 0;
+  const void* const* weights = nullptr;  // device array: expert e's [n, k] weight, rows ldw apart
+  WeightType w_type = WeightType::kF32;
+  std::int64_t ldw = 0;
+  bool weights_vec = false;  // every expert's weight base and row stride are 16-byte aligned
+  float* y = nullptr;        // [rows, n], rows ldy apart; must not overlap x
+  std::int64_t ldy = 0;
+  std::int64_t n = 0, k = 0;
+  const GroupTile* tiles = nullptr;  // device array of max_tiles
+  std::int64_t max_tiles = 0;
+  int rows_per_tile = 1;  // 1, 2, 4 or 8: no tile holds more rows
+};
+
+cudaError_t linear_grouped(const GroupedLinearArgs& args, cudaStream_t stream);
+
 }  // namespace baton::cuda

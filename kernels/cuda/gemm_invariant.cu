@@ -33,6 +33,11 @@
 // i.e. >= 4 MiB device-wide even for n = 4096 (1024 warps), above the ~3 MiB that HBM3e's
 // bandwidth x latency needs; the FMA/convert/shared-load work is ~15% of the issue slots at m = 1.
 //
+// Grouped launches (linear_grouped, for mixture-of-experts layers) run the same kernel over a tile
+// table instead of consecutive row tiles: block x takes tile x's rows and its expert's weight, and
+// an unused tile's block returns at once. Nothing else changes, so a row's bits are those of
+// linear() of that row alone with its expert's weight.
+//
 // Must not: change the order above for any case (including tails, unaligned data, partial tiles);
 // use atomics or split-k across warps/blocks; let a thread skip a __syncthreads or a shuffle.
 #include <cuda_fp16.h>
@@ -123,6 +128,10 @@ struct InvariantArgs {
   std::int64_t m, n, k;
   std::int64_t col_block0;  // column block of blockIdx.y == 0 (launches split at 65535 blocks)
   bool x_vec;               // x and ldx allow 16-byte loads of x
+  // Grouped (mixture-of-experts) launches: tile blockIdx.x names its rows and its expert's weight
+  // (w is then unused). Null: row tile blockIdx.x is rows [R x, R x + R) of m, weight w.
+  const GroupTile* tiles;
+  const void* const* expert_w;
 };
 
 // Where element e (0 <= e < KS) of a staged x row lives in shared memory: element 8j + t of chunk
@@ -137,17 +146,17 @@ struct XLayout {
   __device__ static int index(int e) { return ((e >> 2) & 1) * kHiOffset + (e >> 3) * 4 + (e & 3); }
 };
 
-// Copies x[row0 .. row0 + R) [s0, s0 + len) into xs (XLayout), zeros for rows >= m. Every thread
-// of the block calls it; it has no barrier of its own.
+// Copies x[row0 .. row0 + R) [s0, s0 + len) into xs (XLayout), zeros for rows >= row_end. Every
+// thread of the block calls it; it has no barrier of its own.
 template <int R, int KS>
-__device__ __forceinline__ void stage_x(float* xs, const InvariantArgs& a, std::int64_t row0, std::int64_t s0,
-                                        int len) {
+__device__ __forceinline__ void stage_x(float* xs, const InvariantArgs& a, std::int64_t row0, std::int64_t row_end,
+                                        std::int64_t s0, int len) {
   using L = XLayout<KS>;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     float* dst = xs + r * L::kRowStride;
     const std::int64_t row = row0 + r;
-    if (row >= a.m) {
+    if (row >= row_end) {
       for (int e = threadIdx.x; e < len; e += kThreads) dst[L::index(e)] = 0.0f;
       continue;
     }
@@ -275,7 +284,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<W, R>) linear_invari
 
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int warp = static_cast<int>(threadIdx.x) / kLanes;
-  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * R;
+  std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * R, row_end = a.m;
+  const void* w = a.w;
+  if (a.tiles != nullptr) {
+    // The whole block reads the same tile, so an unused tile's block leaves before any barrier.
+    const GroupTile tile = a.tiles[blockIdx.x];
+    if (tile.expert < 0) return;
+    row0 = tile.begin;
+    row_end = tile.end;
+    w = a.expert_w[tile.expert];
+  }
   const std::int64_t col0 = ((a.col_block0 + blockIdx.y) * kWarps + warp) * kColsPerWarp;
   // Columns past n (the last block's) read row n - 1 and store nothing: every warp runs the whole
   // loop, so every thread reaches every barrier.
@@ -283,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<W, R>) linear_invari
 #pragma unroll
   for (int c = 0; c < kColsPerWarp; ++c) {
     const std::int64_t col = col0 + c < a.n ? col0 + c : a.n - 1;
-    rows[c] = static_cast<const Elem*>(a.w) + col * a.ldw;
+    rows[c] = static_cast<const Elem*>(w) + col * a.ldw;
   }
   const std::int64_t full = a.k / kChunk;  // chunks with all 8 elements
   const int tail = static_cast<int>(a.k % kChunk);
@@ -303,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<W, R>) linear_invari
     // The slab's first weight loads go out before the barrier and the x staging, so they overlap.
     load_group<W, U, kVecW>(ra, rows, c_begin, full, tail, lane);
     if (s0 > 0) __syncthreads();  // every warp is done with the previous slab's x
-    stage_x<R, KS>(xs, a, row0, s0, len);
+    stage_x<R, KS>(xs, a, row0, row_end, s0, len);
     __syncthreads();
     const float* xs_lane = xs + lane * 4;  // chunk g + 32u + lane of the slab is at xs_lane + 4 (g - c_begin + 32u)
     // Groups alternate between ra and rb; a group's loads are issued before the previous group's
@@ -338,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<W, R>) linear_invari
 #pragma unroll
     for (int c = 0; c < kColsPerWarp; ++c) {
       const std::int64_t row = row0 + r, col = col0 + c;
-      if (lane == (r * kColsPerWarp + c) % kLanes && row < a.m && col < a.n) {
+      if (lane == (r * kColsPerWarp + c) % kLanes && row < row_end && col < a.n) {
         a.y[row * a.ldy + col] = a.bias != nullptr ? __fadd_rn(acc[r][c], a.bias[col]) : acc[r][c];
       }
     }
@@ -346,6 +364,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<W, R>) linear_invari
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Launches the kernel over `row_tiles` x the column blocks of a.n (split at kMaxGridY).
+template <WeightType W, int R>
+cudaError_t launch_grid(InvariantArgs a, std::int64_t row_tiles, bool vec_w, cudaStream_t stream) {
+  const std::int64_t col_blocks = (a.n + kColsPerBlock - 1) / kColsPerBlock;
+  if (row_tiles > INT_MAX) return cudaErrorInvalidValue;
+  for (std::int64_t cb = 0; cb < col_blocks; cb += kMaxGridY) {
+    a.col_block0 = cb;
+    const dim3 grid(static_cast<unsigned>(row_tiles),
+                    static_cast<unsigned>(col_blocks - cb < kMaxGridY ? col_blocks - cb : kMaxGridY));
+    if (vec_w) {
+      linear_invariant_kernel<W, R, true><<<grid, kThreads, 0, stream>>>(a);
+    } else {
+      linear_invariant_kernel<W, R, false><<<grid, kThreads, 0, stream>>>(a);
+    }
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
 
 template <WeightType W, int R>
 cudaError_t launch(const LinearArgs& args, cudaStream_t stream) {
@@ -364,22 +402,24 @@ cudaError_t launch(const LinearArgs& args, cudaStream_t stream) {
   const auto elem = static_cast<std::int64_t>(sizeof(typename Traits<W>::Elem));
   // Chunk j starts 8j * elem bytes into its row: a multiple of 16 once the row start is.
   const bool vec_w = aligned16(args.w) && (args.ldw * elem) % 16 == 0;
-  const std::int64_t row_tiles = (args.m + R - 1) / R;
-  const std::int64_t col_blocks = (args.n + kColsPerBlock - 1) / kColsPerBlock;
-  if (row_tiles > INT_MAX) return cudaErrorInvalidValue;
-  for (std::int64_t cb = 0; cb < col_blocks; cb += kMaxGridY) {
-    a.col_block0 = cb;
-    const dim3 grid(static_cast<unsigned>(row_tiles),
-                    static_cast<unsigned>(col_blocks - cb < kMaxGridY ? col_blocks - cb : kMaxGridY));
-    if (vec_w) {
-      linear_invariant_kernel<W, R, true><<<grid, kThreads, 0, stream>>>(a);
-    } else {
-      linear_invariant_kernel<W, R, false><<<grid, kThreads, 0, stream>>>(a);
-    }
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+  return launch_grid<W, R>(a, (args.m + R - 1) / R, vec_w, stream);
+}
+
+template <WeightType W, int R>
+cudaError_t launch_grouped(const GroupedLinearArgs& args, cudaStream_t stream) {
+  InvariantArgs a{};
+  a.x = args.x;
+  a.ldx = args.ldx;
+  a.ldw = args.ldw;
+  a.y = args.y;
+  a.ldy = args.ldy;
+  a.m = 0;  // unused: each tile bounds its own rows
+  a.n = args.n;
+  a.k = args.k;
+  a.x_vec = aligned16(args.x) && args.ldx % 4 == 0;
+  a.tiles = args.tiles;
+  a.expert_w = args.weights;
+  return launch_grid<W, R>(a, args.max_tiles, args.weights_vec, stream);
 }
 
 // Rows per tile by m: every m <= 8 is one tile (the weights are read once); larger m is tiled by 8.
@@ -392,7 +432,29 @@ cudaError_t launch_by_rows(const LinearArgs& args, cudaStream_t stream) {
   return launch<W, 8>(args, stream);
 }
 
+template <WeightType W>
+cudaError_t grouped_by_rows(const GroupedLinearArgs& args, cudaStream_t stream) {
+  switch (args.rows_per_tile) {
+    case 1: return launch_grouped<W, 1>(args, stream);
+    case 2: return launch_grouped<W, 2>(args, stream);
+    case 4: return launch_grouped<W, 4>(args, stream);
+    case 8: return launch_grouped<W, 8>(args, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
+
+cudaError_t linear_grouped(const GroupedLinearArgs& args, cudaStream_t stream) {
+  if (args.max_tiles <= 0 || args.n <= 0) return cudaSuccess;
+  if (args.k <= 0 || args.tiles == nullptr || args.weights == nullptr) return cudaErrorInvalidValue;
+  switch (args.w_type) {
+    case WeightType::kF32: return grouped_by_rows<WeightType::kF32>(args, stream);
+    case WeightType::kBF16: return grouped_by_rows<WeightType::kBF16>(args, stream);
+    case WeightType::kF16: return grouped_by_rows<WeightType::kF16>(args, stream);
+  }
+  return cudaErrorInvalidValue;
+}
 
 cudaError_t linear_invariant(const LinearArgs& args, cudaStream_t stream) {
   if (args.m <= 0 || args.n <= 0) return cudaSuccess;

@@ -39,10 +39,6 @@ constexpr Device kCuda{DeviceType::kCuda, 0};
 
 #define SKIP_WITHOUT_GPU() \
   if (available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device"
-// A method case (an index, -1: none) whose target only the CPU backend runs (experts).
-#define SKIP_EXPERTS_ON_GPU(index)                                                                     \
-  if ((index) >= 0 && testing::fixture_is_cpu_only(method_cases()[static_cast<std::size_t>(index)].target)) \
-  GTEST_SKIP() << "the CUDA backend has no mixture-of-experts kernels yet"
 
 // Greedy prompts with repeats (so n-gram and suffix find matches) and without, plus two seeded
 // sampled requests riding in the same batches.
@@ -103,14 +99,7 @@ void expect_same_greedy(const std::vector<Job>& jobs, const std::map<std::string
   }
 }
 
-class CudaFixture : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (testing::fixture_is_cpu_only(GetParam())) {
-      GTEST_SKIP() << "the CUDA backend has no mixture-of-experts kernels yet";
-    }
-  }
-};
+class CudaFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaFixture, GreedyTokensEqualTheCpuBackends) {
   SKIP_WITHOUT_GPU();
@@ -153,7 +142,6 @@ class CudaSpecEquivalence : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaSpecEquivalence, GreedyOutputIsIdenticalToPlainDecodingOnBothDevices) {
   SKIP_WITHOUT_GPU();
-  SKIP_EXPERTS_ON_GPU(GetParam());
   const MethodCase m = method_cases()[static_cast<std::size_t>(GetParam())];
   constexpr int k = 3;
   auto plain_gpu = make_engine(m.target, kCuda);
@@ -213,7 +201,6 @@ HandoffEngines handoff_engines(const std::optional<MethodCase>& m, bool in_devic
 
 TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
   SKIP_WITHOUT_GPU();
-  SKIP_EXPERTS_ON_GPU(GetParam());
   const std::optional<MethodCase> m = method_at(GetParam());
   auto [colocated, prefill, decode] = handoff_engines(m, /*in_device_memory=*/false);
   // The pools are in device memory; poison what the host can reach: a row the forward wrote but
@@ -238,7 +225,6 @@ TEST_P(CudaHandoff, ThroughHostMirrorsTokensEqualColocated) {
 // layer only once the device has written it, and commit must not overwrite what was written.
 TEST_P(CudaHandoff, InDeviceMemoryTokensEqualColocated) {
   SKIP_WITHOUT_GPU();
-  SKIP_EXPERTS_ON_GPU(GetParam());
   const std::optional<MethodCase> m = method_at(GetParam());
   auto [colocated, prefill, decode] = handoff_engines(m, /*in_device_memory=*/true);
   // The decode pools start as NaN bytes: a block never copied shows.
@@ -274,7 +260,6 @@ class CudaGraphs : public ::testing::TestWithParam<int> {};
 // engine launching every op, and really replayed.
 TEST_P(CudaGraphs, ReplayedStepsGiveTheTokensOfEagerOnes) {
   SKIP_WITHOUT_GPU();
-  SKIP_EXPERTS_ON_GPU(GetParam());
   const std::optional<MethodCase> m = method_at(GetParam());
   const std::string target = m ? m->target : "llama-f32";
   const auto spec = m ? std::optional(m->config(3)) : std::nullopt;
@@ -300,7 +285,6 @@ class CudaBf16KvCache : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaBf16KvCache, LosslessOnTheGpuAndEqualToTheCpuAndThroughAHandoff) {
   SKIP_WITHOUT_GPU();
-  SKIP_EXPERTS_ON_GPU(GetParam());
   const std::optional<MethodCase> m = method_at(GetParam());
   const std::string target = m ? m->target : "llama-f32";
   const std::string label = (m ? m->label : std::string("none")) + " with a BF16 KV cache";

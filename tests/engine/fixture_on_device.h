@@ -17,9 +17,6 @@ class FixtureOnDevice : public ::testing::TestWithParam<std::tuple<std::string, 
  protected:
   void SetUp() override {
     if (device().type == DeviceType::kCuda && available_cuda_devices() == 0) GTEST_SKIP() << "no CUDA device";
-    if (device().type == DeviceType::kCuda && fixture_is_cpu_only(name())) {
-      GTEST_SKIP() << "the CUDA backend has no mixture-of-experts kernels yet";
-    }
   }
   const std::string& name() const { return std::get<0>(GetParam()); }
   Device device() const { return std::get<1>(GetParam()); }

@@ -45,15 +45,6 @@ inline bool fixture_is_hybrid(const std::string& name) {
   return name.find("-next-") != std::string::npos || name.starts_with("nemotron-h-") || name.starts_with("qwen35-");
 }
 
-// The fixtures with mixture-of-experts layers (Qwen3-Next's among them).
-inline bool fixture_has_experts(const std::string& name) {
-  return name.find("-moe-") != std::string::npos || name.find("-next-") != std::string::npos;
-}
-
-// The fixtures only the CPU backend runs so far: the CUDA backend has no mixture-of-experts
-// kernels yet (it has the recurrent layers', so Nemotron-H and Qwen3.5 run there).
-inline bool fixture_is_cpu_only(const std::string& name) { return fixture_has_experts(name); }
-
 // A fixture name as a gtest parameter name ("llama-f32" -> "llama_f32").
 inline std::string test_name_for(std::string fixture) {
   for (char& c : fixture) c = c == '-' ? '_' : c;
