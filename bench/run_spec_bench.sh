@@ -4,11 +4,14 @@
 # request in one process, after a warm-up, with equal engine settings), mean acceptance length
 # and per-position acceptance. One JSON object per (method, case) on stdout.
 #
-#   bench/run_spec_bench.sh [fixtures|family] [BUILD_DIR] [extra spec_bench flags]
+#   bench/run_spec_bench.sh [fixtures|family|entropy] [BUILD_DIR] [extra spec_bench flags]
 #   (e.g. --adaptive both: each method with a fixed draft length and with adaptive_draft_length)
 #
 # fixtures: the random fixture models (build/release/fixtures, made by the tests or
-#           tools/fixtures/make_fixtures.py); family: models/baton-tiny-code.
+#           tools/fixtures/make_fixtures.py); family: models/baton-tiny-code; entropy: the family's
+#           EAGLE-3 head sampled at temperature 0.8 with lossless verification and with entropy
+#           verification (LOSSY) at posterior_alpha 0, 0.4 and 1 (each JSON line's
+#           differing_token_share is the share of output tokens that differ from plain sampling).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 which=${1:-fixtures}
@@ -18,7 +21,17 @@ prompts=$(mktemp --suffix=.jsonl)
 trap 'rm -f "$prompts"' EXIT
 zcat "$root/bench/data/HumanEval.jsonl.gz" > "$prompts"
 k=4
-if [ "$which" = family ]; then
+cases=()
+if [ "$which" = entropy ]; then
+  m="$root/models/baton-tiny-code"
+  target="$m/target"
+  e3="\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$m/eagle3\""
+  specs=("{$e3}")
+  for a in 0 0.4 1; do
+    specs+=("{$e3,\"rejection_sampler_config\":{\"enable_entropy_verify\":true,\"posterior_alpha\":$a}}")
+  done
+  cases=(--cases batch1_t0.8)
+elif [ "$which" = family ]; then
   m="$root/models/baton-tiny-code"
   target="$m/target"
   specs=(
@@ -43,4 +56,4 @@ else
 fi
 args=()
 for s in "${specs[@]}"; do args+=(--spec "$s"); done
-"$build/bench/spec_bench" --model "$target" --prompts "$prompts" "${args[@]}" "$@"
+"$build/bench/spec_bench" --model "$target" --prompts "$prompts" "${args[@]}" "${cases[@]}" "$@"

@@ -266,6 +266,9 @@ int main(int argc, char** argv) {
       const SpecDecodeStats before = *engine->spec_stats();
       std::vector<double> tpot_ratio, ttft_ratio, base_tpot, spec_tpot, base_ttft, spec_ttft, tokens_per_step;
       int mismatches = 0;
+      // Output tokens (position by position, the longer output's extra ones counting as different)
+      // that differ from the baseline's: 0 for every lossless rule where the tokens must match.
+      std::int64_t differing_tokens = 0, output_tokens = 0;
       std::size_t group = 0;
       StepProfiles base_profile, spec_profile;
       spec_profile.k = spec->num_speculative_tokens;
@@ -281,6 +284,11 @@ int main(int argc, char** argv) {
         }
         for (std::size_t i = 0; i < n; ++i) {
           mismatches += b[i].tokens != s[i].tokens;
+          const std::size_t longer = std::max(b[i].tokens.size(), s[i].tokens.size());
+          output_tokens += static_cast<std::int64_t>(longer);
+          for (std::size_t t = 0; t < longer; ++t) {
+            differing_tokens += t >= b[i].tokens.size() || t >= s[i].tokens.size() || b[i].tokens[t] != s[i].tokens[t];
+          }
           base_tpot.push_back(b[i].tpot);
           spec_tpot.push_back(s[i].tpot);
           base_ttft.push_back(b[i].ttft);
@@ -323,8 +331,12 @@ int main(int argc, char** argv) {
                           // Proposal calls by the draft length they asked for (0..k): all at k
                           // unless adaptive_draft_length chose otherwise.
                           {"proposals_by_length", st.proposals_by_length},
-                          // Greedy, and sampling with one-hot drafts, must give identical tokens.
-                          {"token_mismatches", mismatches}};
+                          // Greedy, and sampling with one-hot drafts, must give identical tokens
+                          // (unless the verification is lossy: entropy verification).
+                          {"token_mismatches", mismatches},
+                          {"differing_token_share",
+                           output_tokens > 0 ? static_cast<double>(differing_tokens) / static_cast<double>(output_tokens) : 0.0},
+                          {"lossless", spec->lossless()}};
       if (args.profile) {
         j["profile_baseline"] = base_profile.per_token.to_json();  // seconds per output token, by class
         j["profile_spec"] = spec_profile.per_token.to_json();

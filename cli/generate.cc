@@ -297,7 +297,8 @@ int generate_main(int argc, char** argv) {
                prompt_len, prefill_tps, ids.size(), decode_tps, finish_reason_name(reason));
   if (const SpecDecodeStats* st = (*engine)->spec_stats()) {
     std::fputs(spec_line(std::string(spec_method_name(config->speculative->method)), st->num_drafts,
-                         st->num_draft_tokens, st->num_accepted_tokens)
+                         st->num_draft_tokens, st->num_accepted_tokens,
+                         !config->speculative->lossless() && !sampling->greedy())
                    .c_str(),
                stderr);
   }

@@ -129,6 +129,7 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
   std::map<std::size_t, Result> results;
   std::int64_t prompt_tokens = 0, generated = 0;
   int failed = 0;
+  bool lossy = false;  // some request's sampled drafts were verified with entropy verification
   const bool with_text = tokenizer != nullptr && !o.token_ids;
   const std::string method =
       engine.speculative_config() ? std::string(spec_method_name(engine.speculative_config()->method)) : std::string();
@@ -151,6 +152,7 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
       prompt_tokens += r.last.num_prompt_tokens;
       generated += static_cast<std::int64_t>(r.ids.size());
       failed += r.last.finish_reason == FinishReason::kError;
+      lossy = lossy || r.last.spec.lossy;
       if (o.json) print_json(result_json(index, r, with_text, (*prompts)[index].params.logprobs, method));
     }
   }
@@ -190,7 +192,7 @@ int run_prompts_file(Engine& engine, const Tokenizer* tokenizer, const BatchOpti
                failed > 0 ? str_cat("; ", failed, " failed").c_str() : "");
   if (const SpecDecodeStats* st = engine.spec_stats()) {
     std::fputs(spec_line(std::string(spec_method_name(engine.speculative_config()->method)), st->num_drafts,
-                         st->num_draft_tokens, st->num_accepted_tokens)
+                         st->num_draft_tokens, st->num_accepted_tokens, lossy)
                    .c_str(),
                stderr);
   }

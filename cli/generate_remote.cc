@@ -41,7 +41,8 @@ json spec_json(const v1::Usage& u, const std::string& method) {
           {"mean_acceptance_length",
            drafts > 0 ? json(1.0 + static_cast<double>(s.num_accepted_tokens()) / drafts) : json(nullptr)},
           {"accepted_per_position", std::vector<std::int64_t>(s.accepted_per_position().begin(), s.accepted_per_position().end())},
-          {"proposals_by_length", std::vector<std::int64_t>(s.proposals_by_length().begin(), s.proposals_by_length().end())}};
+          {"proposals_by_length", std::vector<std::int64_t>(s.proposals_by_length().begin(), s.proposals_by_length().end())},
+          {"lossy", s.lossy()}};
 }
 
 // Adds `from` to `into` element by element (the longer decides the length).
@@ -165,6 +166,7 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
     s->set_num_accepted_tokens(s->num_accepted_tokens() + r.usage.speculation().num_accepted_tokens());
     add_counts(*s->mutable_accepted_per_position(), r.usage.speculation().accepted_per_position());
     add_counts(*s->mutable_proposals_by_length(), r.usage.speculation().proposals_by_length());
+    s->set_lossy(s->lossy() || r.usage.speculation().lossy());
   }
   if (as_json) {
     json s;
@@ -203,7 +205,7 @@ int run_batch(v1::Baton::Stub& stub, const ParsedFlags& f, const SamplingParams&
                failed > 0 ? str_cat("; ", failed, " failed").c_str() : "");
   if (!method.empty()) {
     const v1::SpeculationUsage& sp = spec_total.speculation();
-    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens()).c_str(), stderr);
+    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens(), sp.lossy()).c_str(), stderr);
   }
   return failed > 0 ? 1 : 0;
 }
@@ -272,7 +274,7 @@ int generate_remote(const ParsedFlags& f, const SamplingParams& sampling) {
                r.usage.prompt_tokens(), prefill_tps, r.ids.size(), decode_tps, reason_name(r.finish_reason));
   if (!method.empty()) {
     const v1::SpeculationUsage& sp = r.usage.speculation();
-    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens()).c_str(), stderr);
+    std::fputs(spec_line(method, sp.num_drafts(), sp.num_draft_tokens(), sp.num_accepted_tokens(), sp.lossy()).c_str(), stderr);
   }
   // A router without --expose-topology names no node.
   const auto node = [](const std::string& address) { return address.empty() ? std::string("(hidden)") : address; };

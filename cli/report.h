@@ -24,7 +24,8 @@ std::string percent_text(double fraction);
 // "speculative METHOD: D drafts, T draft tokens, A accepted (acceptance rate R %), mean acceptance
 // length L" (newline included), or "... no drafts ..." when there were none (a rate of nothing is
 // not 0).
+// `lossy` (entropy verification verified sampled drafts) ends the line with a warning.
 std::string spec_line(const std::string& method, std::int64_t drafts, std::int64_t draft_tokens,
-                      std::int64_t accepted);
+                      std::int64_t accepted, bool lossy = false);
 
 }  // namespace baton::cli

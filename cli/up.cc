@@ -19,6 +19,8 @@
 #include "cli/cluster.h"
 #include "common/flags.h"
 #include "common/status.h"
+#include "engine/spec/rejection_sampler_config.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::cli {
 
@@ -30,6 +32,8 @@ const std::vector<FlagSpec>& up_flags() {
       {"prefill", "N", "prefill nodes (default 1; 0: decode nodes prefill locally)"},
       {"decode", "M", "decode nodes (default 1)"},
       {"speculative-config", "JSON", "the decode nodes' speculative config (prefill nodes run it with k = 1)"},
+      {"additional-config", "JSON",
+       "vLLM Ascend's flag: its rejection_sampler_config (LOSSY entropy verification) joins --speculative-config"},
       {"port", "P", "the router's port (default 50051; 0: any free port)"},
       {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0: any free port)"},
       {"host", "HOST", "address every process listens on (default 127.0.0.1)"},
@@ -117,6 +121,15 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
     }
   }
   if (auto spec = f.get("speculative-config")) o.speculative_config = *spec;
+  if (auto additional = f.get("additional-config")) {
+    nlohmann::json spec;
+    if (o.speculative_config) {
+      spec = nlohmann::json::parse(*o.speculative_config, nullptr, /*allow_exceptions=*/false);
+      if (!spec.is_object()) return absl::InvalidArgumentError("--speculative-config must be a JSON object");
+    }
+    BATON_RETURN_IF_ERROR(merge_additional_config(*additional, o.speculative_config ? &spec : nullptr));
+    if (o.speculative_config) o.speculative_config = spec.dump();
+  }
   BATON_ASSIGN_OR_RETURN(auto prefill, f.get_int("prefill"));
   BATON_ASSIGN_OR_RETURN(auto decode, f.get_int("decode"));
   BATON_ASSIGN_OR_RETURN(auto port, f.get_int("port"));

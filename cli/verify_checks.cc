@@ -64,6 +64,7 @@ void count(SpeculationSeen& seen, const RemoteResult& r, bool speculation) {
     seen.drafts += u.num_drafts();
     seen.draft_tokens += u.num_draft_tokens();
     seen.accepted_tokens += u.num_accepted_tokens();
+    seen.lossy_responses += u.lossy() ? 1 : 0;
   } else {
     seen.off_draft_tokens += u.num_draft_tokens();
   }
@@ -96,6 +97,7 @@ void SpeculationSeen::add(const SpeculationSeen& o) {
   draft_tokens += o.draft_tokens;
   accepted_tokens += o.accepted_tokens;
   off_draft_tokens += o.off_draft_tokens;
+  lossy_responses += o.lossy_responses;
 }
 
 std::vector<std::string> default_sample_prompts() {

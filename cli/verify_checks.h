@@ -39,6 +39,7 @@ struct VerifyOptions {
 struct SpeculationSeen {
   std::int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
   std::int64_t off_draft_tokens = 0;  // must stay 0: otherwise the deployment ignored the cap
+  std::int64_t lossy_responses = 0;   // must stay 0: responses marked lossy (entropy verification)
   double acceptance_rate() const {
     return draft_tokens > 0 ? static_cast<double>(accepted_tokens) / static_cast<double>(draft_tokens) : 0.0;
   }

@@ -111,11 +111,23 @@ json speculation_json(const SpeculationSeen& s) {
           {"num_draft_tokens", s.draft_tokens},
           {"num_accepted_tokens", s.accepted_tokens},
           {"acceptance_rate", s.acceptance_rate()},
-          {"draft_tokens_without_speculation", s.off_draft_tokens}};
+          {"draft_tokens_without_speculation", s.off_draft_tokens},
+          {"lossy_responses", s.lossy_responses}};
 }
 
 json test_json(const HomogeneityTest& t) {
   return {{"statistic", t.statistic}, {"dof", t.dof}, {"p_value", t.p_value}, {"bins", t.bins}};
+}
+
+// The lossy verification rule a deployment's speculative config (ModelInfo's JSON) names, or "".
+std::string lossy_rule(const std::string& speculative_config) {
+  const json j = json::parse(speculative_config, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return "";
+  const auto rs = j.find("rejection_sampler_config");
+  if (rs == j.end() || !rs->is_object()) return "";
+  const auto entropy = rs->find("enable_entropy_verify");
+  if (entropy == rs->end() || !entropy->is_boolean() || !entropy->get<bool>()) return "";
+  return "entropy verification (rejection_sampler_config.enable_entropy_verify)";
 }
 
 std::string token_text(const std::optional<std::int32_t>& t) { return t ? std::to_string(*t) : std::string("(end)"); }
@@ -157,12 +169,12 @@ int verify_lossless_main(int argc, char** argv) {
   auto channel = security::public_api_channel(s.endpoint, s.ca_file, security::api_key_from_environment());
   if (!channel.ok()) return usage_error(channel.status());
   auto stub = v1::Baton::NewStub(*channel);
+  v1::ModelInfo info;
   {
     // A router that is not there is a clear error now, not a minute of failed requests and then a
     // verdict about speculation.
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::ModelInfo info;
     const grpc::Status reached = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
     if (!reached.ok()) {
       std::fprintf(stderr, "baton verify-lossless: %s: cannot reach the router: %s: %s\n", s.endpoint.c_str(),
@@ -182,6 +194,12 @@ int verify_lossless_main(int argc, char** argv) {
   };
   std::vector<std::string> failures;  // why the verdict is FAIL
   json report = {{"endpoint", s.endpoint}};
+  // A deployment configured with a lossy rule fails whatever the samples show: the statistics
+  // below can miss a small bias, the configuration cannot.
+  if (const std::string rule = lossy_rule(info.speculative_config()); !rule.empty()) {
+    std::printf("configuration: the decode nodes verify drafts with %s, which is lossy by design\n", rule.c_str());
+    failures.push_back(str_cat("the deployment is configured lossy (", rule, ")"));
+  }
   SpeculationSeen seen;
 
   if (!prompts.empty()) {
@@ -242,6 +260,9 @@ int verify_lossless_main(int argc, char** argv) {
   if (seen.off_draft_tokens > 0) {
     failures.push_back(str_cat("requests with max_speculative_tokens = 0 still drafted ", seen.off_draft_tokens,
                                " tokens: the deployment ignores the cap, so on and off were not compared"));
+  }
+  if (seen.lossy_responses > 0) {
+    failures.push_back(str_cat(seen.lossy_responses, " responses with speculation were marked lossy (entropy verification)"));
   }
   if (seen.draft_tokens == 0) {
     std::printf("  note: the deployment verified no draft tokens (no speculation configured?): the check is vacuous\n");

@@ -33,6 +33,7 @@ node::v1::DecodeResponse to_message(const RequestOutput& o, bool logprobs, bool 
                                                                 o.spec.accepted_per_position.end());
   m.mutable_speculation()->mutable_proposals_by_length()->Add(o.spec.proposals_by_length.begin(),
                                                               o.spec.proposals_by_length.end());
+  m.mutable_speculation()->set_lossy(o.spec.lossy);
   if (local && o.first_token_time != EngineClock::time_point{}) {
     m.set_prefill_ms(std::chrono::duration<double, std::milli>(o.first_token_time - o.arrival_time).count());
   }

@@ -123,6 +123,7 @@ SampleRowParams Engine::device_pick(const ScheduledChunk& c) const {
   const bool host = !(c.samples || c.num_drafts > 0) || r.params.logprobs >= 0 ||
                     Sampler::needs_row_processing(r.params, r.output().size()) || !r.draft_probs.empty() ||
                     (speculator_ && speculator_->broken_for_testing()) ||
+                    (c.num_drafts > 0 && !r.params.greedy() && speculator_ && speculator_->verifies_lossy()) ||
                     (!r.params.greedy() && !backend_->samples_rows());
   if (host) return p;
   p.temperature = r.params.greedy() ? 0.0f : r.params.temperature;

@@ -37,6 +37,9 @@ struct RequestSpecCounts {
   // [k + 1]: this request's proposals by the draft length its step asked of it (k, or less when
   // adaptive_draft_length, disable_by_batch_size or its max_speculative_tokens lowered it).
   std::vector<std::int64_t> proposals_by_length;
+  // A sampled verification of this request ran with entropy verification (lossy): its output is
+  // not guaranteed to follow the target's distribution.
+  bool lossy = false;
 };
 
 struct Request {

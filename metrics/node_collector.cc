@@ -92,21 +92,30 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
   }
   if (!info.speculative_method().empty() && info.num_speculative_tokens() > 0) {
     const node::v1::SpecDecodeCounters& s = c.spec();
-    counter(kSpecDrafts, "Verification steps that checked at least one draft token (one per request per step).",
-            static_cast<double>(s.num_drafts()));
-    counter(kSpecDraftTokens, "Draft tokens proposed and verified.", static_cast<double>(s.num_draft_tokens()));
-    counter(kSpecAcceptedTokens, "Draft tokens accepted.", static_cast<double>(s.num_accepted_tokens()));
+    // How drafts are verified, and whether that keeps the target's distribution (entropy
+    // verification does not): a lossy deployment is visible on every acceptance series.
+    LabelPairs spec = base;
+    const std::string verification = info.verification().empty() ? "standard" : info.verification();
+    spec.emplace_back("verification", verification);
+    spec.emplace_back("lossless", verification.find("entropy") == std::string::npos ? "true" : "false");
+    auto spec_counter = [&](const char* name, const char* help, double v) {
+      out.push_back(FamilyBuilder(name, help, MetricType::Counter).add(spec, v).build());
+    };
+    spec_counter(kSpecDrafts, "Verification steps that checked at least one draft token (one per request per step).",
+                 static_cast<double>(s.num_drafts()));
+    spec_counter(kSpecDraftTokens, "Draft tokens proposed and verified.", static_cast<double>(s.num_draft_tokens()));
+    spec_counter(kSpecAcceptedTokens, "Draft tokens accepted.", static_cast<double>(s.num_accepted_tokens()));
     FamilyBuilder per_pos(kSpecAcceptedPerPos, "Draft tokens accepted at each draft position (0-based).",
                           MetricType::Counter);
     for (int i = 0; i < s.accepted_per_position_size(); ++i) {
-      per_pos.add(base, static_cast<double>(s.accepted_per_position(i)), {{"position", std::to_string(i)}});
+      per_pos.add(spec, static_cast<double>(s.accepted_per_position(i)), {{"position", std::to_string(i)}});
     }
     out.push_back(per_pos.build());
     FamilyBuilder by_length(kSpecProposalsByLength,
                             "Proposals (one per engine step that drafted) by the draft length they asked for.",
                             MetricType::Counter);
     for (int i = 0; i < s.proposals_by_length_size(); ++i) {
-      by_length.add(base, static_cast<double>(s.proposals_by_length(i)), {{"length", std::to_string(i)}});
+      by_length.add(spec, static_cast<double>(s.proposals_by_length(i)), {{"length", std::to_string(i)}});
     }
     out.push_back(by_length.build());
   }

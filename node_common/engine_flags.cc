@@ -1,6 +1,8 @@
 #include "node_common/engine_flags.h"
 
 #include "common/status.h"
+#include "engine/spec/rejection_sampler_config.h"
+#include "nlohmann/json.hpp"
 #include "kernels/backend_factory.h"
 #include "tokenizer/tokenizer_text_decoder.h"
 
@@ -10,6 +12,9 @@ const std::vector<FlagSpec>& engine_flags() {
   static const std::vector<FlagSpec> flags = {
       {"model", "DIR", "Hugging Face model directory (config.json + safetensors)"},
       {"speculative-config", "JSON", "speculative decoding, vLLM's keys, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'"},
+      {"additional-config", "JSON",
+       "vLLM Ascend's flag; Baton reads its rejection_sampler_config (e.g. '{\"rejection_sampler_config\": "
+       "{\"enable_entropy_verify\": true}}': LOSSY entropy verification), merged into --speculative-config"},
       {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
       {"kv-cache-dtype", "TYPE", "KV cache dtype: auto, float32, bfloat16 (default auto = the activations'; bfloat16 holds twice the tokens)"},
       {"device", "DEV", "where the model runs: cpu (default), cuda or cuda:N"},
@@ -82,7 +87,18 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
   BATON_ASSIGN_OR_RETURN(auto max_tokens, f.get_int("max-num-batched-tokens"));
   if (max_tokens) c.scheduler.max_num_batched_tokens = static_cast<std::int32_t>(*max_tokens);
   c.scheduler.enable_prefix_caching = !f.has("no-enable-prefix-caching");
-  if (auto spec = f.get("speculative-config")) {
+  std::optional<std::string> spec = f.get("speculative-config");
+  if (auto additional = f.get("additional-config")) {
+    // Merged into the speculative config's object (malformed speculative JSON is left for
+    // SpeculativeConfig::parse to report).
+    nlohmann::json merged;
+    if (spec) merged = nlohmann::json::parse(*spec, nullptr, /*allow_exceptions=*/false);
+    if (!spec || merged.is_object()) {
+      BATON_RETURN_IF_ERROR(merge_additional_config(*additional, spec ? &merged : nullptr));
+      if (spec) spec = merged.dump();
+    }
+  }
+  if (spec) {
     // The P/D rule's hybrid branch needs to know the model (an unreadable config is the engine's
     // to report, with its reason).
     auto model = ModelConfig::load(c.model_dir);

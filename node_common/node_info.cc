@@ -22,6 +22,7 @@ node::v1::NodeInfo make_node_info(const Engine& engine, const NodeIdentity& id, 
     info.set_speculative_config(spec->to_json().dump());
     info.set_speculative_method(std::string(spec_method_name(spec->method)));
     info.set_num_speculative_tokens(spec->num_speculative_tokens);
+    info.set_verification(std::string(spec->verification_name()));
   }
   info.set_model_has_recurrent_layers(engine.model_config().has_recurrent_layers);
   info.set_vocab_size(engine.model_config().vocab_size);

@@ -4,6 +4,7 @@
 
 #include "common/pd_rule.h"
 #include "common/status.h"
+#include "engine/spec/rejection_sampler_config.h"
 #include "nlohmann/json.hpp"
 
 namespace baton {
@@ -81,12 +82,13 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
       "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
       "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
       "draft_sample_method", "disable_by_batch_size", "adaptive_draft_length", "proposer_endpoint",
-      "proposer_budget_ms"};
+      "proposer_budget_ms", "rejection_sampler_config"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
                             "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method, "
-                            "disable_by_batch_size, adaptive_draft_length, proposer_endpoint, proposer_budget_ms)");
+                            "disable_by_batch_size, adaptive_draft_length, proposer_endpoint, proposer_budget_ms, "
+                            "rejection_sampler_config)");
     }
   }
   SpeculativeConfig c;
@@ -154,6 +156,20 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     else if (v == "block") c.rejection_sample_method = RejectionMethod::kBlock;
     else return key_error("rejection_sample_method", str_cat("is ", r->dump(), "; use standard or block"));
   }
+  if (auto r = j.find("rejection_sampler_config"); r != j.end() && !r->is_null()) {
+    BATON_ASSIGN_OR_RETURN(const RejectionSamplerConfig rs, parse_rejection_sampler_config(*r, kWhere));
+    if (rs.enable_block_verify) {
+      const auto wanted = *rs.enable_block_verify ? RejectionMethod::kBlock : RejectionMethod::kStandard;
+      const bool method_given = j.contains("rejection_sample_method") && !j["rejection_sample_method"].is_null();
+      if (method_given && wanted != c.rejection_sample_method) {
+        return key_error("rejection_sampler_config", str_cat(".enable_block_verify (", *rs.enable_block_verify ? "true" : "false",
+                                                             ") contradicts rejection_sample_method ",
+                                                             j["rejection_sample_method"].dump()));
+      }
+      c.rejection_sample_method = wanted;
+    }
+    c.entropy_verification = rs.entropy;
+  }
   if (auto d = j.find("draft_sample_method"); d != j.end() && !d->is_null()) {
     const std::string v = d->is_string() ? d->get<std::string>() : "";
     if (v == "greedy") c.draft_sample_method = DraftSampleMethod::kGreedy;
@@ -210,7 +226,17 @@ nlohmann::json SpeculativeConfig::to_json() const {
     j["proposer_endpoint"] = proposer_endpoint;
     j["proposer_budget_ms"] = proposer_budget_ms;
   }
+  if (entropy_verification.enabled) {
+    j["rejection_sampler_config"] =
+        rejection_sampler_config_json(rejection_sample_method == RejectionMethod::kBlock, entropy_verification);
+  }
   return j;
+}
+
+std::string_view SpeculativeConfig::verification_name() const {
+  const bool block = rejection_sample_method == RejectionMethod::kBlock;
+  if (entropy_verification.enabled) return block ? "block+entropy" : "entropy";
+  return block ? "block" : "standard";
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/spec/rejection_sampler.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace baton {
@@ -37,6 +38,9 @@ struct SpeculativeConfig {
   float suffix_decoding_min_token_prob = 0.1f;
   std::int32_t draft_tensor_parallel_size = 1;
   RejectionMethod rejection_sample_method = RejectionMethod::kStandard;
+  // rejection_sampler_config.enable_entropy_verify and its two parameters (vLLM Ascend's keys,
+  // rejection_sampler_config.h): LOSSY. Off by default; everything else here keeps output exact.
+  EntropyVerification entropy_verification;
   DraftSampleMethod draft_sample_method = DraftSampleMethod::kGreedy;
   // vLLM's key: a decode step with at least this many requests runs without drafts (0: never).
   // Speculation spends spare compute, and a large batch has none: its verification costs nearly
@@ -62,6 +66,11 @@ struct SpeculativeConfig {
   static absl::StatusOr<SpeculativeConfig> from_json(const nlohmann::json& j, NodeRole role,
                                                      bool model_has_recurrent_layers = false);
   nlohmann::json to_json() const;
+
+  // Whether sampled output keeps the target's distribution exactly (false with entropy verification).
+  bool lossless() const { return !entropy_verification.enabled; }
+  // "standard", "block", "entropy" or "block+entropy": how drafts are verified.
+  std::string_view verification_name() const;
 };
 
 // The P/D rule for one node (num_speculative_tokens resolved): a prefill node runs k = 1, a decode

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 
 #include "common/status.h"
@@ -146,17 +147,42 @@ VerifyResult verify_greedy(const VerifyInput& in) {
   return VerifyResult{static_cast<std::int32_t>(k), argmax(target_row(in, k))};
 }
 
-// One-hot drafts, sampled: each position's token is plain sampling's draw there.
+bool entropy_on(const VerifyInput& in) { return in.entropy != nullptr && in.entropy->enabled; }
+
+// The factor on position i's uniform: 1, or the entropy threshold of the row scoring drafts[i].
+double uniform_scale(const VerifyInput& in, std::size_t i) {
+  return entropy_on(in) ? entropy_threshold(target_row(in, i), *in.entropy) : 1.0;
+}
+
+// One-hot drafts, sampled: each position's token is plain sampling's draw there (and, with entropy
+// verification, a mismatching draft may still be accepted: verify_standard's comment).
 VerifyResult verify_matching(const VerifyInput& in, const VerifyRandomness& random) {
   const std::size_t k = in.drafts.size();
+  RandomStream extra = verify_stream(random);
   for (std::size_t i = 0;; ++i) {
     RandomStream rng = token_stream(random.seed, random.position + static_cast<std::int64_t>(i));
     const std::int32_t y = Sampler::draw(target_row(in, i), rng);
-    if (i == k || y != in.drafts[i]) return VerifyResult{static_cast<std::int32_t>(i), y};
+    if (i == k) return VerifyResult{static_cast<std::int32_t>(i), y};
+    if (y == in.drafts[i]) continue;
+    if (entropy_on(in)) {
+      const double px = target_row(in, i)[draft_at(in, i)];
+      const double accept = std::min(px / uniform_scale(in, i), 1.0);
+      if (extra.uniform() * (1.0 - px) <= accept - px) continue;
+    }
+    return VerifyResult{static_cast<std::int32_t>(i), y};
   }
 }
 
 }  // namespace
+
+double entropy_threshold(std::span<const float> target_row, const EntropyVerification& entropy) {
+  double h = 0.0;
+  for (const float p : target_row) {
+    const double pd = p;
+    if (pd > 0.0) h -= pd * std::log(pd + 1e-10);
+  }
+  return std::min(std::exp(-entropy.posterior_alpha * h), entropy.posterior_threshold);
+}
 
 VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& random) {
   check_input(in);
@@ -168,7 +194,7 @@ VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& rand
     const std::size_t x = draft_at(in, i);
     const double px = target_row(in, i)[x];
     const double qx = draft_prob(in, i);
-    const double u = rng.uniform();
+    const double u = rng.uniform() * uniform_scale(in, i);
     if (qx > 0.0 && u <= px / qx) continue;
     const Residual r{target_row(in, i), draft_row(in, i), 1.0};
     return VerifyResult{static_cast<std::int32_t>(i), draw_residual(r, rng)};
@@ -199,7 +225,7 @@ VerifyResult verify_block(const VerifyInput& in, const VerifyRandomness& random)
       const double denominator = r + (1.0 - p_i);
       h = denominator > 0.0 ? r / denominator : 1.0;
     }
-    const double eta = rng.uniform();
+    const double eta = rng.uniform() * uniform_scale(in, i - 1);
     if (eta <= h) {
       tau = i;
       p_tau = p_i;

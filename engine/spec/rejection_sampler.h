@@ -41,6 +41,20 @@
 
 namespace baton {
 
+// Entropy verification (vLLM Ascend's rejection_sampler_config.enable_entropy_verify): LOSSY by
+// design. At a draft's position, with p the target row that scores it, the test's uniform is scaled
+// by t = min(exp(-posterior_alpha * H(p)), posterior_threshold), H(p) = -sum_x p(x) ln(p(x) + 1e-10)
+// in nats: an uncertain target accepts more drafts. The output is then no longer the target's
+// distribution; greedy requests are not affected (their verification has no uniform).
+struct EntropyVerification {
+  bool enabled = false;
+  double posterior_threshold = 0.95;  // in (0, 1]
+  double posterior_alpha = 0.4;       // >= 0
+};
+
+// t above for a target row (enabled or not: the caller decides whether to use it).
+double entropy_threshold(std::span<const float> target_row, const EntropyVerification& entropy);
+
 struct VerifyInput {
   std::int32_t vocab_size = 0;
   std::span<const std::int32_t> drafts;  // [k] x_1..x_k, each in [0, vocab_size)
@@ -52,6 +66,9 @@ struct VerifyInput {
   // drafts are one-hot (deterministic proposers, greedy EAGLE/MTP/draft model). Ignored when greedy.
   std::span<const float> draft_probs;
   bool greedy = false;
+  // Null or disabled: the lossless rules. Otherwise each accept test scales its uniform by the
+  // position's t (entropy_threshold), as each function below says.
+  const EntropyVerification* entropy = nullptr;
 };
 
 // The request's seed and the position (index in prompt + output) of the first token the step
@@ -75,6 +92,13 @@ struct VerifyResult {
 // normalize(max(p_i - q_i, 0)) and stop; if all k are accepted draw the bonus from p_k.
 // Stream use: one uniform per examined draft, then one for the final draw: k + 1 uniforms when
 // all k are accepted, otherwise num_accepted + 2.
+// With entropy verification (lossy): probabilistic drafts accept x_i iff q(x_i) > 0 and
+// u * t_i <= p(x_i) / q(x_i), the residual as above. One-hot drafts accept x_i with probability
+// min(p(x_i) / t_i, 1): plain sampling's draw y_i as above, and when y_i != x_i one uniform v from
+// verify_stream (one per such position, in order) accepts x_i anyway iff
+// v * (1 - p(x_i)) <= min(p(x_i) / t_i, 1) - p(x_i); otherwise y_i is emitted (a draw from p
+// without x_i). So the output differs from plain sampling's only where such an extra acceptance
+// happened.
 VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& random);
 
 // Block verification (Sun et al.): accepts the longest prefix a jointly computed test allows;
@@ -92,6 +116,8 @@ VerifyResult verify_standard(const VerifyInput& in, const VerifyRandomness& rand
 //   tau = the largest i with eta_i <= h_i, 0 if none; accept x_1..x_tau; if tau < k draw from
 //   normalize(max(p_tau M_b(.|x_<=tau) - M_s(.|x_<=tau), 0)), else the bonus from target row k.
 // Stream use: always k + 1 uniforms (eta_1..eta_k, then the final draw).
+// With entropy verification (lossy): the test is eta_i * t_i <= h_i, t_i from the row that scores
+// x_i; one-hot drafts take verify_standard's entropy rule.
 VerifyResult verify_block(const VerifyInput& in, const VerifyRandomness& random);
 
 // The stream probabilistic-draft verification reads.

@@ -107,6 +107,8 @@ absl::StatusOr<VerifiedTokens> Speculator::verify(Request& r, std::span<const fl
     in.target_probs = probs_;
     in.draft_probs = r.draft_probs;
     in.greedy = r.params.greedy();
+    in.entropy = &config_.entropy_verification;
+    if (!in.greedy && k > 0 && !config_.lossless()) r.spec.lossy = true;
     // The first token this step decides sits right after the pending (newest) token.
     const VerifyRandomness random{r.seed, r.num_tokens()};
     res = broken_for_testing_                                          ? verify_broken_for_testing(in, random)

@@ -87,6 +87,9 @@ class Speculator {
   VerifiedTokens verify_picks(Request& r, std::span<const std::int32_t> target_picks);
   // Whether verification is the deliberately lossy one (it must see the logits rows).
   bool broken_for_testing() const { return broken_for_testing_; }
+  // Entropy verification is on: sampled requests' drafts need their probability rows on the host
+  // (the device's matching picks would apply the lossless rule).
+  bool verifies_lossy() const { return !config_.lossless(); }
 
   // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
   absl::Status observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,

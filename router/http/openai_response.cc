@@ -120,7 +120,8 @@ json usage_json(const baton::v1::Usage& u) {
           {"speculation",
            {{"num_drafts", s.num_drafts()},
             {"num_draft_tokens", s.num_draft_tokens()},
-            {"num_accepted_tokens", s.num_accepted_tokens()}}}};
+            {"num_accepted_tokens", s.num_accepted_tokens()},
+            {"lossy", s.lossy()}}}};
 }
 
 void CompletionBody::add(const baton::v1::GenerateResponse& m) {
@@ -156,6 +157,7 @@ baton::v1::Usage merged_usage(const std::vector<const baton::v1::Usage*>& by_cho
     s.set_num_drafts(s.num_drafts() + c.speculation().num_drafts());
     s.set_num_draft_tokens(s.num_draft_tokens() + c.speculation().num_draft_tokens());
     s.set_num_accepted_tokens(s.num_accepted_tokens() + c.speculation().num_accepted_tokens());
+    s.set_lossy(s.lossy() || c.speculation().lossy());
   }
   return u;
 }

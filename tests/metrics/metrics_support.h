@@ -107,9 +107,19 @@ inline double sum_of(const std::vector<Sample>& samples, const std::string& name
   return total;
 }
 
-inline std::size_t count_of(const std::vector<Sample>& samples, const std::string& name) {
+// How many samples named `name` have labels that include `match`.
+inline std::size_t count_of(const std::vector<Sample>& samples, const std::string& name,
+                            const std::map<std::string, std::string>& match = {}) {
   std::size_t n = 0;
-  for (const Sample& s : samples) n += s.name == name;
+  for (const Sample& s : samples) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : match) {
+      auto it = s.labels.find(k);
+      if (it == s.labels.end() || it->second != v) ok = false;
+    }
+    n += ok;
+  }
   return n;
 }
 

@@ -47,6 +47,30 @@ node::v1::NodeInfo decode_info() {
   return info;
 }
 
+// The acceptance series say how drafts were verified, and a lossy rule (entropy verification)
+// shows as lossless="false" on each of them.
+TEST(Metrics, SpeculationSeriesCarryTheVerificationRule) {
+  for (const std::string& rule : {std::string("block"), std::string("entropy"), std::string("")}) {
+    auto server = metrics::MetricsServer::start("127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+    node::v1::NodeInfo info = decode_info();
+    info.set_verification(rule);
+    (*server)->add(std::make_shared<metrics::NodeCollector>([info] { return info; }));
+    auto body = scrape((*server)->address());
+    ASSERT_TRUE(body.has_value());
+    const auto samples = parse_samples(*body);
+    const std::string shown = rule.empty() ? "standard" : rule;
+    const std::string lossless = rule == "entropy" ? "false" : "true";
+    for (const char* name : {metrics::kSpecDrafts, metrics::kSpecDraftTokens, metrics::kSpecAcceptedTokens,
+                             metrics::kSpecAcceptedPerPos, metrics::kSpecProposalsByLength}) {
+      EXPECT_EQ(count_of(samples, name), count_of(samples, name, {{"verification", shown}, {"lossless", lossless}}))
+          << name << " with rule '" << rule << "'";
+      EXPECT_GT(count_of(samples, name), 0u) << name;
+    }
+    EXPECT_EQ(sum_of(samples, metrics::kSpecAcceptedTokens, {{"lossless", lossless}}), 17);
+  }
+}
+
 TEST(Metrics, NodeSnapshotBecomesLabelledFamilies) {
   auto server = metrics::MetricsServer::start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -89,6 +89,26 @@ TEST(VerifyLossless, FailsAgainstABrokenRejectionSampler) {
   EXPECT_LT(v.report["sampled"]["p_value"].get<double>(), 1e-3);
 }
 
+// Entropy verification, given as vLLM Ascend spells it (--additional-config on every node): lossy by
+// design, so the verdict is FAIL from the configuration and from the responses marked lossy, while
+// greedy output (which entropy verification leaves alone) still matches.
+TEST(VerifyLossless, FailsAgainstEntropyVerification) {
+  auto options = cluster_options(eagle3_k4(), "ucx", "verify-entropy");
+  options.node_args.insert(options.node_args.end(),
+                           {"--additional-config",
+                            R"({"rejection_sampler_config": {"enable_entropy_verify": true, "posterior_alpha": 1.0}})"});
+  auto cluster = cli::LocalCluster::start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const Verdict v = verify(**cluster, "verify-entropy");
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  EXPECT_THAT(v.output, ::testing::HasSubstr("lossy by design"));
+  ASSERT_TRUE(v.report.is_object()) << v.output;
+  EXPECT_EQ(v.report["verdict"], "FAIL");
+  EXPECT_THAT(v.report["failures"].dump(), ::testing::HasSubstr("configured lossy (entropy verification"));
+  EXPECT_GT(v.report["speculation"]["lossy_responses"].get<std::int64_t>(), 0);
+  EXPECT_EQ(v.report["greedy"]["mismatched_prompts"], 0);
+}
+
 // No router there: a clear error at once, with the status by name, and no verdict about speculation.
 TEST(VerifyLossless, AnUnreachableRouterIsAClearErrorNotAVerdict) {
   const auto [code, output] = run_to_exit({BATON_CLI_PATH, "verify-lossless", "--endpoint", "127.0.0.1:1"});

@@ -59,6 +59,7 @@ Usage from_proto(const v1::Usage& u) {
                                                u.speculation().accepted_per_position().end());
   out.speculation.proposals_by_length.assign(u.speculation().proposals_by_length().begin(),
                                              u.speculation().proposals_by_length().end());
+  out.speculation.lossy = u.speculation().lossy();
   const v1::Timings& t = u.timings();
   out.timings = {t.time_to_first_token_ms(), t.end_to_end_ms(), t.prefill_ms(), t.kv_transfer_ms(), t.router_queue_ms()};
   out.prefill_node = u.prefill_node();

@@ -126,7 +126,7 @@ def _usage(u: api_pb2.Usage) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                  cached_prompt_tokens=u.cached_prompt_tokens,
                  speculation=SpeculationUsage(s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
-                                              list(s.accepted_per_position), list(s.proposals_by_length)),
+                                              list(s.accepted_per_position), list(s.proposals_by_length), s.lossy),
                  timings=Timings(t.time_to_first_token_ms, t.end_to_end_ms, t.prefill_ms, t.kv_transfer_ms,
                                  t.router_queue_ms),
                  prefill_node=u.prefill_node, decode_node=u.decode_node, local_prefill=u.local_prefill,

@@ -24,6 +24,7 @@ class SpeculationUsage:
     num_accepted_tokens: int = 0
     accepted_per_position: List[int] = field(default_factory=list)  # [k], positions from 0
     proposals_by_length: List[int] = field(default_factory=list)    # [k + 1], by the draft length asked
+    lossy: bool = False  # entropy verification verified its sampled drafts: not the model's distribution
 
     @property
     def acceptance_rate(self) -> float:

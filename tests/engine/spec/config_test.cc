@@ -2,6 +2,8 @@
 // for each node role.
 #include "engine/spec/config.h"
 
+#include "engine/spec/rejection_sampler_config.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -143,6 +145,65 @@ TEST(SpeculativeConfig, BlockAndProbabilisticParse) {
   auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kColocated);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->to_json(), c->to_json());
+}
+
+// vLLM Ascend's rejection_sampler_config: as a key of the speculative config, and through
+// --additional-config. Entropy verification is the one lossy setting and shows in the config.
+TEST(SpeculativeConfig, RejectionSamplerConfigParsesChecksAndRoundTrips) {
+  auto c = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "rejection_sampler_config":
+                     {"enable_block_verify": true, "enable_entropy_verify": true, "posterior_alpha": 1}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rejection_sample_method, RejectionMethod::kBlock);
+  EXPECT_TRUE(c->entropy_verification.enabled);
+  EXPECT_DOUBLE_EQ(c->entropy_verification.posterior_threshold, 0.95);  // vLLM Ascend's default
+  EXPECT_DOUBLE_EQ(c->entropy_verification.posterior_alpha, 1.0);
+  EXPECT_FALSE(c->lossless());
+  EXPECT_EQ(c->verification_name(), "block+entropy");
+  auto again = SpeculativeConfig::from_json(c->to_json(), NodeRole::kColocated);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->entropy_verification.enabled);
+  EXPECT_DOUBLE_EQ(again->entropy_verification.posterior_alpha, 1.0);
+  EXPECT_EQ(again->rejection_sample_method, RejectionMethod::kBlock);
+
+  auto off = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "rejection_sampler_config": {}})");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->lossless());
+  EXPECT_EQ(off->verification_name(), "standard");
+  EXPECT_FALSE(off->to_json().contains("rejection_sampler_config"));
+
+  for (const auto& [json, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"posterior_threshold": 0})", "posterior_threshold"},
+           {R"({"posterior_threshold": 1.5})", "posterior_threshold"},
+           {R"({"posterior_alpha": -0.1})", "posterior_alpha"},
+           {R"({"enable_entropy_verify": "yes"})", "enable_entropy_verify"},
+           {R"({"entropy": true})", "entropy"}}) {
+    auto bad = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "rejection_sampler_config": )" + json + "}");
+    ASSERT_FALSE(bad.ok()) << json;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("rejection_sampler_config." + key)) << json;
+  }
+  auto contradiction = parse(R"({"method": "ngram", "num_speculative_tokens": 4, "rejection_sample_method": "standard",
+                                 "rejection_sampler_config": {"enable_block_verify": true}})");
+  ASSERT_FALSE(contradiction.ok());
+  EXPECT_THAT(std::string(contradiction.status().message()), HasSubstr("contradicts rejection_sample_method"));
+}
+
+TEST(SpeculativeConfig, AdditionalConfigMergesItsRejectionSamplerConfig) {
+  nlohmann::json spec = {{"method", "ngram"}, {"num_speculative_tokens", 4}};
+  ASSERT_TRUE(merge_additional_config(R"({"rejection_sampler_config": {"enable_entropy_verify": true}})", &spec).ok());
+  auto c = SpeculativeConfig::from_json(spec, NodeRole::kDecode);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->lossless());
+  // The same value in both places is fine; different values, other keys, no speculation, or
+  // something that is not an object are errors that say so.
+  EXPECT_TRUE(merge_additional_config(R"({"rejection_sampler_config": {"enable_entropy_verify": true}})", &spec).ok());
+  const auto message = [](const absl::Status& s) { return std::string(s.message()); };
+  EXPECT_THAT(message(merge_additional_config(R"({"rejection_sampler_config": {"enable_entropy_verify": false}})", &spec)),
+              HasSubstr("contradicts"));
+  EXPECT_THAT(message(merge_additional_config(R"({"enable_kv_nz": false})", &spec)), HasSubstr("`enable_kv_nz`"));
+  EXPECT_THAT(message(merge_additional_config(R"({"rejection_sampler_config": {}})", nullptr)),
+              HasSubstr("needs --speculative-config"));
+  EXPECT_THAT(message(merge_additional_config("[1]", &spec)), HasSubstr("expected a JSON object"));
+  EXPECT_TRUE(merge_additional_config("{}", nullptr).ok());
 }
 
 TEST(PdRule, EachRoleIsChecked) {

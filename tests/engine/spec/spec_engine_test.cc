@@ -159,6 +159,44 @@ TEST(SpecEngine, SeededSampledOutputDoesNotDependOnTheBatch) {
   }
 }
 
+// Entropy verification (lossy) leaves greedy requests exactly as plain decoding, marks every
+// sampled request that verified drafts lossy, and no greedy one; without it nothing is lossy.
+TEST(SpecEngine, EntropyVerificationKeepsGreedyOutputAndMarksSampledRequestsLossy) {
+  for (const bool entropy : {false, true}) {
+    const std::string rs = entropy ? R"(, "rejection_sampler_config": {"enable_entropy_verify": true, "posterior_alpha": 1})"
+                                   : "";
+    auto spec = SpeculativeConfig::parse(R"({"method": "draft_model", "num_speculative_tokens": 3, "model": ")" +
+                                             fixture_path("spec/draft-llama-f32") + "\"" + rs + "}",
+                                         NodeRole::kColocated);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto plain = make_engine("llama-f32", std::nullopt);
+    auto engine = make_engine("llama-f32", *spec);
+    const auto jobs = jobs_for(engine->model_config().vocab_size, /*include_sampled=*/true);
+    const auto want = run(*plain, jobs);
+    for (const Job& j : jobs) ASSERT_TRUE(engine->add_request(j.id, j.prompt, j.params).ok());
+    std::map<std::string, std::vector<std::int32_t>> got;
+    std::map<std::string, RequestSpecCounts> spec_of;
+    while (engine->has_unfinished()) {
+      auto outs = engine->step();
+      ASSERT_TRUE(outs.ok()) << outs.status();
+      for (const auto& o : *outs) {
+        for (const auto& t : o.new_tokens) got[o.request_id].push_back(t.token);
+        if (o.finished) spec_of[o.request_id] = o.spec;
+      }
+    }
+    for (const Job& j : jobs) {
+      const RequestSpecCounts& c = spec_of.at(j.id);
+      if (j.params.greedy()) {
+        EXPECT_EQ(got.at(j.id), want.at(j.id)) << j.id;
+        EXPECT_FALSE(c.lossy) << j.id;
+      } else {
+        EXPECT_GT(c.num_draft_tokens, 0) << j.id;
+        EXPECT_EQ(c.lossy, entropy) << j.id;
+      }
+    }
+  }
+}
+
 // A request's max_speculative_tokens = 0 makes every one of its steps a plain decode step, even in a
 // batch of speculating requests: its tokens are exactly the plain engine's (greedy and seeded
 // sampled alike, since batch-invariant kernels make its rows independent of the batch), and it

@@ -812,3 +812,60 @@ func TestAdmissionQueueFlagsFollowTheValues(t *testing.T) {
 		t.Errorf("--queue-timeout-ms %s, want 500", got)
 	}
 }
+
+// additionalConfig (vLLM Ascend's --additional-config) reaches every node that speculates, as JSON;
+// without speculation, with a contradicting speculativeConfig key, or with an unknown key it fails
+// at render time, naming the value.
+func TestAdditionalConfigReachesTheSpeculatingNodes(t *testing.T) {
+	renderSet := func(set ...string) (*rendered, error) {
+		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
+		if err != nil {
+			return nil, err
+		}
+		objs, err := res.Objects()
+		if err != nil {
+			return nil, err
+		}
+		return &rendered{t: t, objects: objs, values: map[string]interface{}{}}, nil
+	}
+	r, err := renderSet("additionalConfig.rejection_sampler_config.enable_entropy_verify=true",
+		"additionalConfig.rejection_sampler_config.posterior_alpha=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"decode", "prefill"} {
+		ctr := container(r.mustFind("Deployment", component(c)), c)
+		var got map[string]map[string]interface{}
+		if err := json.Unmarshal([]byte(mustFlag(t, ctr, "additional-config")), &got); err != nil {
+			t.Fatalf("%s --additional-config is not JSON: %v", c, err)
+		}
+		rs := got["rejection_sampler_config"]
+		if rs["enable_entropy_verify"] != true || num(rs["posterior_alpha"]) != 1 {
+			t.Errorf("%s --additional-config %v", c, got)
+		}
+	}
+	if d, _ := renderSet(); d != nil {
+		if v, ok := flag(container(d.mustFind("Deployment", component("decode")), "decode"), "additional-config"); ok {
+			t.Errorf("the defaults pass --additional-config %s", v)
+		}
+	}
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"model.source=hostPath", "model.hostPath.path=/m",
+			"additionalConfig.rejection_sampler_config.enable_entropy_verify=true"}, "needs speculativeConfig"},
+		{[]string{"speculativeConfig.rejection_sampler_config.enable_entropy_verify=false",
+			"speculativeConfig.method=eagle3", "speculativeConfig.num_speculative_tokens=4", "speculativeConfig.model=/h",
+			"additionalConfig.rejection_sampler_config.enable_entropy_verify=true"}, "contradicts"},
+		{[]string{"additionalConfig.enable_kv_nz=true"}, "additionalConfig"},
+		{[]string{"additionalConfig.rejection_sampler_config.posterior_threshold=1.5"}, "posterior_threshold"},
+	} {
+		_, err := renderSet(tc.set...)
+		if err == nil {
+			t.Errorf("%v rendered; want a failure", tc.set)
+		} else if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v failed with %q; want it to name %q", tc.set, err, tc.want)
+		}
+	}
+}

@@ -88,6 +88,8 @@ struct SpeculationUsage {
   std::int64_t num_accepted_tokens = 0;
   std::vector<std::int64_t> accepted_per_position;  // [k]: accepted drafts per position, from 0
   std::vector<std::int64_t> proposals_by_length;    // [k + 1]: steps by the draft length asked
+  // Entropy verification (lossy) verified its sampled drafts: not the model's distribution.
+  bool lossy = false;
   double acceptance_rate() const {
     return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / static_cast<double>(num_draft_tokens) : 0.0;
   }

@@ -311,6 +311,14 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.additionalConfig -}}
+{{- if and .rejection_sampler_config (not $d) -}}
+{{- fail "additionalConfig.rejection_sampler_config needs speculativeConfig: the decode nodes verify no drafts without speculation" -}}
+{{- end -}}
+{{- if and .rejection_sampler_config $d.rejection_sampler_config (ne (toJson .rejection_sampler_config) (toJson $d.rejection_sampler_config)) -}}
+{{- fail (printf "additionalConfig.rejection_sampler_config %s contradicts speculativeConfig.rejection_sampler_config %s: set it in one place" (toJson .rejection_sampler_config) (toJson $d.rejection_sampler_config)) -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.proposer.enabled -}}
 {{- if not (and $d (has $d.method (list "ngram" "suffix"))) -}}
 {{- fail (printf "proposer.enabled needs speculativeConfig.method ngram or suffix (the proposer sidecar has no model); it is %s" (include "baton.describeSpec" $d)) -}}

@@ -80,6 +80,10 @@ spec:
             {{- with $spec }}
             - --speculative-config
             - {{ . | quote }}
+            {{- with $.Values.additionalConfig }}
+            - --additional-config
+            - {{ toJson . | quote }}
+            {{- end }}
             {{- end }}
             {{- with include "baton.engineArgs" . | trim }}
             {{- . | nindent 12 }}
