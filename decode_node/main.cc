@@ -92,7 +92,7 @@ static int run_decode_node(int argc, char** argv) {
 
   NodeIdentity identity;
   identity.role = role;
-  identity.model_name = model_name_of(config->model_dir);
+  identity.model_name = command.model_name();
   identity.instance_id = new_instance_id();
   const std::string details = (*engine)->describe();
   DecodeNodeOptions node_options;

@@ -1,5 +1,6 @@
 #include "metrics/metrics_server.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/status.h"
@@ -61,15 +62,31 @@ MetricsServer::~MetricsServer() {
 std::string MetricsServer::text() {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
+  std::function<std::string()> model_name;
   {
     std::lock_guard<std::mutex> lock(mu_);
     collectables = collectables_;
+    model_name = model_name_;
   }
   for (const auto& c : collectables) {
     std::vector<prometheus::MetricFamily> more = c->Collect();
     families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
+  if (const std::string name = model_name ? model_name() : std::string(); !name.empty()) {
+    for (prometheus::MetricFamily& f : families) {
+      for (prometheus::ClientMetric& m : f.metric) {
+        const bool has = std::any_of(m.label.begin(), m.label.end(),
+                                     [](const prometheus::ClientMetric::Label& l) { return l.name == "model_name"; });
+        if (!has) m.label.push_back({"model_name", name});
+      }
+    }
+  }
   return prometheus::TextSerializer().Serialize(families);
+}
+
+void MetricsServer::set_model_name(std::function<std::string()> model_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  model_name_ = std::move(model_name);
 }
 
 void MetricsServer::add(std::shared_ptr<prometheus::Collectable> collectable) {

@@ -47,6 +47,10 @@ class MetricsServer {
 
   prometheus::Registry& registry() { return *registry_; }
   void add(std::shared_ptr<prometheus::Collectable> collectable);
+  // The name clients know the served model by (vLLM's `model_name` label), read at each scrape:
+  // every series this process exports carries it (unless the name is empty, or the series has
+  // the label already).
+  void set_model_name(std::function<std::string()> model_name);
   std::string url() const { return url_; }
   std::string address() const { return address_; }  // host:port
   // The text exposition of the registry and every collectable: what GET /metrics answers.
@@ -58,6 +62,7 @@ class MetricsServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;  // guards collectables_ (add() runs while scrapes do)
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  std::function<std::string()> model_name_;  // guarded by mu_
   std::unique_ptr<http::HttpListener> http_;
   std::string url_, address_;
 };

@@ -32,6 +32,7 @@ inline constexpr const char* kPrefixCacheQueries = "baton_prefix_cache_queries_t
 inline constexpr const char* kPrefixCacheHits = "baton_prefix_cache_hits_total";
 inline constexpr const char* kLocalPrefills = "baton_local_prefill_fallbacks_total";
 inline constexpr const char* kGraphReplays = "baton_graph_replays_total";
+inline constexpr const char* kNodeSnapshotAge = "baton_node_snapshot_age_seconds";
 
 // KV transfer (prefill nodes, the sending side).
 inline constexpr const char* kKvTransferBytes = "baton_kv_transfer_bytes_total";

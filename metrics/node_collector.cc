@@ -124,8 +124,27 @@ std::vector<prometheus::MetricFamily> node_families(const node::v1::NodeInfo& in
 
 std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   std::optional<node::v1::NodeInfo> info = snapshot_();
+  const auto now = std::chrono::steady_clock::now();
+  double age = 0.0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (info) {
+      last_ = info;
+      last_time_ = now;
+    } else if (last_) {
+      info = last_;
+      age = std::chrono::duration<double>(now - last_time_).count();
+    }
+  }
   if (!info) return {};
-  return node_families(*info);
+  std::vector<prometheus::MetricFamily> out = node_families(*info);
+  out.push_back(FamilyBuilder(kNodeSnapshotAge,
+                              "Age of the engine snapshot these series come from: 0 when fresh, more when a scrape "
+                              "found the engine busy and exported the last one.",
+                              MetricType::Gauge)
+                    .add(node_labels(*info), age)
+                    .build());
+  return out;
 }
 
 }  // namespace baton::metrics

@@ -7,11 +7,18 @@
 // Labels: method (speculative method or "none"), role and node (the node's address) on every
 // series; pool and state, or position, where they apply.
 //
+// A scrape that finds the engine busy (the snapshot function's bounded wait runs out, e.g. behind a
+// long prefill step) exports the last snapshot it got, so no series drops out of a scrape and
+// an autoscaler's input has no gaps under load; baton_node_snapshot_age_seconds says how old the
+// exported values are (0 when fresh).
+//
 // Must not: touch the engine (the snapshot function does, with its own bounded wait); invent a
-// value when the snapshot is missing (then it exports nothing).
+// value when no snapshot was ever taken (then it exports nothing).
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -35,6 +42,9 @@ class NodeCollector final : public prometheus::Collectable {
 
  private:
   Snapshot snapshot_;
+  mutable std::mutex mu_;  // guards the last snapshot (scrapes may overlap)
+  mutable std::optional<node::v1::NodeInfo> last_;
+  mutable std::chrono::steady_clock::time_point last_time_;
 };
 
 }  // namespace baton::metrics

@@ -6,6 +6,7 @@
 #include "common/status.h"
 #include "node_common/engine_flags.h"
 #include "node_common/grpc_server.h"
+#include "node_common/node_info.h"
 #include "node_common/node_main.h"
 #include "security/grpc_credentials.h"
 #include "spdlog/spdlog.h"
@@ -25,6 +26,9 @@ NodeCommand::NodeCommand(std::string binary, std::string synopsis, std::vector<F
       {"register-with", "HOST:PORT", "announce this node to the router's registry at HOST:PORT (its --internal-port) "
                                      "once serving, instead of listing it in the router's flags"},
       {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
+      {"served-model-name", "NAME", "the model id clients know this model by, as the router's flag: the node's "
+                                    "model name in Info and the model_name label of its metrics (default: --model's "
+                                    "base name)"},
       {"drain-timeout-ms", "MS", "on SIGTERM: report NOT_SERVING, refuse new requests and give running ones this "
                                  "long to finish before cancelling them (default 30000)"},
   });
@@ -65,6 +69,11 @@ absl::StatusOr<std::optional<std::chrono::milliseconds>> NodeCommand::positive_m
   if (!v) return std::optional<std::chrono::milliseconds>();
   if (*v <= 0) return absl::InvalidArgumentError(str_cat("--", name, " must be positive, got ", *v));
   return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*v));
+}
+
+std::string NodeCommand::model_name() const {
+  if (auto name = flags_.get("served-model-name"); name && !name->empty()) return *name;
+  return model_name_of(flags_.get("model").value_or(""));
 }
 
 int NodeCommand::fail(const absl::Status& status) const {
@@ -109,6 +118,7 @@ int NodeCommand::serve(grpc::Service& service, DrainableService& drainable, cons
       return fail(m.status());
     }
     metrics_server = std::move(*m);
+    metrics_server->set_model_name([name = model_name()] { return name; });
     if (add_metrics) add_metrics(*metrics_server, address);
     metrics::announce_metrics(binary_, *metrics_server);
   }

@@ -40,6 +40,9 @@ class NodeCommand {
   // --name as a positive duration in milliseconds, if given.
   absl::StatusOr<std::optional<std::chrono::milliseconds>> positive_ms(const std::string& name) const;
 
+  // --served-model-name, else --model's base name: the node's model name in Info and metrics.
+  std::string model_name() const;
+
   // Prints "<binary>: <message>" on stderr; returns 1.
   int fail(const absl::Status& status) const;
 

@@ -69,7 +69,7 @@ static int run_prefill_node(int argc, char** argv) {
 
   NodeIdentity identity;
   identity.role = "prefill";
-  identity.model_name = model_name_of(config->model_dir);
+  identity.model_name = command.model_name();
   identity.instance_id = new_instance_id();
   identity.transports = *kinds;
   const std::string details = (*engine)->describe();

@@ -31,6 +31,8 @@ const std::vector<baton::FlagSpec>& proposer_flags() {
                                  "(one per decode node)"},
         {"max-context-tokens", "N", "context tokens held per decode node (default 67108864)"},
         {"metrics-port", "PORT", "serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, printed)"},
+        {"served-model-name", "NAME", "the model its decode nodes serve, as the router's flag: the model_name label "
+                                      "of its metrics (default: none; the sidecar itself holds no model)"},
     };
     const std::vector<baton::FlagSpec> tls = baton::security::tls_flag_specs();
     f.insert(f.end(), tls.begin(), tls.end());
@@ -126,6 +128,7 @@ static int run_proposer(int argc, char** argv) {
                                            std::move(metrics_options));
     if (!m.ok()) return fail(m.status());
     metrics_server = std::move(*m);
+    metrics_server->set_model_name([name = f->get("served-model-name").value_or("")] { return name; });
     metrics_server->add(std::make_shared<ProposerCollector>(service, server->address));
     metrics::announce_metrics("baton-proposer", *metrics_server);
   }

@@ -257,6 +257,8 @@ absl::StatusOr<int> RouterService::start() {
   } else {
     metrics_server_ = metrics::MetricsServer::unserved();  // the HTTP API's /metrics serves it
   }
+  // The name clients send as "model" (the decode nodes' until the router has one of its own).
+  metrics_server_->set_model_name([this] { return served_model_name(); });
   metrics_ = std::make_unique<RouterMetrics>(*metrics_server_, stats_, running_, address());
   live_metrics_.store(metrics_.get(), std::memory_order_release);
   // Ready: the tokenizer is loaded and the nodes were polled once.

@@ -1,6 +1,9 @@
 // /metrics on every process of a real local cluster (router, prefill node, decode node, as `baton
 // up --metrics` starts them) after real traffic with EAGLE-3: promtool accepts every endpoint, and
 // the counts agree with what the test sent and with the usage the router returned.
+#include <fstream>
+#include <iterator>
+
 #include "gmock/gmock.h"
 #include "metrics/names.h"
 #include "tests/metrics/metrics_support.h"
@@ -42,10 +45,34 @@ TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
   }
   ASSERT_GT(draft_tokens, 0);
 
+  // The name clients use for the model: every series of every process carries it as model_name.
+  std::string model_name;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+    model_name = info.model();
+  }
+  ASSERT_FALSE(model_name.empty());
+  // Every series any process exports is in docs/metrics.md, the operators' reference.
+  std::ifstream doc_file(std::string(BATON_SOURCE_DIR) + "/docs/metrics.md");
+  const std::string doc((std::istreambuf_iterator<char>(doc_file)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
   for (const metrics::ScrapeTarget& t : targets) {
     SCOPED_TRACE(t.role + " " + t.node);
     auto body = scrape(t.metrics_address);
     ASSERT_TRUE(body.has_value());
+    for (const auto& s : parse_samples(*body)) {
+      // A histogram's _bucket/_sum/_count samples are documented under the histogram's name.
+      std::string family = s.name;
+      for (const std::string suffix : {"_bucket", "_sum", "_count"}) {
+        if (family.size() > suffix.size() && family.ends_with(suffix)) family.resize(family.size() - suffix.size());
+      }
+      EXPECT_TRUE(doc.find("`" + family) != std::string::npos) << family << " is exported but not in docs/metrics.md";
+      const auto label = s.labels.find("model_name");
+      EXPECT_TRUE(label != s.labels.end() && label->second == model_name) << s.name << " lacks model_name=" << model_name;
+    }
     const PromtoolResult lint = promtool_check(*body);
     EXPECT_EQ(lint.exit_code, 0) << lint.output;
     const auto samples = parse_samples(*body);

@@ -1,10 +1,12 @@
 // The metrics library on its own: a NodeInfo snapshot becomes the documented families with
 // {method, role, node} labels, the endpoint serves them over real HTTP, promtool accepts the
 // exposition, and the file_sd targets file has Prometheus's shape.
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
+#include "prometheus/gauge.h"
 #include "gtest/gtest.h"
 #include "metrics/kv_transfer_metrics.h"
 #include "metrics/metrics_server.h"
@@ -106,6 +108,65 @@ TEST(Metrics, NoSnapshotExportsNothingAndTheEndpointStillAnswers) {
   auto body = scrape((*server)->address());
   ASSERT_TRUE(body.has_value());
   EXPECT_EQ(count_of(parse_samples(*body), metrics::kSpecDrafts), 0u);
+}
+
+// set_model_name puts vLLM's model_name label on every series the process exports, instruments and
+// collectors alike, and leaves a series that has its own alone.
+TEST(Metrics, EverySeriesCarriesTheModelName) {
+  auto server = metrics::MetricsServer::start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->add(std::make_shared<metrics::NodeCollector>([] { return decode_info(); }));
+  metrics::RequestMetrics requests((*server)->registry(), "127.0.0.1:50051");
+  metrics::RequestObservation r;
+  r.method = "eagle3";
+  r.finished_reason = "length";
+  r.got_first_token = true;
+  r.ttft_s = 0.1;
+  r.e2e_s = 0.5;
+  r.output_tokens = 4;
+  requests.observe(r);
+  prometheus::BuildGauge().Name("baton_test_own_model").Help("h").Register((*server)->registry())
+      .Add({{"model_name", "other"}}).Set(1);
+  (*server)->set_model_name([] { return std::string("served-name"); });
+  auto body = scrape((*server)->address());
+  ASSERT_TRUE(body.has_value());
+  const auto samples = parse_samples(*body);
+  ASSERT_GT(samples.size(), 20u);
+  for (const auto& s : samples) {
+    const auto it = s.labels.find("model_name");
+    ASSERT_TRUE(it != s.labels.end()) << s.name;
+    EXPECT_EQ(it->second, s.name == "baton_test_own_model" ? "other" : "served-name") << s.name;
+  }
+  const PromtoolResult lint = promtool_check(*body);
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+}
+
+// A scrape that finds the engine busy (no snapshot in time) exports the last one with its age, so
+// no node series drops out of a scrape under load.
+TEST(Metrics, ABusyEngineExportsTheLastSnapshotWithItsAge) {
+  auto server = metrics::MetricsServer::start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto busy = std::make_shared<std::atomic<bool>>(false);
+  (*server)->add(std::make_shared<metrics::NodeCollector>([busy]() -> std::optional<node::v1::NodeInfo> {
+    if (busy->load()) return std::nullopt;
+    return decode_info();
+  }));
+  const std::map<std::string, std::string> node = {{"node", "127.0.0.1:7000"}};
+  auto fresh = scrape((*server)->address());
+  ASSERT_TRUE(fresh.has_value());
+  const auto before = parse_samples(*fresh);
+  EXPECT_EQ(sum_of(before, metrics::kNodeSnapshotAge, node), 0);
+  busy->store(true);
+  auto stale = scrape((*server)->address());
+  ASSERT_TRUE(stale.has_value());
+  const auto after = parse_samples(*stale);
+  for (const char* name : {metrics::kSpecDrafts, metrics::kRequestsRunning, metrics::kKvBlocks, metrics::kSpecAcceptedPerPos}) {
+    EXPECT_EQ(count_of(after, name), count_of(before, name)) << name;
+    EXPECT_EQ(sum_of(after, name, node), sum_of(before, name, node)) << name;
+  }
+  EXPECT_GT(sum_of(after, metrics::kNodeSnapshotAge, node), 0);
+  const PromtoolResult lint = promtool_check(*stale);
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
 }
 
 TEST(Metrics, RequestAndTransferInstrumentsPassPromtool) {

@@ -869,3 +869,31 @@ func TestAdditionalConfigReachesTheSpeculatingNodes(t *testing.T) {
 		}
 	}
 }
+
+// Every process is told the model id clients use, so all their metrics carry the same model_name:
+// router.servedModelName when set, else the model directory's base name (the router's default).
+func TestEveryProcessGetsTheServedModelName(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{{nil, "target"}, {[]string{"router.servedModelName=tiny-code"}, "tiny-code"}} {
+		set := append([]string{"proposer.enabled=true", "speculativeConfig.method=ngram",
+			"speculativeConfig.num_speculative_tokens=4"}, tc.set...)
+		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
+		if err != nil {
+			t.Fatalf("rendering with %v: %v", set, err)
+		}
+		objs, err := res.Objects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rendered{t: t, objects: objs, values: map[string]interface{}{}}
+		decode := r.mustFind("Deployment", component("decode"))
+		for _, c := range []map[string]interface{}{container(decode, "decode"), container(decode, "proposer"),
+			container(r.mustFind("Deployment", component("prefill")), "prefill")} {
+			if got := mustFlag(t, c, "served-model-name"); got != tc.want {
+				t.Errorf("%v --served-model-name %s, want %s (set %v)", c["name"], got, tc.want, tc.set)
+			}
+		}
+	}
+}

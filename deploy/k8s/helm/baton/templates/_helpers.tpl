@@ -59,6 +59,12 @@ app.kubernetes.io/part-of: baton
 {{- end -}}
 
 {{/* The pod's model volume (nothing for bundled). */}}
+{{/* The model id clients use (router.servedModelName, else the model directory's base name, as
+the router derives it): every process's model_name metric label. */}}
+{{- define "baton.servedModelName" -}}
+{{- .Values.router.servedModelName | default (base (include "baton.modelPath" .)) -}}
+{{- end -}}
+
 {{- define "baton.modelVolumes" -}}
 {{- $m := .Values.model -}}
 {{- if eq $m.source "pvc" }}

@@ -61,6 +61,8 @@ spec:
           args:
             - --model
             - {{ include "baton.modelPath" $ | quote }}
+            - --served-model-name
+            - {{ include "baton.servedModelName" $ | quote }}
             - --host
             - 0.0.0.0
             - --port
@@ -168,6 +170,8 @@ spec:
     {{- if .Values.metrics.enabled }}
     - --metrics-port
     - {{ add .Values.metrics.port 1 | int | quote }}
+    - --served-model-name
+    - {{ include "baton.servedModelName" . | quote }}
     {{- end }}
     {{- with $p.extraArgs }}
     {{- toYaml . | nindent 4 }}
