@@ -46,6 +46,11 @@ inline constexpr const char* kInterTokenLatency = "baton_inter_token_latency_sec
 inline constexpr const char* kE2eLatency = "baton_e2e_request_latency_seconds";
 inline constexpr const char* kRequestSuccess = "baton_request_success_total";  // {finished_reason}
 inline constexpr const char* kRouterRequestsRunning = "baton_router_requests_running";
+// The phases of a request (vLLM's request_*_time_seconds, plus the hand-off's KV transfer).
+inline constexpr const char* kRequestQueueTime = "baton_request_queue_time_seconds";
+inline constexpr const char* kRequestPrefillTime = "baton_request_prefill_time_seconds";
+inline constexpr const char* kRequestKvTransferTime = "baton_request_kv_transfer_time_seconds";
+inline constexpr const char* kRequestDecodeTime = "baton_request_decode_time_seconds";
 
 // Proposer sidecar (decode nodes, the client side).
 inline constexpr const char* kProposerRoundTrip = "baton_proposer_round_trip_seconds";

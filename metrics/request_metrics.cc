@@ -32,6 +32,10 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, std::string node)
       itl_(prometheus::BuildHistogram().Name(kInterTokenLatency).Help("Gaps between streamed messages carrying tokens, in seconds.").Register(registry)),
       e2e_(prometheus::BuildHistogram().Name(kE2eLatency).Help("Router receipt to the request's last message, in seconds.").Register(registry)),
       success_(prometheus::BuildCounter().Name(kRequestSuccess).Help("Finished requests by finish reason.").Register(registry)),
+      queue_(prometheus::BuildHistogram().Name(kRequestQueueTime).Help("Per request: router receipt to its first node call (waiting for room), in seconds.").Register(registry)),
+      prefill_(prometheus::BuildHistogram().Name(kRequestPrefillTime).Help("Per request: its prefill, on the prefill node or locally on the decode node, in seconds.").Register(registry)),
+      kv_transfer_(prometheus::BuildHistogram().Name(kRequestKvTransferTime).Help("Per disaggregated request: its KV's transfer, first byte posted to the decode node's commit, in seconds.").Register(registry)),
+      decode_(prometheus::BuildHistogram().Name(kRequestDecodeTime).Help("Per request: first token to last message, in seconds.").Register(registry)),
       running_(&prometheus::BuildGauge().Name(kRouterRequestsRunning).Help("Generate calls the router is serving.")
                     .Register(registry).Add({{"method", "all"}, {"role", "router"}, {"node", node_}})) {}
 
@@ -48,6 +52,10 @@ void RequestMetrics::observe(const RequestObservation& r) {
   }
   prometheus::Histogram& itl = itl_.Add(labels, token_buckets());
   for (double gap : r.inter_token_s) itl.Observe(gap);
+  if (r.queue_s >= 0) queue_.Add(labels, e2e_buckets()).Observe(r.queue_s);
+  if (r.prefill_s >= 0) prefill_.Add(labels, ttft_buckets()).Observe(r.prefill_s);
+  if (r.kv_transfer_s >= 0) kv_transfer_.Add(labels, ttft_buckets()).Observe(r.kv_transfer_s);
+  if (r.decode_s >= 0) decode_.Add(labels, e2e_buckets()).Observe(r.decode_s);
 }
 
 }  // namespace baton::metrics

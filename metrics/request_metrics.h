@@ -27,6 +27,14 @@ struct RequestObservation {
   double e2e_s = 0;
   std::int64_t output_tokens = 0;
   std::vector<double> inter_token_s;  // gaps between token-carrying messages
+  // The request's phases from its usage timings (negative: not known, e.g. the request failed
+  // before its last message): waiting for room before the first node call, prefill (on the
+  // prefill node, or locally on the decode node), the KV transfer of a disaggregated request (it
+  // overlaps the prefill's last layers), and decode (first token to last message).
+  double queue_s = -1;
+  double prefill_s = -1;
+  double kv_transfer_s = -1;
+  double decode_s = -1;
 };
 
 class RequestMetrics {
@@ -43,6 +51,10 @@ class RequestMetrics {
   prometheus::Family<prometheus::Histogram>& itl_;
   prometheus::Family<prometheus::Histogram>& e2e_;
   prometheus::Family<prometheus::Counter>& success_;
+  prometheus::Family<prometheus::Histogram>& queue_;
+  prometheus::Family<prometheus::Histogram>& prefill_;
+  prometheus::Family<prometheus::Histogram>& kv_transfer_;
+  prometheus::Family<prometheus::Histogram>& decode_;
   prometheus::Gauge* running_;
 };
 

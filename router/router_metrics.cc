@@ -1,5 +1,7 @@
 #include "router/router_metrics.h"
 
+#include <algorithm>
+
 #include "metrics/families.h"
 #include "prometheus/collectable.h"
 
@@ -144,6 +146,14 @@ void MeasuringSink::write(const baton::v1::GenerateResponse& response, std::func
     obs_.finished_reason = reason_name(response.finish_reason());
     obs_.e2e_s = std::chrono::duration<double>(now - received_).count();
     decode_node_ = response.usage().decode_node();
+    // The phases, from the usage the router filled in (only a request that ran has them).
+    const baton::v1::Usage& u = response.usage();
+    if (u.has_timings() && obs_.got_first_token) {
+      obs_.queue_s = u.timings().router_queue_ms() / 1e3;
+      obs_.prefill_s = u.timings().prefill_ms() / 1e3;
+      if (!u.local_prefill()) obs_.kv_transfer_s = u.timings().kv_transfer_ms() / 1e3;
+      obs_.decode_s = std::max(0.0, obs_.e2e_s - obs_.ttft_s);
+    }
   }
   inner_.write(response, std::move(sent));
 }

@@ -108,6 +108,13 @@ TEST(MetricsCluster, EveryProcessServesConsistentMetrics) {
       EXPECT_EQ(sum_of(samples, std::string(metrics::kTimeToFirstToken) + "_count", served), kRequests);
       EXPECT_EQ(sum_of(samples, std::string(metrics::kE2eLatency) + "_count", served), kRequests);
       EXPECT_EQ(sum_of(samples, std::string(metrics::kTimePerOutputToken) + "_count", served), kRequests);
+      // Each request's phases: all disaggregated here, so each had a KV transfer too.
+      for (const char* phase : {metrics::kRequestQueueTime, metrics::kRequestPrefillTime, metrics::kRequestKvTransferTime,
+                                metrics::kRequestDecodeTime}) {
+        EXPECT_EQ(sum_of(samples, std::string(phase) + "_count", served), kRequests) << phase;
+      }
+      EXPECT_GT(sum_of(samples, std::string(metrics::kRequestPrefillTime) + "_sum", served), 0) << "prefill took no time";
+      EXPECT_GT(sum_of(samples, std::string(metrics::kRequestDecodeTime) + "_sum", served), 0) << "decode took no time";
       EXPECT_EQ(sum_of(samples, metrics::kRequestSuccess, {{"finished_reason", "length"}}), kRequests);
       EXPECT_EQ(sum_of(samples, metrics::kRouterRequestsRunning), 0);
       EXPECT_EQ(sum_of(samples, "baton_router_requests_total"), kRequests);
