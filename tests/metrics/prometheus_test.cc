@@ -47,7 +47,7 @@ std::vector<PanelQuery> dashboard_queries() {
     for (const auto& target : panel["targets"]) {
       std::string e = target["expr"].get<std::string>();
       e = std::regex_replace(e, std::regex(R"(\$__rate_interval)"), "15s");
-      e = std::regex_replace(e, std::regex(R"(\$(method|node))"), ".*");
+      e = std::regex_replace(e, std::regex(R"(\$(method|node|model_name|namespace|release|pod)\b)"), ".*");
       out.push_back({panel["title"].get<std::string>(), e});
     }
   }

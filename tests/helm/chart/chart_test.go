@@ -692,8 +692,15 @@ func TestDashboardConfigMapHoldsTheDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.GetString(`data["baton.json"]`); got != strings.TrimRight(string(want), "\n") {
-		t.Errorf("the ConfigMap's baton.json (%d bytes) differs from dashboards/baton.json (%d bytes)", len(got), len(want))
+	// The dashboard itself, but with this release's uid (two releases' dashboards must not collide).
+	wantText := strings.Replace(strings.TrimRight(string(want), "\n"), `"uid": "baton",`, `"uid": "baton-`+release+`",`, 1)
+	if got := cm.GetString(`data["baton.json"]`); got != wantText {
+		t.Errorf("the ConfigMap's baton.json (%d bytes) differs from dashboards/baton.json with the release's uid (%d bytes)",
+			len(got), len(wantText))
+	}
+	var dash map[string]interface{}
+	if err := json.Unmarshal([]byte(cm.GetString(`data["baton.json"]`)), &dash); err != nil || dash["uid"] != "baton-"+release {
+		t.Errorf("the ConfigMap's dashboard uid is %v (err %v), want baton-%s", dash["uid"], err, release)
 	}
 	if cm.GetString("metadata.labels.grafana_dashboard") != "1" {
 		t.Errorf("labels %v lack grafana_dashboard: \"1\"", cm.Get("metadata.labels"))
