@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "engine/model/config.h"
 #include "nlohmann/json.hpp"
+#include "node_common/node_info.h"
 
 namespace baton::cli {
 
@@ -154,10 +155,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
   const int threads = options.threads_per_node > 0
                           ? options.threads_per_node
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / nodes);
+  // The name clients use for the model (the router's --served-model-name, else the model
+  // directory's base name, as the router derives it): every process labels its metrics with it.
+  std::string served_model_name = model_name_of(options.model_dir);
+  for (std::size_t i = 0; i + 1 < options.router_args.size(); ++i) {
+    if (options.router_args[i] == "--served-model-name") served_model_name = options.router_args[i + 1];
+  }
   const auto node_argv = [&](const std::string& bin, const std::string& name, const std::optional<std::string>& spec,
                              const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {bin, "--model", options.model_dir, "--host", options.host, "--port", "0",
-                                  "--threads", std::to_string(threads)};
+    std::vector<std::string> a = {bin, "--model", options.model_dir, "--served-model-name", served_model_name,
+                                  "--host", options.host, "--port", "0", "--threads", std::to_string(threads)};
     const std::vector<std::string> security = security_args(name);
     a.insert(a.end(), security.begin(), security.end());
     if (spec) a.insert(a.end(), {"--speculative-config", *spec});
@@ -181,7 +188,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::start(const ClusterO
     BATON_ASSIGN_OR_RETURN(const std::string proposer_bin, find_binary("baton-proposer", options.bin_dir));
     c->proposer_ = std::make_unique<ClusterProcess>();
     c->proposer_->role = "proposer";
-    c->proposer_->argv = {proposer_bin, "--host", options.host, "--port", "0"};
+    c->proposer_->argv = {proposer_bin, "--host", options.host, "--port", "0", "--served-model-name", served_model_name};
     const std::vector<std::string> security = security_args("proposer");
     c->proposer_->argv.insert(c->proposer_->argv.end(), security.begin(), security.end());
     if (options.metrics) c->proposer_->argv.insert(c->proposer_->argv.end(), {"--metrics-port", "0"});

@@ -20,7 +20,6 @@
 #include "common/flags.h"
 #include "common/status.h"
 #include "engine/spec/rejection_sampler_config.h"
-#include "node_common/node_info.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::cli {
@@ -160,10 +159,6 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
     }
   }
   if (f.has("enable-auto-tool-choice")) o.router_args.push_back("--enable-auto-tool-choice");
-  // Every process labels its metrics with the name clients use (the router's --served-model-name).
-  const std::string served = f.get("served-model-name").value_or(model_name_of(o.model_dir));
-  o.node_args.insert(o.node_args.end(), {"--served-model-name", served});
-  o.proposer_args.insert(o.proposer_args.end(), {"--served-model-name", served});
   o.metrics = f.has("metrics") || f.has("prometheus-targets");
   o.proposer_sidecar = f.has("proposer-sidecar");
   o.bin_dir = f.get("bin-dir").value_or("");

@@ -2,7 +2,8 @@
 // targets file `baton up --prometheus-targets` writes, while requests flow: every panel query of
 // the Grafana dashboard (deploy/k8s/helm/baton/dashboards/baton.json) returns data through Prometheus's HTTP API.
 // The cluster drafts with the suffix method through a proposer sidecar, so the sidecar's series
-// exist too.
+// exist too. Then, under 16 concurrent streams for a minute, no scrape of a node lacks its series,
+// and every series carries model_name.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,7 +11,10 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <thread>
+#include <vector>
 
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
@@ -69,6 +73,19 @@ bool has_data(httplib::Client& prometheus, const std::string& expr, std::string*
     if (std::isfinite(v)) return true;
   }
   return false;
+}
+
+// An instant query's values by the `node` label (empty on any error).
+std::map<std::string, double> by_node(httplib::Client& prometheus, const std::string& expr) {
+  std::map<std::string, double> out;
+  auto res = prometheus.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
+  if (!res || res->status != 200) return out;
+  const auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return out;
+  for (const auto& series : j["data"]["result"]) {
+    out[series["metric"].value("node", "")] = std::stod(series["value"][1].get<std::string>());
+  }
+  return out;
 }
 
 TEST(Prometheus, EveryDashboardPanelHasDataFromARealScrape) {
@@ -145,6 +162,54 @@ TEST(Prometheus, EveryDashboardPanelHasDataFromARealScrape) {
   // Every process was scraped, with the labels the targets file gave it.
   std::string up;
   EXPECT_TRUE(has_data(client, "count(up{job=\"baton\"} == 1) == 4", &up)) << up;
+
+  // Under load (16 concurrent streams for 60 s) every scrape of a node still has its series: an
+  // autoscaler reading them sees no gap. Compared per node: scrapes (up samples) against samples
+  // of the node's series over the same window.
+  constexpr int kStreams = 16;
+  constexpr auto kLoad = std::chrono::seconds(60);
+  std::atomic<bool> stop_load{false};
+  std::atomic<int> load_failed{0};
+  std::vector<std::thread> streams;
+  for (int s = 0; s < kStreams; ++s) {
+    streams.emplace_back([&, s] {
+      auto stub = v1::Baton::NewStub(grpc::CreateChannel((*cluster)->router_address(), grpc::InsecureChannelCredentials()));
+      for (int i = s; !stop_load.load(); i += kStreams) {
+        v1::GenerateRequest req;
+        req.set_text(code_prompts()[static_cast<std::size_t>(i) % code_prompts().size()]);
+        req.mutable_sampling()->set_max_tokens(32);
+        req.mutable_sampling()->set_temperature(0);
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+        auto reader = stub->Generate(&ctx, req);
+        v1::GenerateResponse m;
+        while (reader->Read(&m)) {
+        }
+        if (!reader->Finish().ok()) load_failed.fetch_add(1);
+      }
+    });
+  }
+  std::this_thread::sleep_for(kLoad);  // the load's duration itself, not a synchronisation
+  const std::string window = "[" + std::to_string(kLoad.count()) + "s]";
+  const auto scrapes = by_node(client, "sum by (node) (count_over_time(up{job=\"baton\", role=~\"prefill|decode|both\"}" + window + "))");
+  stop_load = true;
+  for (std::thread& t : streams) t.join();
+  EXPECT_EQ(load_failed.load(), 0);
+  ASSERT_EQ(scrapes.size(), 2u) << "one prefill and one decode node";
+  for (const char* series : {"baton_num_requests_running", "baton_num_requests_waiting", "baton_queued_prefill_tokens",
+                             "baton_kv_cache_usage_perc", "baton_generation_tokens_total"}) {
+    // One sample per scrape (the KV usage: one per pool; the target pool is enough).
+    const std::string selector = std::string(series) + (std::string(series) == "baton_kv_cache_usage_perc" ? "{pool=\"target\"}" : "");
+    const auto samples = by_node(client, "sum by (node) (count_over_time(" + selector + window + "))");
+    for (const auto& [node, n] : scrapes) {
+      EXPECT_GE(n, 30) << node << " was scraped too rarely to mean anything";
+      EXPECT_EQ(samples.count(node) ? samples.at(node) : 0.0, n) << series << " on " << node << ": a scrape lacked it";
+    }
+  }
+  // vLLM's model_name label is on every Baton series of every process.
+  std::string unlabelled;
+  EXPECT_FALSE(has_data(client, "count by (__name__, role) ({__name__=~\"baton_.+\", model_name=\"\"})", &unlabelled))
+      << unlabelled;
 }
 
 }  // namespace
