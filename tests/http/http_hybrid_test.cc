@@ -6,6 +6,8 @@
 // recurrent state groups, all free again at the end.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "tests/engine/fixtures.h"
 #include "tests/http/http_support.h"
 
@@ -49,8 +51,9 @@ TEST_P(HttpHybrid, TheClusterServesAHybridWithTheLocalTokens) {
   // The decode node reports its recurrent state groups beside its KV blocks: all free again.
   const HttpResult scrape = curl(metrics_url, "", "", /*post=*/false);
   ASSERT_EQ(scrape.status, 200);
-  EXPECT_NE(scrape.body.find(R"(pool="state",state="free"} 64)"), std::string::npos) << scrape.body.substr(0, 3000);
-  EXPECT_NE(scrape.body.find(R"(pool="state",state="used"} 0)"), std::string::npos);
+  // (Labels after state, such as model_name, may follow.)
+  EXPECT_TRUE(std::regex_search(scrape.body, std::regex(R"(pool="state",state="free"[^}]*\} 64\n)"))) << scrape.body.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(scrape.body, std::regex(R"(pool="state",state="used"[^}]*\} 0\n)")));
 }
 
 INSTANTIATE_TEST_SUITE_P(PrefillNodes, HttpHybrid, ::testing::Values(1, 0),

@@ -91,19 +91,21 @@ inline std::vector<Sample> parse_samples(const std::string& text) {
   return out;
 }
 
+// Whether a sample is named `name` and its labels include `match`.
+inline bool matches(const Sample& s, const std::string& name, const std::map<std::string, std::string>& match) {
+  if (s.name != name) return false;
+  for (const auto& [k, v] : match) {
+    auto it = s.labels.find(k);
+    if (it == s.labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
 // The sum of every sample named `name` whose labels include `match`.
 inline double sum_of(const std::vector<Sample>& samples, const std::string& name,
                      const std::map<std::string, std::string>& match = {}) {
   double total = 0;
-  for (const Sample& s : samples) {
-    if (s.name != name) continue;
-    bool ok = true;
-    for (const auto& [k, v] : match) {
-      auto it = s.labels.find(k);
-      if (it == s.labels.end() || it->second != v) ok = false;
-    }
-    if (ok) total += s.value;
-  }
+  for (const Sample& s : samples) total += matches(s, name, match) ? s.value : 0.0;
   return total;
 }
 
@@ -111,15 +113,7 @@ inline double sum_of(const std::vector<Sample>& samples, const std::string& name
 inline std::size_t count_of(const std::vector<Sample>& samples, const std::string& name,
                             const std::map<std::string, std::string>& match = {}) {
   std::size_t n = 0;
-  for (const Sample& s : samples) {
-    if (s.name != name) continue;
-    bool ok = true;
-    for (const auto& [k, v] : match) {
-      auto it = s.labels.find(k);
-      if (it == s.labels.end() || it->second != v) ok = false;
-    }
-    n += ok;
-  }
+  for (const Sample& s : samples) n += matches(s, name, match);
   return n;
 }
 

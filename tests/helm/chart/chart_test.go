@@ -228,6 +228,29 @@ func num(x interface{}) int {
 	return -1
 }
 
+// renderWithSet renders the chart's defaults with --set values (the rendered values map is left
+// empty: tests of --set read the objects).
+func renderWithSet(t *testing.T, set ...string) (*rendered, error) {
+	res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
+	if err != nil {
+		return nil, err
+	}
+	objs, err := res.Objects()
+	if err != nil {
+		return nil, err
+	}
+	return &rendered{t: t, objects: objs, values: map[string]interface{}{}}, nil
+}
+
+func mustRenderSet(t *testing.T, set ...string) *rendered {
+	t.Helper()
+	r, err := renderWithSet(t, set...)
+	if err != nil {
+		t.Fatalf("rendering with %v: %v", set, err)
+	}
+	return r
+}
+
 // ---- Structure that must hold for every values file that renders ------------------------------
 
 var goodValues = []string{"cpu.yaml", "gpu.yaml", "sidecar.yaml", "proposer-deployment.yaml", "colocated.yaml", "hybrid.yaml"}
@@ -793,16 +816,7 @@ func probePort(probe map[string]interface{}) string {
 
 func TestAdmissionQueueFlagsFollowTheValues(t *testing.T) {
 	routerOf := func(set ...string) map[string]interface{} {
-		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
-		if err != nil {
-			t.Fatalf("rendering with %v: %v", set, err)
-		}
-		objs, err := res.Objects()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &rendered{t: t, objects: objs, values: map[string]interface{}{}}
-		return container(r.mustFind("Deployment", component("router")), "router")
+		return container(mustRenderSet(t, set...).mustFind("Deployment", component("router")), "router")
 	}
 	// Unset: the router's own defaults (no flag).
 	for _, name := range []string{"max-queued-requests", "queue-timeout-ms"} {
@@ -824,18 +838,7 @@ func TestAdmissionQueueFlagsFollowTheValues(t *testing.T) {
 // without speculation, with a contradicting speculativeConfig key, or with an unknown key it fails
 // at render time, naming the value.
 func TestAdditionalConfigReachesTheSpeculatingNodes(t *testing.T) {
-	renderSet := func(set ...string) (*rendered, error) {
-		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
-		if err != nil {
-			return nil, err
-		}
-		objs, err := res.Objects()
-		if err != nil {
-			return nil, err
-		}
-		return &rendered{t: t, objects: objs, values: map[string]interface{}{}}, nil
-	}
-	r, err := renderSet("additionalConfig.rejection_sampler_config.enable_entropy_verify=true",
+	r, err := renderWithSet(t, "additionalConfig.rejection_sampler_config.enable_entropy_verify=true",
 		"additionalConfig.rejection_sampler_config.posterior_alpha=1")
 	if err != nil {
 		t.Fatal(err)
@@ -851,7 +854,7 @@ func TestAdditionalConfigReachesTheSpeculatingNodes(t *testing.T) {
 			t.Errorf("%s --additional-config %v", c, got)
 		}
 	}
-	if d, _ := renderSet(); d != nil {
+	if d, _ := renderWithSet(t); d != nil {
 		if v, ok := flag(container(d.mustFind("Deployment", component("decode")), "decode"), "additional-config"); ok {
 			t.Errorf("the defaults pass --additional-config %s", v)
 		}
@@ -868,7 +871,7 @@ func TestAdditionalConfigReachesTheSpeculatingNodes(t *testing.T) {
 		{[]string{"additionalConfig.enable_kv_nz=true"}, "additionalConfig"},
 		{[]string{"additionalConfig.rejection_sampler_config.posterior_threshold=1.5"}, "posterior_threshold"},
 	} {
-		_, err := renderSet(tc.set...)
+		_, err := renderWithSet(t, tc.set...)
 		if err == nil {
 			t.Errorf("%v rendered; want a failure", tc.set)
 		} else if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
@@ -886,15 +889,7 @@ func TestEveryProcessGetsTheServedModelName(t *testing.T) {
 	}{{nil, "target"}, {[]string{"router.servedModelName=tiny-code"}, "tiny-code"}} {
 		set := append([]string{"proposer.enabled=true", "speculativeConfig.method=ngram",
 			"speculativeConfig.num_speculative_tokens=4"}, tc.set...)
-		res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
-		if err != nil {
-			t.Fatalf("rendering with %v: %v", set, err)
-		}
-		objs, err := res.Objects()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &rendered{t: t, objects: objs, values: map[string]interface{}{}}
+		r := mustRenderSet(t, set...)
 		decode := r.mustFind("Deployment", component("decode"))
 		for _, c := range []map[string]interface{}{container(decode, "decode"), container(decode, "proposer"),
 			container(r.mustFind("Deployment", component("prefill")), "prefill")} {
