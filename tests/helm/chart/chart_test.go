@@ -899,3 +899,74 @@ func TestEveryProcessGetsTheServedModelName(t *testing.T) {
 		}
 	}
 }
+
+// What a GPU cluster moving KV over NCCL needs (values/gpu-nccl.yaml): /dev/shm from a memory
+// volume, IPC_LOCK, GPU and RDMA requests, runtime/priority classes, a service account, topology
+// spread, probe timings, and GPU pools that roll out without a spare GPU (maxSurge 0).
+func TestProductionEscapeHatches(t *testing.T) {
+	r := renderWith(t, "gpu-nccl.yaml")
+	for _, c := range []string{"prefill", "decode"} {
+		d := r.mustFind("Deployment", component(c))
+		spec := asMap(d.Get("spec.template.spec"))
+		for key, want := range map[string]string{"runtimeClassName": "nvidia", "priorityClassName": "baton-gpu",
+			"serviceAccountName": "baton-nodes"} {
+			if spec[key] != want {
+				t.Errorf("%s pod %s = %v, want %s", c, key, spec[key], want)
+			}
+		}
+		strategy := asMap(d.Get("spec.strategy"))
+		if rolling := asMap(strategy["rollingUpdate"]); num(rolling["maxSurge"]) != 0 || num(rolling["maxUnavailable"]) != 1 {
+			t.Errorf("%s strategy %v: a GPU pool must not surge (maxSurge 0, maxUnavailable 1)", c, strategy)
+		}
+		shm := false
+		for _, v := range asList(spec["volumes"]) {
+			if m := asMap(v); m["name"] == "shm" && asMap(m["emptyDir"])["medium"] == "Memory" {
+				shm = true
+			}
+		}
+		ctr := container(d, c)
+		mounted := false
+		for _, m := range asList(ctr["volumeMounts"]) {
+			if asMap(m)["name"] == "shm" && asMap(m)["mountPath"] == "/dev/shm" {
+				mounted = true
+			}
+		}
+		if !shm || !mounted {
+			t.Errorf("%s: shm volume %v, mounted at /dev/shm %v", c, shm, mounted)
+		}
+		caps := fmt.Sprint(asMap(asMap(ctr["securityContext"])["capabilities"])["add"])
+		if !strings.Contains(caps, "IPC_LOCK") {
+			t.Errorf("%s container capabilities %s lack IPC_LOCK", c, caps)
+		}
+		limits := asMap(asMap(ctr["resources"])["limits"])
+		if num(limits["nvidia.com/gpu"]) != 1 || num(limits["rdma/rdma_shared_device_a"]) != 1 {
+			t.Errorf("%s limits %v", c, limits)
+		}
+		for _, p := range asList(ctr["ports"]) {
+			if num(asMap(p)["hostPort"]) > 0 {
+				t.Errorf("%s publishes a host port: %v", c, p)
+			}
+		}
+	}
+	prefill := container(r.mustFind("Deployment", component("prefill")), "prefill")
+	if rp := asMap(prefill["readinessProbe"]); num(rp["periodSeconds"]) != 10 || num(rp["failureThreshold"]) != 6 ||
+		num(rp["timeoutSeconds"]) != 5 {
+		t.Errorf("prefill readiness %v: want the pool's period 10 and threshold 6, the default timeout 5", rp)
+	}
+	router := r.mustFind("Deployment", component("router"))
+	rspec := asMap(router.Get("spec.template.spec"))
+	if rspec["priorityClassName"] != "baton-router" || len(asList(rspec["topologySpreadConstraints"])) != 1 {
+		t.Errorf("router pod %v", rspec)
+	}
+	if router.Get("spec.strategy") != nil {
+		t.Error("the router (no GPU) got a strategy it was not given")
+	}
+	rp := asMap(container(router, "router")["readinessProbe"])
+	if num(rp["timeoutSeconds"]) != 10 || num(rp["failureThreshold"]) != 3 {
+		t.Errorf("router readiness %v: want timeout 10 from the values, the busy-pod default threshold 3", rp)
+	}
+	// A typo in a pool key still fails: the schema stays strict.
+	if _, err := renderWithSet(t, "decode.extraVolume[0].name=x"); err == nil || !strings.Contains(err.Error(), "extraVolume") {
+		t.Errorf("a misspelt key rendered (err %v)", err)
+	}
+}

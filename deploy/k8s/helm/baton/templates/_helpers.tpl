@@ -397,22 +397,56 @@ prometheus.io/path: /metrics
 
 {{/* Health probes (grpc.health.v1) of a serving container, at (dict "root" $ "port" P). */}}
 {{- define "baton.grpcProbes" -}}
-startupProbe:
-  {{- include "baton.probeHandler" . | nindent 2 }}
-  periodSeconds: 5
-  # Loading a large model takes minutes: up to 20 here before liveness takes over.
-  failureThreshold: 240
-readinessProbe:
-  {{- include "baton.probeHandler" . | nindent 2 }}
-  periodSeconds: 5
-  failureThreshold: 1
-livenessProbe:
-  {{- include "baton.probeHandler" . | nindent 2 }}
-  periodSeconds: 10
-  {{- if not .root.Values.security.tls.enabled }}
-  timeoutSeconds: 5
-  {{- end }}
-  failureThreshold: 6
+{{- $p := .probes | default dict -}}
+{{- $handler := dict "root" .root "port" .port "noTimeout" true -}}
+{{- /* Defaults that survive a pod busy on every core (a check may take seconds, and miss twice);
+loading a large model takes minutes, so the startup probe allows 20. */ -}}
+{{- $defaults := dict
+  "startup" (dict "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 240)
+  "readiness" (dict "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3)
+  "liveness" (dict "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 6) -}}
+{{- range $name, $field := dict "startup" "startupProbe" "readiness" "readinessProbe" "liveness" "livenessProbe" }}
+{{ $field }}:
+  {{- include "baton.probeHandler" $handler | nindent 2 }}
+  {{- toYaml (merge (deepCopy (index $p $name | default dict)) (index $defaults $name)) | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A pool's pod-level settings production clusters need beyond the chart's own: runtime and priority
+classes, a service account, topology spread. Takes the pool's values.
+*/}}
+{{- define "baton.podExtras" -}}
+{{- with .runtimeClassName }}
+runtimeClassName: {{ . | quote }}
+{{- end }}
+{{- with .priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with .serviceAccountName }}
+serviceAccountName: {{ . | quote }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A pool's Deployment strategy: the pool's own, else for a GPU pool a rolling update that never adds
+a pod before one goes (maxSurge 0: a full node has no spare GPU for the surge pod, which would wait
+forever and stall the rollout), else the Kubernetes default. Takes (dict "root" $ "component" c).
+*/}}
+{{- define "baton.strategy" -}}
+{{- $n := index .root.Values .component -}}
+{{- if $n.strategy -}}
+{{ toYaml $n.strategy }}
+{{- else if and (ne .component "router") (hasPrefix "cuda" (include "baton.device" .)) -}}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 0
+  maxUnavailable: 1
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret holding ca.crt, tls.crt and tls.key (security.tls). */}}
@@ -480,7 +514,9 @@ kubelet's gRPC probe speaks no TLS).
 {{- if .root.Values.security.tls.enabled -}}
 exec:
   command: ["baton", "probe", "--address", "127.0.0.1:{{ .port }}", "--tls-cert", "/etc/baton/tls/tls.crt", "--tls-key", "/etc/baton/tls/tls.key", "--tls-ca", "/etc/baton/tls/ca.crt"]
+{{- if not .noTimeout }}
 timeoutSeconds: 5
+{{- end }}
 {{- else -}}
 grpc:
   port: {{ .port }}

@@ -20,6 +20,10 @@ spec:
   {{- if not $n.autoscaling.enabled }}
   replicas: {{ $n.replicas }}
   {{- end }}
+  {{- with include "baton.strategy" . | trim }}
+  strategy:
+    {{- . | nindent 4 }}
+  {{- end }}
   selector:
     matchLabels:
       {{- include "baton.selectorLabels" . | nindent 6 }}
@@ -45,9 +49,12 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $.Values.podSecurityContext }}
+      {{- with ternary $n.podSecurityContext $.Values.podSecurityContext (not (kindIs "invalid" $n.podSecurityContext)) }}
       securityContext:
         {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with include "baton.podExtras" $n | trim }}
+      {{- . | nindent 6 }}
       {{- end }}
       {{- with include "baton.modelInitContainers" . | trim }}
       initContainers:
@@ -116,18 +123,26 @@ spec:
             - name: metrics
               containerPort: {{ $.Values.metrics.port }}
             {{- end }}
-          {{- include "baton.grpcProbes" (dict "root" $ "port" $n.port) | nindent 10 }}
+          {{- include "baton.grpcProbes" (dict "root" $ "port" $n.port "probes" $n.probes) | trim | nindent 10 }}
           {{- with include "baton.nodeResources" . | trim }}
           resources:
             {{- . | nindent 12 }}
           {{- end }}
-          {{- with $.Values.securityContext }}
+          {{- with ternary $n.securityContext $.Values.securityContext (not (kindIs "invalid" $n.securityContext)) }}
           securityContext:
             {{- toYaml . | nindent 12 }}
           {{- end }}
           {{- with print (include "baton.modelMounts" $) (include "baton.tlsMount" $) | trim }}
           volumeMounts:
             {{- . | nindent 12 }}
+            {{- with $n.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- else }}
+          {{- with $n.extraVolumeMounts }}
+          volumeMounts:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
           {{- end }}
         {{- if $sidecar }}
         {{- include "baton.proposerContainer" $ | trim | nindent 8 }}
@@ -135,6 +150,14 @@ spec:
       {{- with print (include "baton.modelVolumes" $) (include "baton.tlsVolume" $) | trim }}
       volumes:
         {{- . | nindent 8 }}
+        {{- with $n.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- else }}
+      {{- with $n.extraVolumes }}
+      volumes:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       {{- end }}
       {{- with $n.nodeSelector }}
       nodeSelector:
