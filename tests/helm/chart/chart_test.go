@@ -163,6 +163,16 @@ func container(o render.Object, name string) map[string]interface{} {
 	return nil
 }
 
+// initContainer is the named init container of a Deployment's pod (native sidecars live there).
+func initContainer(o render.Object, name string) map[string]interface{} {
+	for _, c := range asList(o.Get("spec.template.spec.initContainers")) {
+		if m := asMap(c); m["name"] == name {
+			return m
+		}
+	}
+	return nil
+}
+
 func args(c map[string]interface{}) []string {
 	var out []string
 	for _, a := range asList(c["args"]) {
@@ -582,9 +592,18 @@ func TestGpuPools(t *testing.T) {
 func TestProposerSidecar(t *testing.T) {
 	r := renderWith(t, "sidecar.yaml")
 	d := r.mustFind("Deployment", component("decode"))
-	p := container(d, "proposer")
+	if container(d, "proposer") != nil {
+		t.Error("the proposer is an ordinary container: it must be a native sidecar")
+	}
+	p := initContainer(d, "proposer")
 	if p == nil {
-		t.Fatal("decode pods have no proposer container")
+		t.Fatal("decode pods have no proposer sidecar")
+	}
+	// A native sidecar (restartPolicy Always) without a readiness probe: a crashing proposer never
+	// takes the decode pod, which drafts locally meanwhile, out of its Service.
+	if p["restartPolicy"] != "Always" || p["readinessProbe"] != nil || p["livenessProbe"] == nil {
+		t.Errorf("proposer sidecar restartPolicy %v, readiness %v, liveness %v", p["restartPolicy"], p["readinessProbe"],
+			p["livenessProbe"])
 	}
 	if mustFlag(t, p, "port") != "50081" {
 		t.Errorf("proposer --port %s", mustFlag(t, p, "port"))
@@ -891,7 +910,7 @@ func TestEveryProcessGetsTheServedModelName(t *testing.T) {
 			"speculativeConfig.num_speculative_tokens=4"}, tc.set...)
 		r := mustRenderSet(t, set...)
 		decode := r.mustFind("Deployment", component("decode"))
-		for _, c := range []map[string]interface{}{container(decode, "decode"), container(decode, "proposer"),
+		for _, c := range []map[string]interface{}{container(decode, "decode"), initContainer(decode, "proposer"),
 			container(r.mustFind("Deployment", component("prefill")), "prefill")} {
 			if got := mustFlag(t, c, "served-model-name"); got != tc.want {
 				t.Errorf("%v --served-model-name %s, want %s (set %v)", c["name"], got, tc.want, tc.set)

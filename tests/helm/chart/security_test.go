@@ -35,7 +35,14 @@ func batonContainers(r *rendered) map[string]map[string]interface{} {
 			if kind == "Pod" {
 				path = "spec.containers"
 			}
-			for _, c := range asList(o.Get(path)) {
+			// Native sidecars (restartPolicy Always) live among the init containers.
+			all := asList(o.Get(path))
+			for _, c := range asList(o.Get("spec.template.spec.initContainers")) {
+				if asMap(c)["restartPolicy"] == "Always" {
+					all = append(all, c)
+				}
+			}
+			for _, c := range all {
 				m := asMap(c)
 				out[o.Name()+"/"+fmt.Sprint(m["name"])] = m
 			}
@@ -113,6 +120,9 @@ func TestTlsIsOnByDefaultWithAGeneratedClusterCertificate(t *testing.T) {
 		}
 		// The kubelet's gRPC probe speaks no TLS: `baton probe` with the pod's certificate does.
 		for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+			if c["restartPolicy"] == "Always" && probe == "readinessProbe" {
+				probe = "startupProbe" // a native sidecar has none (it must not gate its pod's readiness)
+			}
 			cmd := fmt.Sprint(asList(asMap(asMap(c[probe])["exec"])["command"]))
 			if !strings.Contains(cmd, "baton probe") || !strings.Contains(cmd, "--tls-cert /etc/baton/tls/tls.crt") {
 				t.Errorf("%s %s is %v, want `baton probe` over TLS", name, probe, c[probe])

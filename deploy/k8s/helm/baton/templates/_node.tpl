@@ -56,9 +56,18 @@ spec:
       {{- with include "baton.podExtras" $n | trim }}
       {{- . | nindent 6 }}
       {{- end }}
-      {{- with include "baton.modelInitContainers" . | trim }}
+      {{- $inits := include "baton.modelInitContainers" . | trim }}
+      {{- if or $inits $sidecar }}
       initContainers:
+        {{- with $inits }}
         {{- . | nindent 8 }}
+        {{- end }}
+        {{- if $sidecar }}
+        {{- /* A native sidecar (restartPolicy Always): it starts before the decode container and
+        lives beside it, restarting on its own; it has no readiness probe, so a crashing proposer
+        never takes a decode pod (which drafts locally meanwhile) out of its Service. */}}
+        {{- include "baton.proposerContainer" $ | trim | nindent 8 }}
+        {{- end }}
       {{- end }}
       containers:
         - name: {{ $component }}
@@ -144,9 +153,6 @@ spec:
             {{- toYaml . | nindent 12 }}
           {{- end }}
           {{- end }}
-        {{- if $sidecar }}
-        {{- include "baton.proposerContainer" $ | trim | nindent 8 }}
-        {{- end }}
       {{- with print (include "baton.modelVolumes" $) (include "baton.tlsVolume" $) | trim }}
       volumes:
         {{- . | nindent 8 }}
@@ -173,10 +179,15 @@ spec:
       {{- end }}
 {{- end -}}
 
-{{/* The baton-proposer container (a sidecar in decode pods, or the proposer Deployment's). */}}
+{{/* The baton-proposer container: a native sidecar in decode pods (an init container with
+restartPolicy Always, without a readiness probe), or the proposer Deployment's. */}}
 {{- define "baton.proposerContainer" -}}
 {{- $p := .Values.proposer -}}
+{{- $native := eq $p.mode "sidecar" -}}
 - name: proposer
+  {{- if $native }}
+  restartPolicy: Always
+  {{- end }}
   image: {{ include "baton.image" . }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
   command: ["baton-proposer"]
@@ -206,9 +217,16 @@ spec:
     - name: proposer-metrics
       containerPort: {{ add .Values.metrics.port 1 }}
     {{- end }}
+  {{- if $native }}
+  startupProbe:
+    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
+    periodSeconds: 2
+    failureThreshold: 30
+  {{- else }}
   readinessProbe:
     {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
     periodSeconds: 5
+  {{- end }}
   livenessProbe:
     {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
     periodSeconds: 10
