@@ -278,8 +278,9 @@ func TestDefaultsRender(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.Kind()]++
 	}
-	// Router, prefill and decode Deployments; their Services; a PDB each; the dashboard; the test pod.
-	want := map[string]int{"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1, "Pod": 1}
+	// Router, prefill and decode Deployments; their Services and the router's metrics Service; a PDB
+	// each; the dashboard; the test pod.
+	want := map[string]int{"Deployment": 3, "Service": 4, "PodDisruptionBudget": 3, "ConfigMap": 1, "Pod": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("defaults: %d %s objects, want %d (all: %v)", kinds[k], k, n, kinds)
@@ -983,6 +984,15 @@ func TestProductionEscapeHatches(t *testing.T) {
 	rp := asMap(container(router, "router")["readinessProbe"])
 	if num(rp["timeoutSeconds"]) != 10 || num(rp["failureThreshold"]) != 3 {
 		t.Errorf("router readiness %v: want timeout 10 from the values, the busy-pod default threshold 3", rp)
+	}
+	// Metrics are never published: no Service but ClusterIP ones carries a metrics port (the router's
+	// public Service, a LoadBalancer here, has none).
+	for _, svc := range r.all("Service") {
+		for _, p := range asList(svc.Get("spec.ports")) {
+			if asMap(p)["name"] == "metrics" && svc.GetString("spec.type") != "ClusterIP" && svc.GetString("spec.type") != "" {
+				t.Errorf("Service %s (%s) publishes the metrics port", svc.Name(), svc.GetString("spec.type"))
+			}
+		}
 	}
 	// A typo in a pool key still fails: the schema stays strict.
 	if _, err := renderWithSet(t, "decode.extraVolume[0].name=x"); err == nil || !strings.Contains(err.Error(), "extraVolume") {
