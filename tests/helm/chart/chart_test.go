@@ -978,8 +978,20 @@ func TestProductionEscapeHatches(t *testing.T) {
 	if rspec["priorityClassName"] != "baton-router" || len(asList(rspec["topologySpreadConstraints"])) != 1 {
 		t.Errorf("router pod %v", rspec)
 	}
-	if router.Get("spec.strategy") != nil {
-		t.Error("the router (no GPU) got a strategy it was not given")
+	// The router's own strategy as given (it has no GPU, so no default); a pool's pod security
+	// context replaces the top-level one for that pool only.
+	if s := asMap(router.Get("spec.strategy.rollingUpdate")); num(s["maxSurge"]) != 1 || num(s["maxUnavailable"]) != 0 {
+		t.Errorf("router strategy %v, want the values' maxSurge 1, maxUnavailable 0", router.Get("spec.strategy"))
+	}
+	decodePod := asMap(r.mustFind("Deployment", component("decode")).Get("spec.template.spec.securityContext"))
+	prefillPod := asMap(r.mustFind("Deployment", component("prefill")).Get("spec.template.spec.securityContext"))
+	if num(decodePod["fsGroup"]) != 1000 || num(decodePod["runAsUser"]) != 1000 {
+		t.Errorf("decode pod securityContext %v, want the pool's", decodePod)
+	}
+	// The router sets none of its own either: both show the top-level podSecurityContext.
+	if top := asMap(router.Get("spec.template.spec.securityContext")); top["fsGroup"] == nil ||
+		num(prefillPod["fsGroup"]) != num(top["fsGroup"]) || num(top["fsGroup"]) == 1000 {
+		t.Errorf("prefill pod securityContext %v, want the top-level one %v", prefillPod, top)
 	}
 	rp := asMap(container(router, "router")["readinessProbe"])
 	if num(rp["timeoutSeconds"]) != 10 || num(rp["failureThreshold"]) != 3 {
