@@ -329,7 +329,9 @@ func TestSelectorsMatchPodLabels(t *testing.T) {
 					continue
 				}
 				d := r.mustFind("Deployment", got[0])
-				// Every named targetPort is a port some container of that pod declares.
+				// Every targetPort is a port some container of that pod declares: a named one a
+				// container's, a numbered one also a native sidecar's (Services resolve a sidecar's
+				// port names only from Kubernetes 1.32).
 				for _, p := range asList(s.Get("spec.ports")) {
 					target := fmt.Sprint(asMap(p)["targetPort"])
 					found := false
@@ -337,6 +339,9 @@ func TestSelectorsMatchPodLabels(t *testing.T) {
 						if _, ok := containerPort(asMap(c), target); ok {
 							found = true
 						}
+					}
+					if n, err := strconv.Atoi(target); err == nil {
+						found = found || declaresPort(d, n)
 					}
 					if !found {
 						t.Errorf("Service %s targets port %q that no container of %s declares", s.Name(), target, d.Name())

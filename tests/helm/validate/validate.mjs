@@ -1,6 +1,6 @@
 // Validates rendered Kubernetes manifests (helm-render's output) against the Kubernetes OpenAPI
-// schemas that kubernetes-models is generated from, plus the Prometheus operator's and
-// cert-manager's CRDs.
+// schemas that kubernetes-models is generated from, plus the CRDs of the Prometheus operator,
+// cert-manager, KEDA and the Gateway API.
 //
 //   node validate.mjs MANIFEST.yaml...     ("-" reads standard input)
 //
@@ -41,7 +41,13 @@ const REMOVED = {
 // apiVersion/kind -> model class, from every group/version module the packages export.
 async function loadModels() {
   const models = new Map();
-  for (const pkg of ["kubernetes-models", "@kubernetes-models/prometheus-operator", "@kubernetes-models/cert-manager"]) {
+  for (const pkg of [
+    "kubernetes-models",
+    "@kubernetes-models/prometheus-operator",
+    "@kubernetes-models/cert-manager",
+    "@kubernetes-models/keda",
+    "@kubernetes-models/gateway-api",
+  ]) {
     const exportsMap = require(`${pkg}/package.json`).exports;
     for (const key of Object.keys(exportsMap)) {
       if (key === "." || key.includes("*") || key.endsWith(".json")) continue;

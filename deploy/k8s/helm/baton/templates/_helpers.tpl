@@ -4,26 +4,46 @@ flags, and the speculative configs of prefill and decode nodes with the P/D rule
 Component helpers take (dict "root" $ "component" "router|prefill|decode|proposer").
 */}}
 
+{{/* The chart's name in labels and names: nameOverride, else the chart's. */}}
+{{- define "baton.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Every object's name starts with this: fullnameOverride, else <release>-<name> (the release
+name alone when it already contains the name), at most 63 characters. */}}
 {{- define "baton.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "baton.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/* <release>-baton-<component>, at most 63 characters. */}}
+{{/* <fullname>-<suffix> in at most 63 characters: the fullname is shortened, never the suffix, so
+that a long fullnameOverride still gives every object a distinct name. Takes (dict "root" $
+"suffix" s). */}}
+{{- define "baton.suffixedName" -}}
+{{- $room := sub 62 (len .suffix) | int -}}
+{{- printf "%s-%s" (include "baton.fullname" .root | trunc $room | trimSuffix "-") .suffix -}}
+{{- end -}}
+
+{{/* <fullname>-<component>, at most 63 characters. */}}
 {{- define "baton.componentName" -}}
-{{- printf "%s-%s" (include "baton.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- include "baton.suffixedName" (dict "root" .root "suffix" .component) -}}
 {{- end -}}
 
 {{/* The headless Service of a node pool: pods' DNS records for the router. */}}
 {{- define "baton.headlessName" -}}
-{{- printf "%s-%s-headless" (include "baton.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- include "baton.suffixedName" (dict "root" .root "suffix" (printf "%s-headless" .component)) -}}
 {{- end -}}
 
 {{- define "baton.selectorLabels" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ include "baton.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -206,7 +226,14 @@ runs on CUDA and the pool's limits name no GPU count (one engine drives one GPU)
 
 {{/* Does a prefill pool exist (fixed replicas or an autoscaler)? "true" or "". */}}
 {{- define "baton.hasPrefill" -}}
-{{- if or (gt (int .Values.prefill.replicas) 0) .Values.prefill.autoscaling.enabled -}}true{{- end -}}
+{{- if or (gt (int .Values.prefill.replicas) 0) (include "baton.autoscaled" (dict "root" . "component" "prefill")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Does an autoscaler (an HPA or a KEDA ScaledObject) own a pool's replicas? "true" or "".
+Takes (dict "root" $ "component" "prefill|decode"). */}}
+{{- define "baton.autoscaled" -}}
+{{- $a := (index .root.Values .component).autoscaling -}}
+{{- if or $a.enabled $a.keda.enabled -}}true{{- end -}}
 {{- end -}}
 
 {{/* The proposer's address as a decode node reaches it. */}}
@@ -369,8 +396,53 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- fail (printf "%s nodes: transport nccl needs engine.device cuda (it is %s): NCCL moves KV between GPUs" $component $device) -}}
 {{- end -}}
 {{- end -}}
-{{- if and .Values.prefill.autoscaling.enabled (lt (int .Values.prefill.autoscaling.minReplicas) 1) -}}
+{{- if and (include "baton.autoscaled" (dict "root" . "component" "prefill")) (lt (int .Values.prefill.autoscaling.minReplicas) 1) -}}
 {{- fail "prefill.autoscaling.minReplicas must be >= 1" -}}
+{{- end -}}
+{{- range $component := list "prefill" "decode" -}}
+{{- $a := (index $.Values $component).autoscaling -}}
+{{- if and $a.enabled $a.keda.enabled -}}
+{{- fail (printf "%s.autoscaling.enabled (an HPA) and %s.autoscaling.keda.enabled (a KEDA ScaledObject) are both on: KEDA makes an HPA of its own, and two autoscalers would fight over the Deployment's replicas; choose one" $component $component) -}}
+{{- end -}}
+{{- if $a.keda.enabled -}}
+{{- if not $a.keda.serverAddress -}}
+{{- fail (printf "%s.autoscaling.keda.serverAddress is required with %s.autoscaling.keda.enabled: the Prometheus KEDA queries (e.g. http://prometheus-operated.monitoring.svc:9090)" $component $component) -}}
+{{- end -}}
+{{- if not $.Values.metrics.enabled -}}
+{{- fail (printf "%s.autoscaling.keda needs metrics.enabled: it scales on %s, which the pods export only with metrics on" $component $a.metricName) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
+{{- if or $a.enabled $a.keda.enabled -}}
+{{- fail (printf "%s.autoscaling.minReplicas (%v) is above maxReplicas (%v)" $component $a.minReplicas $a.maxReplicas) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.monitoring.prometheusRule.enabled (not .Values.metrics.enabled) -}}
+{{- fail "monitoring.prometheusRule needs metrics.enabled: its alerts read the series the pods export only with metrics on" -}}
+{{- end -}}
+{{- $r := .Values.router -}}
+{{- range $kind := list "ingress" "httpRoute" -}}
+{{- if and (index $r $kind).enabled (not $r.http.enabled) -}}
+{{- fail (printf "router.%s.enabled routes the router's HTTP (OpenAI) API, but router.http.enabled is false: turn the HTTP API on, or expose the gRPC API through router.service" $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $r.ingress.enabled (not $r.ingress.hosts) -}}
+{{- fail "router.ingress.enabled needs router.ingress.hosts: at least one {host, paths} entry (host \"\" for any host)" -}}
+{{- end -}}
+{{- if and $r.httpRoute.enabled (not $r.httpRoute.parentRefs) -}}
+{{- fail "router.httpRoute.enabled needs router.httpRoute.parentRefs: the Gateway (and listener) that serves the route" -}}
+{{- end -}}
+{{- if and .Values.proposer.enabled (eq .Values.proposer.mode "sidecar") -}}
+{{- $p := .Values.proposer -}}
+{{- range $key := list "extraVolumes" "extraVolumeMounts" "runtimeClassName" "priorityClassName" "serviceAccountName" "topologySpreadConstraints" "podSecurityContext" "strategy" "nodeSelector" "tolerations" "affinity" "podAnnotations" -}}
+{{- if not (empty (index $p $key)) -}}
+{{- fail (printf "proposer.%s applies to proposer.mode deployment (the proposer's own pods); in sidecar mode the proposer runs in the decode pods, whose decode.* settings apply" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey ($p.probes | default dict) "readiness" -}}
+{{- fail "proposer.probes.readiness: the proposer sidecar has no readiness probe (a crashing proposer must never take its decode pod out of service); set startup or liveness, or use proposer.mode deployment" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -395,21 +467,41 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
-{{/* Health probes (grpc.health.v1) of a serving container, at (dict "root" $ "port" P). */}}
+{{/* Health probes (grpc.health.v1) of a container, at (dict "root" $ "port" P "probes" the
+pool's probes values ["defaults" (dict "startup|readiness|liveness" timings)]): each probe in
+defaults (default: all three, with the timings below) or in probes, the pool's timings over the
+defaults key by key. */}}
 {{- define "baton.grpcProbes" -}}
 {{- $p := .probes | default dict -}}
 {{- $handler := dict "root" .root "port" .port "noTimeout" true -}}
 {{- /* Defaults that survive a pod busy on every core (a check may take seconds, and miss twice);
 loading a large model takes minutes, so the startup probe allows 20. */ -}}
-{{- $defaults := dict
+{{- $standard := dict
   "startup" (dict "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 240)
   "readiness" (dict "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3)
   "liveness" (dict "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 6) -}}
+{{- $defaults := .defaults | default $standard -}}
 {{- range $name, $field := dict "startup" "startupProbe" "readiness" "readinessProbe" "liveness" "livenessProbe" }}
+{{- if or (hasKey $defaults $name) (hasKey $p $name) }}
 {{ $field }}:
   {{- include "baton.probeHandler" $handler | nindent 2 }}
-  {{- toYaml (merge (deepCopy (index $p $name | default dict)) (index $defaults $name)) | nindent 2 }}
+  {{- toYaml (merge (deepCopy (index $p $name | default dict)) (deepCopy (index $defaults $name | default (index $standard $name)))) | nindent 2 }}
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* A pool's pod security context: its own podSecurityContext unless null, else the top-level
+one. Takes (dict "root" $ "pool" the pool's values). */}}
+{{- define "baton.podSecurityContext" -}}
+{{- $own := .pool.podSecurityContext -}}
+{{- with ternary $own .root.Values.podSecurityContext (not (kindIs "invalid" $own)) }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* A pool's container security context: its own securityContext unless null, else the top-level
+one. Takes (dict "root" $ "pool" the pool's values). */}}
+{{- define "baton.securityContext" -}}
+{{- $own := .pool.securityContext -}}
+{{- with ternary $own .root.Values.securityContext (not (kindIs "invalid" $own)) }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{/*
@@ -441,7 +533,7 @@ forever and stall the rollout), else the Kubernetes default. Takes (dict "root" 
 {{- $n := index .root.Values .component -}}
 {{- if $n.strategy -}}
 {{ toYaml $n.strategy }}
-{{- else if and (ne .component "router") (hasPrefix "cuda" (include "baton.device" .)) -}}
+{{- else if and (has .component (list "prefill" "decode")) (hasPrefix "cuda" (include "baton.device" .)) -}}
 type: RollingUpdate
 rollingUpdate:
   maxSurge: 0
@@ -455,7 +547,7 @@ rollingUpdate:
 {{- if eq $t.source "existingSecret" -}}
 {{- required "security.tls.existingSecret is required when security.tls.source is existingSecret" $t.existingSecret -}}
 {{- else -}}
-{{- printf "%s-tls" (include "baton.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- include "baton.suffixedName" (dict "root" . "suffix" "tls") -}}
 {{- end -}}
 {{- end -}}
 

@@ -17,7 +17,7 @@ metadata:
   labels:
     {{- include "baton.labels" . | nindent 4 }}
 spec:
-  {{- if not $n.autoscaling.enabled }}
+  {{- if not (include "baton.autoscaled" .) }}
   replicas: {{ $n.replicas }}
   {{- end }}
   {{- with include "baton.strategy" . | trim }}
@@ -49,9 +49,9 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with ternary $n.podSecurityContext $.Values.podSecurityContext (not (kindIs "invalid" $n.podSecurityContext)) }}
+      {{- with include "baton.podSecurityContext" (dict "root" $ "pool" $n) }}
       securityContext:
-        {{- toYaml . | nindent 8 }}
+        {{- . | nindent 8 }}
       {{- end }}
       {{- with include "baton.podExtras" $n | trim }}
       {{- . | nindent 6 }}
@@ -111,7 +111,7 @@ spec:
             {{- include "baton.securityArgs" $ | nindent 12 }}
             {{- if eq $.Values.discovery.mode "register" }}
             - --register-with
-            - {{ printf "%s-internal.%s.svc.%s:%d" (include "baton.componentName" (dict "root" $ "component" "router")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.internalPort) }}
+            - {{ printf "%s.%s.svc.%s:%d" (include "baton.suffixedName" (dict "root" $ "suffix" "router-internal")) $.Release.Namespace $.Values.clusterDomain (int $.Values.router.internalPort) }}
             {{- end }}
             {{- if $.Values.metrics.enabled }}
             - --metrics-port
@@ -137,9 +137,9 @@ spec:
           resources:
             {{- . | nindent 12 }}
           {{- end }}
-          {{- with ternary $n.securityContext $.Values.securityContext (not (kindIs "invalid" $n.securityContext)) }}
+          {{- with include "baton.securityContext" (dict "root" $ "pool" $n) }}
           securityContext:
-            {{- toYaml . | nindent 12 }}
+            {{- . | nindent 12 }}
           {{- end }}
           {{- with print (include "baton.modelMounts" $) (include "baton.tlsMount" $) | trim }}
           volumeMounts:
@@ -180,7 +180,8 @@ spec:
 {{- end -}}
 
 {{/* The baton-proposer container: a native sidecar in decode pods (an init container with
-restartPolicy Always, without a readiness probe), or the proposer Deployment's. */}}
+restartPolicy Always, without a readiness probe), or the proposer Deployment's. proposer.resources,
+extraArgs, securityContext and probes apply in both modes; extraVolumeMounts in deployment mode. */}}
 {{- define "baton.proposerContainer" -}}
 {{- $p := .Values.proposer -}}
 {{- $native := eq $p.mode "sidecar" -}}
@@ -217,30 +218,32 @@ restartPolicy Always, without a readiness probe), or the proposer Deployment's. 
     - name: proposer-metrics
       containerPort: {{ add .Values.metrics.port 1 }}
     {{- end }}
+  {{- /* The sidecar: a startup and a liveness probe, no readiness probe (it never gates the decode
+  pod). Its own Deployment: readiness (it leaves its Service while down) and liveness. */}}
+  {{- $liveness := dict "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 6 }}
+  {{- $defaults := dict "readiness" (dict "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3) "liveness" $liveness }}
   {{- if $native }}
-  startupProbe:
-    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
-    periodSeconds: 2
-    failureThreshold: 30
-  {{- else }}
-  readinessProbe:
-    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
-    periodSeconds: 5
+  {{- $defaults = dict "startup" (dict "periodSeconds" 2 "timeoutSeconds" 5 "failureThreshold" 30) "liveness" $liveness }}
   {{- end }}
-  livenessProbe:
-    {{- include "baton.probeHandler" (dict "root" . "port" $p.port) | nindent 4 }}
-    periodSeconds: 10
-    failureThreshold: 6
-  {{- with include "baton.tlsMount" . | trim }}
+  {{- include "baton.grpcProbes" (dict "root" . "port" $p.port "probes" $p.probes "defaults" $defaults) | trim | nindent 2 }}
+  {{- $mounts := include "baton.tlsMount" . | trim }}
+  {{- if or $mounts (and (not $native) $p.extraVolumeMounts) }}
   volumeMounts:
+    {{- with $mounts }}
     {{- . | nindent 4 }}
+    {{- end }}
+    {{- if not $native }}
+    {{- with $p.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- end }}
   {{- end }}
   {{- with $p.resources }}
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with .Values.securityContext }}
+  {{- with include "baton.securityContext" (dict "root" . "pool" $p) }}
   securityContext:
-    {{- toYaml . | nindent 4 }}
+    {{- . | nindent 4 }}
   {{- end }}
 {{- end -}}

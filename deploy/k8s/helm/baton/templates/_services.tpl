@@ -24,5 +24,12 @@ spec:
     - name: metrics
       port: {{ .root.Values.metrics.port }}
       targetPort: metrics
+    {{- if and (eq .component "decode") .root.Values.proposer.enabled (eq .root.Values.proposer.mode "sidecar") }}
+    # The proposer sidecar's /metrics (for the ServiceMonitor). A number, not its name: Services
+    # resolve a native sidecar's named ports only from Kubernetes 1.32.
+    - name: proposer-metrics
+      port: {{ add .root.Values.metrics.port 1 }}
+      targetPort: {{ add .root.Values.metrics.port 1 }}
+    {{- end }}
     {{- end }}
 {{- end -}}
