@@ -57,6 +57,9 @@ packages=(
   golang-github-xeipuuv-gojsonschema-dev golang-github-burntsushi-toml-dev
   # tests/helm lints the rendered manifests
   yamllint
+  # tests/image builds the images' runtime stage in a Debian 12 minbase root
+  # (deploy/docker/check-image-stages.sh)
+  debootstrap
   # scripts/bundle-gpu.sh points the bundled executables at their bundled libraries (RUNPATH)
   patchelf
   # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes (libclang-rt, only recommended
