@@ -5,6 +5,7 @@
 
 #include "cli/bench_serve.h"
 #include "cli/generate.h"
+#include "cli/plan.h"
 #include "cli/probe.h"
 #include "cli/tokenize.h"
 #include "cli/up.h"
@@ -20,6 +21,7 @@ void print_help() {
       "commands:\n"
       "  bench      load-test a running deployment (`baton bench serve`)\n"
       "  generate   run one prompt through a model in this process and print the result and speed\n"
+      "  plan       size a deployment: profile its speeds, simulate a trace, print the cheapest P:D and k\n"
       "  probe      ask a Baton process whether it serves (Kubernetes exec probes over TLS)\n"
       "  tokenize   encode lines of text to token ids (or decode ids with --decode)\n"
       "  up         start a local cluster (prefill nodes, decode nodes, router) and serve until Ctrl-C\n"
@@ -37,6 +39,7 @@ static int run_command(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "bench") return baton::cli::bench_main(argc - 1, argv + 1);
   if (command == "generate") return baton::cli::generate_main(argc - 1, argv + 1);
+  if (command == "plan") return baton::cli::plan_main(argc - 1, argv + 1);
   if (command == "probe") return baton::cli::probe_main(argc - 1, argv + 1);
   if (command == "tokenize") return baton::cli::tokenize_main(argc - 1, argv + 1);
   if (command == "up") return baton::cli::up_main(argc - 1, argv + 1);

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `baton plan` against a measured run: profiles the bundled family once (engine speeds in-process,
+# the deployment's overheads from a 1:1 `baton up`), then for two P:D ratios starts `baton up`,
+# loads it with `baton bench serve` and predicts the same trace with `baton plan simulate`. Mean
+# TTFT and mean TPOT must each be within 25 % of the measurement, for both ratios.
+#
+#   plan_predicts_local_run.sh BATON MODEL_FAMILY_DIR WORK_DIR
+#
+# Every node runs one thread and all share this machine's cores (--host-cores), as the simulation
+# is told. The trace: 48 random 256-token prompts, 24 output tokens each, Poisson arrivals at
+# 6 requests/s (seed 3): enough that prefill forwards queue and decode batches grow.
+set -euo pipefail
+baton=$1 family=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+cores=$(nproc)
+spec="{\"method\":\"eagle3\",\"model\":\"$family/eagle3\",\"num_speculative_tokens\":4}"
+trace=(--dataset random --random-input-len 512 --num-prompts 48 --max-tokens 16 --request-rate 4 --seed 3)
+
+up_pid=""
+stop_cluster() {
+  if [ -n "$up_pid" ]; then
+    kill -INT "$up_pid" 2>/dev/null || true
+    wait "$up_pid" 2>/dev/null || true
+    up_pid=""
+  fi
+}
+trap stop_cluster EXIT
+
+# Starts `baton up` with the given prefill and decode counts; sets $addr.
+start_cluster() {
+  local name=$1 prefill=$2 decode=$3
+  "$baton" up --port 0 --threads 1 --prefill "$prefill" --decode "$decode" --model "$family/target" \
+    --speculative-config "$spec" --log-dir "$work/$name-logs" >"$work/$name-up.out" 2>"$work/$name-up.err" &
+  up_pid=$!
+  # The router's "ready" line is the cluster's readiness signal; the loop ends when it appears or
+  # `baton up` exits, and gives up after two minutes.
+  local deadline=$((SECONDS + 120))
+  until grep -q "router ready on" "$work/$name-up.out" 2>/dev/null; do
+    if ! kill -0 "$up_pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      echo "baton up ($name) did not become ready:"; cat "$work/$name-up.err"; exit 1
+    fi
+    sleep 0.2
+  done
+  addr=$(grep -o "router ready on [0-9.:]*" "$work/$name-up.out" | awk '{print $4}')
+}
+
+measure_and_predict() {
+  local name=$1 prefill=$2 decode=$3
+  start_cluster "$name" "$prefill" "$decode"
+  if [ ! -f "$work/profile.json" ]; then
+    "$baton" plan profile --model "$family/target" --speculative-config "$spec" --threads 1 --ks 4 \
+      --decode-batches 1,2,4,8,16 --prefill-lengths 128,256,512,1024 --decode-context 512 \
+      --acceptance-dataset random --acceptance-tokens 16 --endpoint "$addr" \
+      --out "$work/profile.json" 2>"$work/profile.err" || { cat "$work/profile.err"; exit 1; }
+  fi
+  "$baton" bench serve --endpoint "$addr" "${trace[@]}" --ignore-eos --no-progress \
+    --json "$work/$name-measured.json" >"$work/$name-measured.txt" 2>"$work/$name-bench.err" \
+    || { cat "$work/$name-bench.err"; exit 1; }
+  stop_cluster
+  "$baton" plan simulate --profile "$work/profile.json" --prefill "$prefill" --decode "$decode" --k 4 \
+    --host-cores "$cores" --model "$family/target" "${trace[@]}" --json "$work/$name-predicted.json" \
+    >"$work/$name-predicted.txt"
+}
+
+measure_and_predict p1d1 1 1
+measure_and_predict p2d1 2 1
+
+/usr/bin/python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+failed = False
+for name in ("p1d1", "p2d1"):
+    m = json.load(open(f"{work}/{name}-measured.json"))[0]
+    p = json.load(open(f"{work}/{name}-predicted.json"))[0]
+    for key in ("ttft", "tpot"):
+        measured, predicted = m[key]["mean_ms"], p[key]["mean_ms"]
+        error = abs(predicted - measured) / measured
+        ok = error <= 0.25
+        failed |= not ok
+        print(f"{name} {key}: measured {measured:.1f} ms, predicted {predicted:.1f} ms, "
+              f"error {100 * error:.1f} % {'ok' if ok else 'OVER 25 %'}")
+print("FAIL" if failed else "PASS: baton plan predicts both ratios within 25 %")
+sys.exit(1 if failed else 0)
+PY
