@@ -17,11 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -29,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kv_transfer/done_waiter.h"
 #include "kv_transfer/grpc_push_service.h"
 #include "kv_transfer/grpc_transport.h"
 #include "kv_transfer/ucx_transport.h"
@@ -173,27 +172,6 @@ std::vector<Copy> plan(std::size_t total, std::size_t copy_bytes, std::uint64_t 
   return copies;
 }
 
-class Waiter {
- public:
-  baton::kv::DoneCallback callback() {
-    return [this](absl::Status s) {
-      std::lock_guard lock(mu_);
-      status_ = std::move(s);
-      cv_.notify_all();
-    };
-  }
-  absl::Status wait(std::chrono::seconds limit) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, limit, [&] { return status_.has_value(); })) die("finish() never reported");
-    return *status_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<absl::Status> status_;
-};
-
 // One timed transfer: begin, put in 32 slices (as a prefill posts per layer), finish, report.
 // `path` gets the way the bytes went.
 double time_transfer(baton::kv::KvSender& sender, const baton::kv::TransferTarget& target,
@@ -206,10 +184,11 @@ double time_transfer(baton::kv::KvSender& sender, const baton::kv::TransferTarge
   for (std::size_t i = 0; i < copies.size(); i += slice) {
     (*transfer)->put(0, std::span<const Copy>(copies).subspan(i, std::min(slice, copies.size() - i)));
   }
-  Waiter waiter;
+  baton::kv::DoneWaiter waiter;
   (*transfer)->finish(Clock::now() + std::chrono::seconds(120), waiter.callback());
-  absl::Status status = waiter.wait(std::chrono::seconds(150));
-  if (!status.ok()) die(std::string(status.message()));
+  const std::optional<absl::Status> status = waiter.wait_until(Clock::now() + std::chrono::seconds(150));
+  if (!status) die("finish() never reported");
+  if (!status->ok()) die(std::string(status->message()));
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 

@@ -4,16 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <vector>
 
 #include "cli/serve_backend.h"
 #include "common/status.h"
+#include "kv_transfer/done_waiter.h"
 #include "kv_transfer/ucx_shm_memory.h"
 #include "kv_transfer/ucx_transport.h"
 
@@ -43,38 +42,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Waits for a transfer's done callback, by a deadline.
-class DoneWaiter {
- public:
-  kv::DoneCallback callback() {
-    return [this](absl::Status s) {
-      std::lock_guard lock(mu_);
-      status_ = std::move(s);
-      cv_.notify_all();
-    };
-  }
-  absl::Status wait(std::chrono::seconds limit) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, limit, [&] { return status_.has_value(); })) {
-      return absl::DeadlineExceededError("a profiling KV transfer never reported its end");
-    }
-    return *status_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<absl::Status> status_;
-};
-
 absl::StatusOr<double> time_transfer(kv::KvSender& sender, const kv::TransferTarget& target,
                                      const std::vector<kv::Copy>& copies) {
   const auto start = Clock::now();
   BATON_ASSIGN_OR_RETURN(auto transfer, sender.begin(target));
   transfer->put(0, copies);
-  DoneWaiter waiter;
+  kv::DoneWaiter waiter;
   transfer->finish(Clock::now() + std::chrono::seconds(60), waiter.callback());
-  BATON_RETURN_IF_ERROR(waiter.wait(std::chrono::seconds(90)));
+  const std::optional<absl::Status> done = waiter.wait_until(Clock::now() + std::chrono::seconds(90));
+  if (!done) return absl::DeadlineExceededError("a profiling KV transfer never reported its end");
+  BATON_RETURN_IF_ERROR(*done);
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kv_transfer/done_waiter.h"
 #include "kv_transfer/transport.h"
 
 namespace baton::kv::testing {
@@ -108,38 +109,7 @@ inline ::testing::AssertionResult holds_exactly(const TestPool& src, const TestP
                                        << int(expected[first]) << ", got " << int(dst.data()[first]);
 }
 
-// Collects a transfer's done status; the callback may run after the waiter's owner gave up.
-class DoneWaiter {
- public:
-  DoneCallback callback() {
-    auto s = state_;
-    return [s](absl::Status status) {
-      std::lock_guard lock(s->mu);
-      ++s->calls;
-      s->status = std::move(status);
-      s->cv.notify_all();
-    };
-  }
-  // nullopt when nothing came by `until`.
-  std::optional<absl::Status> wait_until(Deadline until) {
-    std::unique_lock lock(state_->mu);
-    state_->cv.wait_until(lock, until, [&] { return state_->status.has_value(); });
-    return state_->status;
-  }
-  int calls() const {
-    std::lock_guard lock(state_->mu);
-    return state_->calls;
-  }
-
- private:
-  struct State {
-    mutable std::mutex mu;
-    std::condition_variable cv;
-    std::optional<absl::Status> status;
-    int calls = 0;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-};
+using DoneWaiter = baton::kv::DoneWaiter;  // kv_transfer/done_waiter.h
 
 // The status message contains `text` (absl::Status::message() is Debian's absl::string_view).
 inline ::testing::AssertionResult mentions(const absl::Status& status, std::string_view text) {
