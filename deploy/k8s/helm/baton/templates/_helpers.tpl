@@ -554,7 +554,8 @@ rollingUpdate:
 {{/* The names the router's clients dial: its Services' names, and security.tls.routerDnsNames. */}}
 {{- define "baton.routerDnsNames" -}}
 {{- $router := include "baton.componentName" (dict "root" . "component" "router") -}}
-{{- $names := list $router (printf "%s.%s" $router .Release.Namespace) (printf "%s.%s.svc" $router .Release.Namespace) (printf "%s.%s.svc.%s" $router .Release.Namespace .Values.clusterDomain) -}}
+{{- /* localhost: clients of `kubectl port-forward` (NOTES.txt) reach the router as localhost. */ -}}
+{{- $names := list $router (printf "%s.%s" $router .Release.Namespace) (printf "%s.%s.svc" $router .Release.Namespace) (printf "%s.%s.svc.%s" $router .Release.Namespace .Values.clusterDomain) "localhost" -}}
 {{- toJson (concat $names .Values.security.tls.routerDnsNames) -}}
 {{- end -}}
 
