@@ -52,6 +52,7 @@ else
     "{\"method\":\"eagle\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/eagle-llama-f32\"}"
     "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/eagle3-llama-f32\"}"
     "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/mtp-deepseek-llama-f32\"}"
+    "{\"method\":\"medusa\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/medusa-llama-f32\"}"
   )
 fi
 args=()

@@ -41,7 +41,9 @@ absl::Status check_pd_rule_for_node(PdRole role, const SpeculationSetting& setti
     return absl::InvalidArgumentError(str_cat(
         "speculative_config: `num_speculative_tokens` is ", k, " on a prefill node serving ", describe_model(model),
         "; the P/D rule requires 1 there (prefill makes one draft token; decode nodes use k >= 1)",
-        setting.method == "mtp" ? " — for MTP an unset value means one per MTP layer" : ""));
+        setting.method == "mtp"      ? " — for MTP an unset value means one per MTP layer"
+        : setting.method == "medusa" ? " — for Medusa an unset value means one per head"
+                                     : ""));
   }
   if (k < 1) {
     return absl::InvalidArgumentError(str_cat("speculative_config: `num_speculative_tokens` is ", k, " on a ",

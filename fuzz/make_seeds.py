@@ -176,7 +176,8 @@ def spec_config():
         "mtp": {"method": "mtp"},
         "mtp-k": {"method": "mtp", "num_speculative_tokens": 1, "model": None, "draft_sample_method": "greedy"},
         "unknown-key": {"method": "ngram", "num_speculative_tokens": 4, "speculative_model": "x"},
-        "medusa": {"method": "medusa", "num_speculative_tokens": 4},
+        "medusa": {"method": "medusa", "num_speculative_tokens": 4},  # no model: refused
+        "medusa-default-k": {"method": "medusa", "model": "m", "draft_sample_method": "probabilistic"},
         "entropy": {"method": "eagle3", "model": "e3", "num_speculative_tokens": 4,
                     "rejection_sampler_config": {"enable_block_verify": True, "enable_entropy_verify": True,
                                                  "posterior_threshold": 0.95, "posterior_alpha": 0.4}},

@@ -248,6 +248,10 @@ class Backend {
   // out = a + b elementwise; [rows, cols], may alias.
   virtual void add(const TensorView& a, const TensorView& b, const TensorView& out) = 0;
 
+  // out = residual + silu(x) elementwise (a Medusa residual block's update); [rows, cols] F32,
+  // any of them may alias.
+  virtual void silu_add(const TensorView& x, const TensorView& residual, const TensorView& out) = 0;
+
   // out[i, :] = src[indices[i], :]. src: [tokens, cols]; indices: [n] I32; out: [n, cols].
   virtual void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) = 0;
 

@@ -52,6 +52,7 @@ std::string_view spec_method_name(SpecMethod m) {
     case SpecMethod::kEagle: return "eagle";
     case SpecMethod::kEagle3: return "eagle3";
     case SpecMethod::kMtp: return "mtp";
+    case SpecMethod::kMedusa: return "medusa";
   }
   return "?";
 }
@@ -94,7 +95,7 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   SpeculativeConfig c;
   auto method = j.find("method");
   if (method == j.end() || !method->is_string()) {
-    return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp");
+    return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp, medusa");
   }
   const std::string m = method->get<std::string>();
   if (m == "ngram") c.method = SpecMethod::kNgram;
@@ -103,18 +104,19 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   else if (m == "eagle") c.method = SpecMethod::kEagle;
   else if (m == "eagle3") c.method = SpecMethod::kEagle3;
   else if (m == "mtp") c.method = SpecMethod::kMtp;
-  else if (m == "medusa") return key_error("method", "\"medusa\" is not supported yet");
-  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3 or mtp"));
+  else if (m == "medusa") c.method = SpecMethod::kMedusa;
+  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3, mtp or medusa"));
 
   if (auto model = j.find("model"); model != j.end() && !model->is_null()) {
     if (!model->is_string() || model->get<std::string>().empty()) return key_error("model", "must be a directory path");
     c.model = model->get<std::string>();
   }
   const bool needs_model = c.method == SpecMethod::kDraftModel || c.method == SpecMethod::kEagle ||
-                           c.method == SpecMethod::kEagle3;
+                           c.method == SpecMethod::kEagle3 || c.method == SpecMethod::kMedusa;
   if (needs_model && c.model.empty()) return key_error("model", str_cat("is required for method ", m));
 
-  // k: required except for suffix (defaults to the tree depth) and mtp (defaults to the layers).
+  // k: required except for suffix (defaults to the tree depth), mtp (one per layer) and medusa (one
+  // per head), as in vLLM.
   c.num_speculative_tokens = -1;
   BATON_RETURN_IF_ERROR(read_int(j, "num_speculative_tokens", 0, &c.num_speculative_tokens));
   BATON_RETURN_IF_ERROR(read_int(j, "suffix_decoding_max_tree_depth", 1, &c.suffix_decoding_max_tree_depth));
@@ -124,7 +126,7 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   if (c.num_speculative_tokens < 0) {
     if (c.method == SpecMethod::kSuffix) {
       c.num_speculative_tokens = c.suffix_decoding_max_tree_depth;
-    } else if (c.method != SpecMethod::kMtp) {
+    } else if (c.method != SpecMethod::kMtp && c.method != SpecMethod::kMedusa) {
       return key_error("num_speculative_tokens", str_cat("is required for method ", m));
     }
   }
@@ -201,8 +203,8 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     c.proposer_budget_ms = b->get<double>();
   }
 
-  // The P/D rule for this node's role, when k is known here (MTP's default is resolved by the
-  // engine, which checks it then).
+  // The P/D rule for this node's role, when k is known here (MTP's and Medusa's defaults are
+  // resolved by the engine, which checks it then).
   if (c.num_speculative_tokens >= 0) BATON_RETURN_IF_ERROR(validate_for_role(c, role, model_has_recurrent_layers));
   return c;
 }

@@ -18,7 +18,7 @@
 
 namespace baton {
 
-enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp };
+enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp, kMedusa };
 enum class RejectionMethod { kStandard, kBlock };
 enum class DraftSampleMethod { kGreedy, kProbabilistic };
 enum class NodeRole { kColocated, kPrefill, kDecode };
@@ -28,7 +28,7 @@ std::string_view node_role_name(NodeRole r);
 
 struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNgram;
-  std::string model;  // draft model / head directory (draft_model, eagle, eagle3; optional for mtp)
+  std::string model;  // draft model / head directory (draft_model, eagle, eagle3, medusa; optional for mtp)
   std::int32_t num_speculative_tokens = 0;  // k
   std::int32_t prompt_lookup_min = 5;
   std::int32_t prompt_lookup_max = 5;

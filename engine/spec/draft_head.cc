@@ -14,14 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-absl::StatusOr<json> read_config(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  BATON_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(str_cat(path, ": not a JSON object"));
-  return j;
-}
-
 // The decoder layer's shape from a head config written in Llama's vocabulary of keys.
 absl::StatusOr<ModelConfig> layer_config_from(json layer, const ModelConfig& target, const std::string& where) {
   layer["architectures"] = json::array({"LlamaForCausalLM"});
@@ -57,7 +49,7 @@ absl::StatusOr<std::unique_ptr<DraftHead>> DraftHead::load(SpecMethod method, co
   std::unique_ptr<DraftHead> h(new DraftHead(backend));
   h->target_hidden_ = target.hidden_size;
   h->block_size_ = options.block_size;
-  BATON_ASSIGN_OR_RETURN(json cfg, read_config(dir));
+  BATON_ASSIGN_OR_RETURN(json cfg, read_json_object_file(dir + "/config.json"));
   const std::string where = dir + "/config.json";
   BATON_ASSIGN_OR_RETURN(h->checkpoint_, Checkpoint::open(dir));
   WeightLoadOptions wo;

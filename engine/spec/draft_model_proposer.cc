@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(c
   BATON_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::load(draft_config, checkpoint, *ctx.backend, wo));
 
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
-  p->init_sampling(config, ctx);
+  BATON_RETURN_IF_ERROR(p->init_sampling(config, ctx));
   TransformerOptions to;
   to.max_num_tokens = ctx.max_num_batched_tokens;
   to.max_num_seqs = ctx.max_num_seqs;

@@ -30,13 +30,14 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
   cache_ = std::make_unique<KvCache>(std::move(cache));
   pool_ = std::make_unique<KvBlockPool>(blocks, ctx.block_size, key_lead());
   backend_ = &backend;
-  return picks_.allocate(backend, max_seqs_);
+  return absl::OkStatus();
 }
 
-void DraftingProposer::init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx) {
-  probabilistic_ = config.draft_sample_method == DraftSampleMethod::kProbabilistic;
-  eos_ = ctx.target_config->eos_token_ids;
-  vocab_ = ctx.target_config->vocab_size;
+absl::Status DraftingProposer::init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx) {
+  BATON_RETURN_IF_ERROR(picker_.init(config, ctx, ctx.max_num_seqs));
+  probabilistic_ = picker_.probabilistic();
+  vocab_ = picker_.vocab();
+  return absl::OkStatus();
 }
 
 void DraftingProposer::add_request(RequestKey key, std::span<const std::int32_t> /*prompt*/) {
@@ -127,30 +128,6 @@ absl::Status DraftingProposer::run_catch_ups(std::span<CatchUp> items, const Cat
     }
   }
   return absl::OkStatus();
-}
-
-std::span<const std::int32_t> DraftingProposer::argmax_on_device(const TensorView& logits) {
-  return picks_.argmax(logits);
-}
-
-std::int32_t DraftingProposer::pick(std::span<const float> logits, ProposalRequest& p) {
-  if (!probabilistic_) {
-    return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  }
-  const auto output = p.tokens.subspan(static_cast<std::size_t>(p.prompt_len));
-  history_.assign(output.begin(), output.end());
-  history_.insert(history_.end(), p.drafts->begin(), p.drafts->end());
-  probs_.resize(logits.size());
-  // A row q cannot be made from (NaN, nothing finite) ends this request's drafting for the step,
-  // as a greedy row without an argmax does: drafts are only proposals.
-  if (!sampler_.try_target_probs(logits, *p.sampling,
-                                 TokenHistory{p.tokens.first(static_cast<std::size_t>(p.prompt_len)), history_}, eos_,
-                                 probs_)
-           .ok()) {
-    return -1;
-  }
-  p.draft_probs->insert(p.draft_probs->end(), probs_.begin(), probs_.end());
-  return Sampler::draw(probs_, *p.draft_rng);
 }
 
 absl::StatusOr<std::vector<BlockId>> DraftingProposer::reserve_state(RequestKey key, std::int32_t prompt_len) {

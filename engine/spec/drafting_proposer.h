@@ -3,10 +3,7 @@
 //     for every sequence's drafts, so it does not run out before the target's pool does.
 //   - Per-request state: a block table and how many leading positions hold final KV; dropped on
 //     remove_request, reset when the target recomputes the request (preemption).
-//   - The pick of a draft token from a row of logits over the target vocabulary: the argmax
-//     (greedy drafts, one-hot), or a draw from the request's processed distribution q with q
-//     recorded (draft_sample_method = probabilistic; q is defined by the same processing as the
-//     target's sampler, engine/sample/sampler.h).
+//   - The pick of a draft token from a row of logits (DraftPicker, draft_picker.h).
 //   - Catch-up: running chunks of final positions through the network in forwards of at most the
 //     token budget and max_num_seqs sequences, the last chunk of each request yielding its first
 //     draft.
@@ -26,8 +23,8 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/block_table.h"
 #include "engine/kv/kv_cache.h"
-#include "engine/model/device_picks.h"
 #include "engine/model/forward_batch.h"
+#include "engine/spec/draft_picker.h"
 #include "engine/spec/proposer.h"
 #include "engine/spec/proposer_factory.h"
 
@@ -89,7 +86,8 @@ class DraftingProposer : public Proposer {
   // Creates the pool for `layout` with the target's budget's worth of blocks plus k + 1 positions
   // per sequence.
   absl::Status init_kv(Backend& backend, const KvCacheLayout& layout, const ProposerContext& ctx, std::int32_t k);
-  void init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx);
+  // The draft picker (and probabilistic_, vocab_ from it). Before init_kv().
+  absl::Status init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx);
 
   State* state_of(RequestKey key);
   const State* state_of(RequestKey key) const;
@@ -101,14 +99,9 @@ class DraftingProposer : public Proposer {
   // for logits at its last position.
   absl::Status run_catch_ups(std::span<CatchUp> items, const CatchUpForward& forward);
 
-  // The draft token from a row of logits over the target vocabulary (see the header comment);
-  // appends q to p.draft_probs when probabilistic.
-  std::int32_t pick(std::span<const float> target_logits, ProposalRequest& p);
-  // Greedy drafting: each row of `logits` ([rows <= max_num_seqs, vocab], the network's own rows
-  // on the backend) reduced to its argmax where it is (Backend::argmax_rows), so only ids reach
-  // the host; kArgmaxHasNaN / kArgmaxNoFinite for a row without one (that request stops drafting).
-  // Valid until the next call.
-  std::span<const std::int32_t> argmax_on_device(const TensorView& logits);
+  // DraftPicker::pick and argmax_on_device (rows <= max_num_seqs).
+  std::int32_t pick(std::span<const float> target_logits, ProposalRequest& p) { return picker_.pick(target_logits, p); }
+  std::span<const std::int32_t> argmax_on_device(const TensorView& logits) { return picker_.argmax_on_device(logits); }
 
   // The table's blocks covering positions [0, positions).
   static std::vector<BlockId> blocks_for_positions(const State& s, std::int32_t positions);
@@ -124,11 +117,7 @@ class DraftingProposer : public Proposer {
   std::int64_t kv_exhausted_ = 0;
 
  private:
-  DevicePicks picks_;  // [max_num_seqs] ids, argmax_on_device()'s
-  Sampler sampler_;
-  std::vector<std::int32_t> eos_;
-  std::vector<float> probs_;
-  std::vector<std::int32_t> history_;
+  DraftPicker picker_;
 };
 
 }  // namespace baton

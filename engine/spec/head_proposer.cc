@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<HeadProposer>> HeadProposer::create(const Specula
   p->width_ = p->head_->target_feature_width();
   const TargetStateSpec states = p->head_->target_states();
   p->num_states_ = states.layer_inputs.size() + (states.final_hidden ? 1 : 0);
-  p->init_sampling(config, ctx);
+  BATON_RETURN_IF_ERROR(p->init_sampling(config, ctx));
   const std::int32_t k = config.num_speculative_tokens > 0 ? config.num_speculative_tokens : p->head_->num_modules();
   BATON_RETURN_IF_ERROR(p->init_kv(*ctx.backend, p->head_->kv_layout(), ctx, k));
   // One propose() keeps at most one catch-up output and k - 1 draft outputs per request; a gather

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/head_proposer.h"
+#include "engine/spec/medusa_proposer.h"
 #include "engine/spec/ngram_proposer.h"
 #include "engine/spec/suffix_proposer.h"
 
@@ -33,7 +34,7 @@ absl::Status check_model_dir(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig& config, const ProposerContext& context) {
-  if (config.num_speculative_tokens < 1 && config.method != SpecMethod::kMtp) {
+  if (config.num_speculative_tokens < 1 && config.method != SpecMethod::kMtp && config.method != SpecMethod::kMedusa) {
     return absl::InvalidArgumentError("speculative_config: `num_speculative_tokens` must be >= 1 to speculate");
   }
   BATON_RETURN_IF_ERROR(check_model_dir(config.model));
@@ -58,6 +59,10 @@ absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig&
     case SpecMethod::kEagle3:
     case SpecMethod::kMtp: {
       BATON_ASSIGN_OR_RETURN(auto p, HeadProposer::create(config, context));
+      return std::unique_ptr<Proposer>(std::move(p));
+    }
+    case SpecMethod::kMedusa: {
+      BATON_ASSIGN_OR_RETURN(auto p, MedusaProposer::create(config, context));
       return std::unique_ptr<Proposer>(std::move(p));
     }
   }

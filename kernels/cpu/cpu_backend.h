@@ -65,6 +65,7 @@ class CpuBackend final : public Backend {
   void apply_rope(const TensorView& x, const TensorView& cos_sin) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
+  void silu_add(const TensorView& x, const TensorView& residual, const TensorView& out) override;
   void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) override;
   void copy(const TensorView& src, const TensorView& out) override;
   void write_kv(const TensorView& k, const TensorView& v, const TensorView& slot_mapping,

@@ -1,4 +1,4 @@
-// CpuBackend ops that move or combine elements without reductions: embedding lookup, RoPE, add,
+// CpuBackend ops that move or combine elements without reductions: embedding lookup, RoPE, add, silu_add,
 // row gathers and copies, KV-cache writes. Plain loops: each element is rounded once, identically
 // on every ISA (the library is built with -ffp-contract=off).
 #include <cmath>
@@ -108,6 +108,27 @@ void CpuBackend::add(const TensorView& a, const TensorView& b, const TensorView&
       const float* y = br.row(r);
       float* z = o.row(r);
       for (std::int64_t i = 0; i < o.cols(); ++i) z[i] = x[i] + y[i];
+    }
+  });
+}
+
+void CpuBackend::silu_add(const TensorView& x, const TensorView& residual, const TensorView& out) {
+  if (recorded([=, this] { silu_add(x, residual, out); })) return;
+  const ProfileScope profile(ProfileClass::kNormRopeAct);
+  const Rows<const float> xr(x), rr(residual);
+  const Rows<float> o(out);
+  BATON_CHECK(x.dtype == DType::kF32 && residual.dtype == DType::kF32 && out.dtype == DType::kF32 &&
+                  xr.count() == o.count() && rr.count() == o.count() && xr.cols() == o.cols() &&
+                  rr.cols() == o.cols(),
+              "silu_add shapes: silu(", x.describe(), ") + ", residual.describe(), " -> ", out.describe());
+  // std::exp per element: only Medusa's small [sequences, hidden] blocks run this, so it is not
+  // worth a vectorised kernel-table entry.
+  pool_.parallel_for(o.count(), min_rows_per_thread(o.cols()), 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* v = xr.row(r);
+      const float* res = rr.row(r);
+      float* z = o.row(r);
+      for (std::int64_t i = 0; i < o.cols(); ++i) z[i] = res[i] + v[i] / (1.0f + std::exp(-v[i]));
     }
   });
 }

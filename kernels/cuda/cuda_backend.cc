@@ -372,6 +372,17 @@ class CudaBackend final : public Backend {
     check_cuda(cuda::add(ar, br, outr, stream_), "add");
   }
 
+  void silu_add(const TensorView& x, const TensorView& residual, const TensorView& out) override {
+    on_device();
+    check_f32(x, "silu_add input");
+    check_f32(residual, "silu_add residual");
+    check_f32(out, "silu_add output");
+    const cuda::RowsArg xr = rows(x), rr = rows(residual), outr = rows(out);
+    BATON_CHECK(xr.count == rr.count && xr.count == outr.count && xr.cols == rr.cols && xr.cols == outr.cols,
+                "silu_add shapes: silu(", x.describe(), ") + ", residual.describe(), " -> ", out.describe());
+    check_cuda(cuda::silu_add(xr, rr, outr, stream_), "silu_add");
+  }
+
   void gather_rows(const TensorView& src, const TensorView& indices, const TensorView& out) override {
     on_device();
     check_f32(src, "gather_rows input");

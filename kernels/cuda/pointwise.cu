@@ -93,6 +93,15 @@ __global__ void silu_mul_kernel(RowsArg gate_up, RowsArg out) {
   }
 }
 
+__global__ void silu_add_kernel(RowsArg x, RowsArg residual, RowsArg out) {
+  const std::int64_t total = out.count * out.cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = *element<const float>(x, e);
+    *element<float>(out, e) = *element<const float>(residual, e) + v / (1.0f + expf(-v));
+  }
+}
+
 __global__ void add_kernel(RowsArg a, RowsArg b, RowsArg out) {
   const std::int64_t total = out.count * out.cols;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
@@ -143,6 +152,12 @@ cudaError_t rms_norm(RowsArg x, const float* weight, float eps, RowsArg out, cud
 cudaError_t silu_mul(RowsArg gate_up, RowsArg out, cudaStream_t stream) {
   if (out.count * out.cols == 0) return cudaSuccess;
   silu_mul_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(gate_up, out);
+  return cudaGetLastError();
+}
+
+cudaError_t silu_add(RowsArg x, RowsArg residual, RowsArg out, cudaStream_t stream) {
+  if (out.count * out.cols == 0) return cudaSuccess;
+  silu_add_kernel<<<grid_stride_blocks(out.count * out.cols, kThreads), kThreads, 0, stream>>>(x, residual, out);
   return cudaGetLastError();
 }
 

@@ -21,6 +21,9 @@ cudaError_t silu_mul(RowsArg gate_up, RowsArg out, cudaStream_t stream);
 // out = a + b; any of them may alias.
 cudaError_t add(RowsArg a, RowsArg b, RowsArg out, cudaStream_t stream);
 
+// out = residual + silu(x); any of them may alias.
+cudaError_t silu_add(RowsArg x, RowsArg residual, RowsArg out, cudaStream_t stream);
+
 // out[i, :] = src[indices[i], :] for i < out.count.
 cudaError_t gather_rows(RowsArg src, const std::int32_t* indices, RowsArg out, cudaStream_t stream);
 

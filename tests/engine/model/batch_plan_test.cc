@@ -56,6 +56,7 @@ class DeferredDmaBackend final : public Backend {
   void apply_rope(const TensorView&, const TensorView&) override { unused(); }
   void silu_mul(const TensorView&, const TensorView&) override { unused(); }
   void add(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
+  void silu_add(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
   void gather_rows(const TensorView&, const TensorView&, const TensorView&) override { unused(); }
   void copy(const TensorView&, const TensorView&) override { unused(); }
   void write_kv(const TensorView&, const TensorView&, const TensorView&, const TensorView&) override { unused(); }

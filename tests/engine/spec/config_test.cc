@@ -1,5 +1,6 @@
 // speculative_config parsing: vLLM's keys and defaults, errors that name the key, and the P/D rule
 // for each node role.
+#include "common/pd_rule.h"
 #include "engine/spec/config.h"
 
 #include "engine/spec/rejection_sampler_config.h"
@@ -32,6 +33,10 @@ TEST(SpeculativeConfig, DefaultsFollowVllm) {
   EXPECT_FLOAT_EQ(s->suffix_decoding_min_token_prob, 0.1f);
   auto m = parse(R"({"method": "mtp"})");
   ASSERT_TRUE(m.ok()) << m.status();  // k defaults to the model's MTP layers, resolved at load
+  auto medusa = parse(R"({"method": "medusa", "model": "heads"})");
+  ASSERT_TRUE(medusa.ok()) << medusa.status();  // k defaults to the checkpoint's heads, resolved at load
+  EXPECT_EQ(medusa->method, SpecMethod::kMedusa);
+  EXPECT_EQ(medusa->to_json()["method"], "medusa");
 }
 
 TEST(SpeculativeConfig, PromptLookupBoundsCopyAndCheck) {
@@ -49,7 +54,7 @@ TEST(SpeculativeConfig, ErrorsNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"num_speculative_tokens": 3})", "`method` is required"},
       {R"({"method": "lookahead", "num_speculative_tokens": 3})", "`method`"},
-      {R"({"method": "medusa", "num_speculative_tokens": 3, "model": "x"})", "medusa"},
+      {R"({"method": "medusa", "num_speculative_tokens": 3})", "`model` is required for method medusa"},
       {R"({"method": "eagle3", "num_speculative_tokens": 3})", "`model` is required"},
       {R"({"method": "draft_model", "num_speculative_tokens": 3})", "`model` is required"},
       {R"({"method": "ngram"})", "`num_speculative_tokens` is required"},
@@ -233,6 +238,20 @@ TEST(PdRule, ValidateForRoleNamesTheValueTheModelKindAndTheRule) {
   EXPECT_THAT(validate_for_role(*mtp, NodeRole::kDecode, true).message(),
               HasSubstr("decode node serving a hybrid model with recurrent layers"));
   EXPECT_TRUE(validate_for_role(std::nullopt, NodeRole::kPrefill, false).ok());
+  // Medusa's k defaults to its heads: a prefill node must set 1.
+  auto medusa = parse(R"({"method": "medusa", "model": "m"})", NodeRole::kPrefill);
+  ASSERT_TRUE(medusa.ok()) << medusa.status();
+  medusa->num_speculative_tokens = 4;  // as resolved for 4 heads
+  EXPECT_THAT(validate_for_role(*medusa, NodeRole::kPrefill, false).message(), HasSubstr("one per head"));
+}
+
+// Medusa heads draft from the target's hidden states, so a decode node running them needs the
+// prefill node to run Medusa too (the last prompt position's state travels with the hand-off).
+TEST(PdRule, MedusaNeedsPrefillSideState) {
+  EXPECT_FALSE(is_model_free_method("medusa"));
+  const absl::Status s = check_pd_pairing({"", 0}, {"medusa", 4}, PdModel{"", false});
+  EXPECT_THAT(s.message(), HasSubstr("needs draft-side state from prefill"));
+  EXPECT_TRUE(check_pd_pairing({"medusa", 1}, {"medusa", 4}, PdModel{"", false}).ok());
 }
 
 TEST(PdRule, PairingNamesBothValues) {

@@ -1,5 +1,5 @@
 // Row-wise and elementwise CPU ops against plain references: RMSNorm (alone and fused with the
-// residual add), SiLU·mul, exp, RoPE, embedding lookup, gathers; tiers bit-identical where the op
+// residual add), SiLU·mul, SiLU + residual, exp, RoPE, embedding lookup, gathers; tiers bit-identical where the op
 // reduces.
 #include <cmath>
 
@@ -116,6 +116,30 @@ TEST(SiluMul, MatchesReferenceAndTiersAgree) {
     }
     if (first.empty()) first = out;
     EXPECT_TRUE(same_bits(out, first)) << isa_name(isa);
+  }
+}
+
+TEST(SiluAdd, MatchesReferenceInPlaceAndStrided) {
+  auto b = backend();
+  const std::int64_t rows = 5, cols = 37;
+  const auto x = random_floats(static_cast<std::size_t>(rows * cols), 11, 6.0f);
+  // The residual is the left half of wider rows (a strided view), updated in place.
+  auto wide = random_floats(static_cast<std::size_t>(rows * 2 * cols), 12);
+  const auto before = wide;
+  auto xc = x;
+  const TensorView res = TensorView::contiguous(wide.data(), DType::kF32, {rows, 2 * cols}).slice_last(0, cols);
+  b->silu_add(TensorView::contiguous(xc.data(), DType::kF32, {rows, cols}), res, res);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t i = 0; i < 2 * cols; ++i) {
+      const auto w = static_cast<std::size_t>(r * 2 * cols + i);
+      if (i >= cols) {
+        ASSERT_EQ(wide[w], before[w]) << "outside the view, row " << r << " col " << i;
+        continue;
+      }
+      const double v = x[static_cast<std::size_t>(r * cols + i)];
+      const double ref = before[w] + v / (1.0 + std::exp(-v));
+      ASSERT_NEAR(wide[w], ref, 1e-6 * std::fabs(ref) + 1e-6) << r << " " << i;
+    }
   }
 }
 

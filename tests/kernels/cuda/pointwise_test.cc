@@ -70,7 +70,7 @@ TEST(CudaPointwise, RmsNormRowsAndStridedHeadsInPlace) {
   expect_close(twin.download<float>(g, qkv.size()), qkv, 1e-6f, 2e-6f, "strided heads");
 }
 
-TEST(CudaPointwise, SiluMulAddGatherCopy) {
+TEST(CudaPointwise, SiluMulAddSiluAddGatherCopy) {
   SKIP_WITHOUT_GPU();
   Twin twin;
   const std::int64_t rows = 9, inter = 700;
@@ -95,6 +95,17 @@ TEST(CudaPointwise, SiluMulAddGatherCopy) {
   std::vector<float> got(a.size());
   twin.gpu().copy_to_host(got.data(), ga.data, got.size() * 4);
   expect_close(got, a, 0, 0, "add");
+
+  // silu_add in place (out aliases the residual).
+  const auto sx = random_floats(static_cast<std::size_t>(rows * inter), 8, 6.0f);
+  auto sres = random_floats(static_cast<std::size_t>(rows * inter), 9);
+  const TensorView gsx = twin.upload(sx, DType::kF32, {rows, inter});
+  const TensorView gsres = twin.upload(sres, DType::kF32, {rows, inter});
+  twin.gpu().silu_add(gsx, gsres, gsres);
+  auto sxc = sx;
+  const TensorView csres = TensorView::contiguous(sres.data(), DType::kF32, {rows, inter});
+  twin.cpu().silu_add(TensorView::contiguous(sxc.data(), DType::kF32, {rows, inter}), csres, csres);
+  expect_close(twin.download<float>(gsres, sres.size()), sres, 1e-6f, 1e-6f, "silu_add");
 
   const std::vector<std::int32_t> idx = {8, 0, 3, 3};
   const TensorView gidx = twin.upload(idx, DType::kI32, {4});
