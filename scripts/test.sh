@@ -8,11 +8,18 @@
 #     transport tests under it;
 #  4. builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) and runs each for 30 s on its seed
 #     corpus, two at a time (scripts/fuzz.sh; docs/fuzzing.md).
-# Prints ctest's summary for each, and a line per fuzzer; exits non-zero on any failure or finding.
+# Prints ctest's summary for each, a line per fuzzer and a line per phase with its wall time; exits
+# non-zero on any failure or finding.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${BATON_JOBS:-$(nproc)}
+# One line per phase with its wall time, so a slow run shows where its time went.
+phase_start=$SECONDS
+phase() {
+  echo "== test.sh: $1 done in $((SECONDS - phase_start)) s (total $SECONDS s)"
+  phase_start=$SECONDS
+}
 
 bash scripts/install-deps.sh
 # Hugging Face's own tokenizer and chat-template renderer, the references the tokenizer tests
@@ -23,16 +30,22 @@ npm ci --prefix tests/http/client --no-audit --no-fund --loglevel=error >/dev/nu
 # The Kubernetes OpenAPI models and a Dockerfile linter, which tests/helm checks the rendered Helm
 # chart and deploy/docker's Dockerfiles with.
 npm ci --prefix tests/helm/validate --no-audit --no-fund --loglevel=error >/dev/null
+phase "dependencies"
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
+phase "release build"
 ctest --preset release -j "$jobs"
+phase "release tests"
 
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target engine_loader_test engine_kv_test engine_sample_test \
   kv_transfer_unit_test kv_transfer_ucx_test kv_transfer_grpc_test kv_transfer_link_test
+phase "asan build"
 ctest --preset asan -j "$jobs" -L 'loader|kv|sample'
+phase "asan tests"
 
 # Every harness (fuzz/*_fuzzer.cc), chat_template included now that the template renderer's
 # findings are fixed (docs/fuzzing.md, "Findings").
 bash scripts/fuzz.sh --seconds 30 --jobs "$jobs"
+phase "fuzzers"
