@@ -241,8 +241,8 @@ const std::vector<FlagSpec>& simulate_flags() {
   static const std::vector<FlagSpec> flags = with(
       {
           {"profile", "FILE", "a profile from `baton plan profile` (required)"},
-          {"prefill", "N", "prefill nodes (default 1; 0: decode nodes prefill locally)"},
-          {"decode", "M", "decode nodes (default 1)"},
+          {"prefill", "N", "prefill nodes (default 1, at most 64; 0: decode nodes prefill locally)"},
+          {"decode", "M", "decode nodes (default 1, at most 64)"},
           {"k", "K", "drafts per step (default: the largest the profile measured)"},
           {"host-cores", "C", "every node on one machine with C cores (as `baton up` runs them); default 0: a "
                               "machine per node"},
@@ -258,6 +258,14 @@ absl::StatusOr<Candidate> candidate_from_flags(const ParsedFlags& f, const Deplo
   Candidate c;
   BATON_ASSIGN_OR_RETURN(c.num_prefill, positive_int(f, "prefill", 1, 0));
   BATON_ASSIGN_OR_RETURN(c.num_decode, positive_int(f, "decode", 1));
+  // The search's bound per pool: the simulation allocates per node, and no planned deployment is
+  // larger.
+  for (const auto& [name, n] : {std::pair<const char*, int>{"prefill", c.num_prefill}, {"decode", c.num_decode}}) {
+    if (n > kMaxPlannedNodesPerPool) {
+      return absl::InvalidArgumentError(str_cat("--", name, " is ", n, "; at most ", kMaxPlannedNodesPerPool,
+                                                " nodes per pool are simulated"));
+    }
+  }
   BATON_ASSIGN_OR_RETURN(c.k, positive_int(f, "k", profile.measured_ks().back(), 0));
   BATON_ASSIGN_OR_RETURN(c.host_cores, positive_int(f, "host-cores", 0, 0));
   BATON_ASSIGN_OR_RETURN(auto seed, f.get_int("sim-seed"));

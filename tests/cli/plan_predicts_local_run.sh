@@ -65,6 +65,24 @@ measure_and_predict() {
 measure_and_predict p1d1 1 1
 measure_and_predict p2d1 2 1
 
+# The search from the command line, on the same profile and trace: a loose target is met by one
+# node that prefills for itself, and the chart values come with it; an unreachable one exits 3.
+search=("$baton" plan --profile "$work/profile.json" --max-prefill 1 --max-decode 1 --ks 4 "${trace[@]}")
+"${search[@]}" --ttft-ms 100000 --tpot-ms 100000 >"$work/search-loose.txt"
+grep -q "cheapest: 0 prefill + 1 decode node(s), k = 4" "$work/search-loose.txt" \
+  || { echo "loose targets did not pick one colocated node:"; cat "$work/search-loose.txt"; exit 1; }
+grep -q "speculativeConfig" "$work/search-loose.txt" || { echo "no chart values:"; cat "$work/search-loose.txt"; exit 1; }
+rc=0
+"${search[@]}" --ttft-ms 0.001 --tpot-ms 0.001 >"$work/search-tight.txt" || rc=$?
+[ "$rc" = 3 ] && grep -q "no candidate up to 1 prefill and 1 decode" "$work/search-tight.txt" \
+  || { echo "unreachable targets: exit $rc"; cat "$work/search-tight.txt"; exit 1; }
+# A simulation no larger than the search's pools (64 per pool).
+rc=0
+"$baton" plan simulate --profile "$work/profile.json" --prefill 65 --decode 1 --k 4 "${trace[@]}" \
+  >/dev/null 2>"$work/simulate-big.err" || rc=$?
+[ "$rc" != 0 ] && grep -q -- "--prefill is 65; at most 64" "$work/simulate-big.err" \
+  || { echo "--prefill 65: exit $rc"; cat "$work/simulate-big.err"; exit 1; }
+
 /usr/bin/python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
