@@ -241,15 +241,7 @@ func num(x interface{}) int {
 // renderWithSet renders the chart's defaults with --set values (the rendered values map is left
 // empty: tests of --set read the objects).
 func renderWithSet(t *testing.T, set ...string) (*rendered, error) {
-	res, err := render.Render(chartDir(t), render.Options{ReleaseName: release, Namespace: namespace, Set: set})
-	if err != nil {
-		return nil, err
-	}
-	objs, err := res.Objects()
-	if err != nil {
-		return nil, err
-	}
-	return &rendered{t: t, objects: objs, values: map[string]interface{}{}}, nil
+	return renderOpts(t, release, nil, set...)
 }
 
 func mustRenderSet(t *testing.T, set ...string) *rendered {
