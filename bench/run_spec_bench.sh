@@ -40,6 +40,7 @@ elif [ "$which" = family ]; then
     "{\"method\":\"draft_model\",\"num_speculative_tokens\":$k,\"model\":\"$m/draft\"}"
     "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$m/eagle3\"}"
     "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$m/mtp\"}"
+    "{\"method\":\"medusa\",\"num_speculative_tokens\":$k,\"model\":\"$m/medusa\"}"
   )
 else
   f="$build/fixtures"

@@ -88,7 +88,8 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
     EXPECT_EQ(got[i].usage.completion_tokens(), static_cast<int>(expected[i].ids.size()));
     // A model-based proposer drafts at every step (unless an adaptive draft length chose not to);
     // n-gram and suffix lookup draft only where they find a match (checked over the batch below).
-    const bool drafts_always = c.spec.label == "draft_model" || c.spec.label == "eagle3" || c.spec.label == "mtp";
+    const bool drafts_always = c.spec.label == "draft_model" || c.spec.label == "eagle3" || c.spec.label == "mtp" ||
+                               c.spec.label == "medusa";
     if (drafts_always && expected[i].ids.size() > 2) {
       EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
     }

@@ -46,6 +46,7 @@ inline std::vector<SpecCase> family_methods() {
       {"draft_model", R"({"method":"draft_model","model":")" + family_path("draft") + R"(","num_speculative_tokens":3})"},
       {"eagle3", R"({"method":"eagle3","model":")" + family_path("eagle3") + R"(","num_speculative_tokens":4})"},
       {"mtp", R"({"method":"mtp","model":")" + family_path("mtp") + R"("})"},
+      {"medusa", R"({"method":"medusa","model":")" + family_path("medusa") + R"(","num_speculative_tokens":4})"},
   };
 }
 

@@ -1,4 +1,4 @@
-"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> chat -> draft -> heads.
+"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> chat -> draft -> heads -> medusa.
 
 What it is for
   The one command of models/README.md (tools/train/build_family.sh wraps it with `nice` and
@@ -16,17 +16,21 @@ What it is for
     draft      train_lm.py (pre-training on the data) -> WORK/draft_pretrained (F32)
     heads      train_heads.py on the frozen BF16 target: draft distillation, EAGLE-3, MTP
                -> OUT/draft, OUT/eagle3, OUT/mtp (BF16)
+    medusa     train_medusa.py on the frozen BF16 target: Medusa heads (Medusa-1) over EAGLE-3's
+               draft vocabulary -> OUT/medusa (vLLM's MedusaModel layout, BF16); validation
+               agreement measured on the heads as shipped
   Everything is seeded (PRESETS[..]["seed"]); batches depend only on (seed, step). The log of every
   stage (losses, validation, timings) goes to OUT/training_log.json.
-  Presets: `cpu` is the shipped family (fits 90 minutes on 2 cores); `cuda` a larger family for a
-  GPU (written to WORK/baton-small-code unless --out is given; not shipped: over the size budget);
-  `smoke` the cpu shapes with a handful of steps (pipeline check in about two minutes).
+  Presets: `cpu` is the shipped family (about 95 minutes on 2 cores, the medusa stage 8 of them);
+  `cuda` a larger family for a GPU (written to WORK/baton-small-code unless --out is given; not
+  shipped: over the size budget); `smoke` the cpu shapes with a handful of steps (pipeline check in
+  about two minutes).
 
 What it must not do
-  Touch anything outside --out and --work; train the heads against weights other than the target
-  exactly as shipped (they are reloaded from OUT/target, after the chat stage); tune an already
-  chat-tuned target again (the chat stage starts from WORK/target_base, the target stage's output);
-  depend on wall-clock for what is trained.
+  Touch anything outside --out and --work; train the heads or the Medusa heads against weights other
+  than the target exactly as shipped (they are reloaded from OUT/target, after the chat stage); tune
+  an already chat-tuned target again (the chat stage starts from WORK/target_base, the target
+  stage's output); depend on wall-clock for what is trained.
 """
 
 import argparse
@@ -45,15 +49,17 @@ import corpus  # noqa: E402
 import data  # noqa: E402
 import heads  # noqa: E402
 import llama  # noqa: E402
+import medusa  # noqa: E402
 import tokenizer_bpe  # noqa: E402
 import train_chat  # noqa: E402
 import train_heads  # noqa: E402
 import train_lm  # noqa: E402
+import train_medusa  # noqa: E402
 from llama import LlamaConfig, LlamaForCausalLM, load_hf_dir, save_hf_dir  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-STAGES = ("corpus", "tokenizer", "target", "chat", "draft", "heads")
+STAGES = ("corpus", "tokenizer", "target", "chat", "draft", "heads", "medusa")
 
 TINY_TARGET = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64)
@@ -64,7 +70,9 @@ PRESETS = {
                 target_steps=2200, target_lr=2e-3, draft_steps=1000, draft_lr=3e-3,
                 heads_steps=800, heads_lr=2e-3, distill_lr=1e-3, ttt_steps=4, chain_fraction=0.25, warmup=50,
                 draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24,
-                chat_steps=300, chat_lr=2e-4, chat_warmup=20, chat_lm_rows=4, chat_rows=4, chat_weight=1.0),
+                chat_steps=300, chat_lr=2e-4, chat_warmup=20, chat_lm_rows=4, chat_rows=4, chat_weight=1.0,
+                medusa_heads=4, medusa_layers=1, medusa_steps=400, medusa_lr=5e-3, medusa_warmup=20,
+                medusa_micro_batch=2, medusa_valid_windows=0),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
                              num_key_value_heads=4, head_dim=64),
                  draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
@@ -73,11 +81,12 @@ PRESETS = {
                  draft_steps=2000, draft_lr=2e-3, heads_steps=1500, heads_lr=1e-3, distill_lr=5e-4,
                  ttt_steps=4, chain_fraction=0.5, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
                  eval_windows=64, chat_steps=400, chat_lr=2e-4, chat_warmup=40, chat_lm_rows=8, chat_rows=8,
-                 chat_weight=1.0),
+                 chat_weight=1.0, medusa_heads=4, medusa_layers=1, medusa_steps=1000, medusa_lr=2e-3, medusa_warmup=50,
+                 medusa_micro_batch=16, medusa_valid_windows=0),
 }
 PRESETS["smoke"] = dict(PRESETS["cpu"], seq_len=128, batch=2, target_steps=6, draft_steps=6, heads_steps=4,
                         warmup=2, eval_every=3, eval_windows=2, chat_steps=4, chat_warmup=2, chat_lm_rows=1,
-                        chat_rows=1)
+                        chat_rows=1, medusa_steps=4, medusa_warmup=2, medusa_valid_windows=4)
 
 
 def stage_corpus(p, a, log):
@@ -229,6 +238,37 @@ def stage_heads(p, a, log):
     v = train_lm.evaluate(load_hf_dir(out_draft, a.device), valid, p["batch"], a.device)
     log.append({"model": "draft", "shipped_bf16_valid_loss": round(v, 4), "parameters": draft.config.num_parameters()})
     print(f"[draft] shipped (BF16) valid loss {v:.4f}", flush=True)
+
+
+def stage_medusa(p, a, log):
+    train, valid = streams(a, p, a.valid_limit)
+    if p["medusa_valid_windows"]:
+        valid = valid[:p["medusa_valid_windows"]]
+    tdir = os.path.join(a.out, "target")
+    target = load_hf_dir(tdir, a.device)  # the target exactly as shipped (after the chat stage), frozen
+    draft_ids, coverage = train_heads.draft_vocabulary(train, target.config.vocab_size, p["draft_vocab_size"])
+    c = target.config
+    model = medusa.MedusaHeads(c.hidden_size, c.vocab_size, p["medusa_heads"], p["medusa_layers"], draft_ids)
+    medusa.init_from_target(model, target)  # W = 0, lm heads = the target's rows: each head predicts p + 1
+    micro = p["medusa_micro_batch"]
+    init = train_medusa.evaluate_medusa(target, model, valid[:p["eval_windows"]], micro, a.device)
+    log.append({"stage": "medusa", "target_sha256": file_sha256(os.path.join(tdir, "model.safetensors")),
+                "draft_vocab_size": p["draft_vocab_size"], "draft_vocab_coverage": round(coverage, 4),
+                "heads": p["medusa_heads"], "layers": p["medusa_layers"], "init_valid_loss": init[0],
+                "init_valid_head_loss": init[1], "init_valid_agree": init[2]})
+    print(f"[medusa] at init ({p['eval_windows']} windows): loss {init[0]} agree {init[2]}", flush=True)
+    train_medusa.train_medusa(target, model, train, valid, steps=p["medusa_steps"], batch=p["batch"],
+                              seq_len=p["seq_len"], lr=p["medusa_lr"], warmup=p["medusa_warmup"], seed=p["seed"] + 5,
+                              device=a.device, amp=p["amp"], eval_every=p["eval_every"],
+                              eval_windows=p["eval_windows"], log=log, micro_batch=micro)
+    out = os.path.join(a.out, "medusa")
+    medusa.save_medusa(model.cpu(), out)
+    shipped = medusa.load_medusa(out).to(a.device)  # the BF16 weights as shipped, upcast
+    v, vh, agree = train_medusa.evaluate_medusa(target, shipped, valid, micro, a.device)
+    log.append({"model": "medusa", "step": p["medusa_steps"], "valid_loss": v, "valid_head_loss": vh,
+                "valid_agree": agree, "valid_windows": len(valid), "final": True, "shipped_bf16": True,
+                "parameters": sum(t.numel() for t in shipped.parameters())})
+    print(f"[medusa] shipped (BF16), {len(valid)} validation windows: loss {v} heads {vh} agree {agree}", flush=True)
 
 
 def main(argv=None):

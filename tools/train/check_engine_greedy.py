@@ -13,7 +13,7 @@ What it is for
   reference's top-1/top-2 logit margin there (a tiny margin means a numerical near-tie, not a bug),
   and the text; exits 1 on any mismatch. Also works for the draft model directory.
   With --speculative (target only), the engine also runs every proposer of the family (ngram,
-  suffix, draft_model, eagle3, mtp; k = 4, greedy) and each must give the same ids too: speculative
+  suffix, draft_model, eagle3, mtp, medusa; k = 4, greedy) and each must give the same ids too: speculative
   decoding is lossless on the trained models, not only on random fixtures.
 
 What it must not do
@@ -64,7 +64,7 @@ def family_specs(model_dir, k=4):
     family = os.path.dirname(os.path.abspath(model_dir))
     specs = {"ngram": {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 5},
              "suffix": {"method": "suffix", "num_speculative_tokens": k}}
-    for method, sub in (("draft_model", "draft"), ("eagle3", "eagle3"), ("mtp", "mtp")):
+    for method, sub in (("draft_model", "draft"), ("eagle3", "eagle3"), ("mtp", "mtp"), ("medusa", "medusa")):
         specs[method] = {"method": method, "num_speculative_tokens": k, "model": os.path.join(family, sub)}
     return specs
 
