@@ -244,6 +244,7 @@ int generate_main(int argc, char** argv) {
   std::vector<TokenOutput> tokens;
   FinishReason reason = FinishReason::kNone;
   std::int32_t cached = 0;
+  std::string hidden_states_path;
   std::string text;
   while ((*engine)->has_unfinished()) {
     auto outs = (*engine)->step();
@@ -256,6 +257,7 @@ int generate_main(int argc, char** argv) {
       }
       if (o.finished) reason = o.finish_reason;
       cached = o.num_cached_prompt_tokens;
+      if (!o.hidden_states_path.empty()) hidden_states_path = o.hidden_states_path;
       text += o.new_text;
       if (stream_text && !o.new_text.empty()) {
         std::fwrite(o.new_text.data(), 1, o.new_text.size(), stdout);
@@ -285,6 +287,7 @@ int generate_main(int argc, char** argv) {
     j["backend"] = (*engine)->describe();
     if ((*engine)->spec_stats() != nullptr) j["spec"] = spec_report(**engine);
     if (sampling->logprobs >= 0) j["logprobs"] = logprobs_report(tokens);
+    if (!hidden_states_path.empty()) j["kv_transfer_params"] = {{"hidden_states_path", hidden_states_path}};
     // Text is valid UTF-8 by construction; replace rather than abort if it ever is not.
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else if (stream_text) {

@@ -102,6 +102,7 @@ json result_json(std::size_t index, const Result& r, bool with_text, std::int32_
   j["total_s"] = seconds(o.finish_time - o.arrival_time);
   if (logprobs >= 0) j["logprobs"] = logprobs_report(r.tokens);
   if (!method.empty()) j["spec"] = request_spec_report(method, o.spec);
+  if (!o.hidden_states_path.empty()) j["kv_transfer_params"] = {{"hidden_states_path", o.hidden_states_path}};
   return j;
 }
 

@@ -67,6 +67,7 @@ json result_json(const RemoteResult& r, bool with_text, bool logprobs) {
   j["total_s"] = r.total_s;
   j["prefill_node"] = r.usage.local_prefill() ? std::string("local") : r.usage.prefill_node();
   j["decode_node"] = r.usage.decode_node();
+  if (!r.hidden_states_path.empty()) j["kv_transfer_params"] = {{"hidden_states_path", r.hidden_states_path}};
   if (logprobs) j["logprobs"] = json::array();
   if (logprobs) {
     for (const TokenOutput& t : r.tokens) {

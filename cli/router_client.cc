@@ -34,6 +34,7 @@ RemoteResult run_request(v1::Baton::Stub& stub, const v1::GenerateRequest& reque
       r.finish_reason = m.finish_reason();
       r.error = m.error();
       r.usage = m.usage();
+      r.hidden_states_path = m.kv_transfer_params().hidden_states_path();
     }
   }
   r.status = reader->Finish();

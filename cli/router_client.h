@@ -24,6 +24,7 @@ struct RemoteResult {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   std::string error;
   v1::Usage usage;
+  std::string hidden_states_path;  // kv_transfer_params (extract_hidden_states), on the prefilling node
   double ttft_s = 0, total_s = 0;
 };
 

@@ -19,6 +19,7 @@
 #include "cli/cluster.h"
 #include "common/flags.h"
 #include "common/status.h"
+#include "engine/spec/kv_transfer_config.h"
 #include "engine/spec/rejection_sampler_config.h"
 #include "nlohmann/json.hpp"
 
@@ -34,6 +35,9 @@ const std::vector<FlagSpec>& up_flags() {
       {"speculative-config", "JSON", "the decode nodes' speculative config (prefill nodes run it with k = 1)"},
       {"additional-config", "JSON",
        "vLLM Ascend's flag: its rejection_sampler_config (LOSSY entropy verification) joins --speculative-config"},
+      {"kv-transfer-config", "JSON",
+       "vLLM's flag, for speculative method extract_hidden_states: where every node writes its hidden-states files "
+       "(kv_connector_extra_config.shared_storage_path)"},
       {"port", "P", "the router's port (default 50051; 0: any free port)"},
       {"http-port", "P", "also serve the OpenAI-compatible HTTP API on this port (0: any free port)"},
       {"host", "HOST", "address every process listens on (default 127.0.0.1)"},
@@ -150,6 +154,11 @@ absl::StatusOr<ClusterOptions> options_from_flags(const ParsedFlags& f) {
   }
   if (auto kv = f.get("kv-cache-memory")) o.node_args = {"--kv-cache-memory", *kv};
   if (f.has("no-enable-prefix-caching")) o.node_args.push_back("--no-enable-prefix-caching");
+  if (auto kv = f.get("kv-transfer-config")) {
+    // Checked here so that a mistake is one message, not one per node; the nodes check it again.
+    BATON_RETURN_IF_ERROR(parse_kv_transfer_config(*kv).status());
+    o.node_args.insert(o.node_args.end(), {"--kv-transfer-config", *kv});
+  }
   // The router's own flags, passed through as given (the router checks them).
   for (const char* flag : {"local-prefill-max-tokens", "served-model-name", "chat-template", "max-running-requests",
                            "max-queued-requests", "tool-call-parser"}) {

@@ -8,8 +8,8 @@
 //   request and the handed-over state is located by k).
 //
 // A method name is the `method` key of speculative_config ("ngram", "suffix", "draft_model",
-// "eagle", "eagle3", "mtp", "medusa"); "" means the node does not speculate. Every error names the values,
-// the model kind and the rule.
+// "eagle", "eagle3", "mtp", "medusa", "extract_hidden_states"); "" means the node does not
+// speculate. Every error names the values, the model kind and the rule.
 //
 // Must not: parse speculative_config JSON or depend on anything above common/ (the router links
 // this without the engine).

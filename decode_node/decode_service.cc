@@ -24,6 +24,7 @@ node::v1::DecodeResponse to_message(const RequestOutput& o, bool logprobs, bool 
   if (o.stop_token) m.set_stop_token(*o.stop_token);
   if (o.stop_string) m.set_stop_string(*o.stop_string);
   m.set_num_prompt_tokens(o.num_prompt_tokens);
+  m.set_hidden_states_path(o.hidden_states_path);
   m.set_num_cached_prompt_tokens(o.num_cached_prompt_tokens);
   m.set_num_output_tokens(o.num_output_tokens);
   m.mutable_speculation()->set_num_drafts(o.spec.num_drafts);

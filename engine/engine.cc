@@ -344,6 +344,7 @@ void Engine::fill_counts(const Request* r, RequestOutput& o) const {
   o.num_cached_prompt_tokens = r->num_cached_prompt;
   o.num_output_tokens = r->num_output();
   o.spec = r->spec;
+  o.hidden_states_path = r->hidden_states_path;
   o.arrival_time = r->arrival;
   o.first_token_time = r->first_token_time;
   o.finish_time = r->finish_time;

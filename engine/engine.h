@@ -135,6 +135,10 @@ struct RequestOutput {
   std::int32_t num_cached_prompt_tokens = 0;
   std::int32_t num_output_tokens = 0;
   RequestSpecCounts spec;  // this request's speculation so far (on this engine)
+  // extract_hidden_states: the safetensors file of the prompt's hidden states, complete once set
+  // (set from the step that computed the prompt's last position; vLLM's
+  // kv_transfer_params.hidden_states_path).
+  std::string hidden_states_path;
   // Prefill role: the request is prefilled and parked under a lease; send this to the decode
   // engine, then release() it. Not finished: its KV is still held.
   std::optional<HandoffRecord> handoff;

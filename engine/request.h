@@ -70,6 +70,7 @@ struct Request {
   RequestState state = RequestState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // finish_reason kError: what went wrong
+  std::string hidden_states_path;  // extract_hidden_states: the file written for its prompt, once complete
   std::unique_ptr<TextDecoder> decoder;  // only when the engine has a tokenizer
   std::unique_ptr<StopChecker> stop_checker;
   // params.response_format's grammar over the output so far (nullptr: free text).

@@ -178,6 +178,8 @@ def spec_config():
         "unknown-key": {"method": "ngram", "num_speculative_tokens": 4, "speculative_model": "x"},
         "medusa": {"method": "medusa", "num_speculative_tokens": 4},  # no model: refused
         "medusa-default-k": {"method": "medusa", "model": "m", "draft_sample_method": "probabilistic"},
+        "extract-hidden-states": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                                  "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}},
         "entropy": {"method": "eagle3", "model": "e3", "num_speculative_tokens": 4,
                     "rejection_sampler_config": {"enable_block_verify": True, "enable_entropy_verify": True,
                                                  "posterior_threshold": 0.95, "posterior_alpha": 0.4}},

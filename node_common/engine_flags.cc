@@ -1,6 +1,7 @@
 #include "node_common/engine_flags.h"
 
 #include "common/status.h"
+#include "engine/spec/kv_transfer_config.h"
 #include "engine/spec/rejection_sampler_config.h"
 #include "nlohmann/json.hpp"
 #include "kernels/backend_factory.h"
@@ -15,6 +16,10 @@ const std::vector<FlagSpec>& engine_flags() {
       {"additional-config", "JSON",
        "vLLM Ascend's flag; Baton reads its rejection_sampler_config (e.g. '{\"rejection_sampler_config\": "
        "{\"enable_entropy_verify\": true}}': LOSSY entropy verification), merged into --speculative-config"},
+      {"kv-transfer-config", "JSON",
+       "vLLM's flag; Baton reads it for extract_hidden_states only: where the files go, e.g. "
+       "'{\"kv_connector\":\"ExampleHiddenStatesConnector\",\"kv_role\":\"kv_producer\","
+       "\"kv_connector_extra_config\":{\"shared_storage_path\":\"DIR\"}}'"},
       {"dtype", "TYPE", "weight dtype: auto, float32, bfloat16, float16 (default auto = as stored)"},
       {"kv-cache-dtype", "TYPE", "KV cache dtype: auto, float32, bfloat16 (default auto = the activations'; bfloat16 holds twice the tokens)"},
       {"device", "DEV", "where the model runs: cpu (default), cuda or cuda:N"},
@@ -107,6 +112,15 @@ absl::StatusOr<EngineConfig> engine_config_from_flags(const ParsedFlags& f, Node
       return absl::Status(parsed.status().code(), str_cat("--speculative-config: ", parsed.status().message()));
     }
     c.speculative = std::move(*parsed);
+  }
+  if (auto kv = f.get("kv-transfer-config")) {
+    BATON_ASSIGN_OR_RETURN(std::string dir, parse_kv_transfer_config(*kv));
+    if (!c.speculative || c.speculative->method != SpecMethod::kExtractHiddenStates) {
+      return absl::InvalidArgumentError(
+          "--kv-transfer-config: Baton reads it for --speculative-config method extract_hidden_states only (its nodes "
+          "move KV by themselves)");
+    }
+    c.speculative->hidden_states_dir = std::move(dir);
   }
   return c;
 }

@@ -324,6 +324,7 @@ void PrefillService::on_outputs(std::vector<RequestOutput>&& outputs) {
       r.set_num_cached_prompt_tokens(o.num_cached_prompt_tokens);
       r.set_prefill_ms(ms_between(job->received, EngineClock::now()));
     }
+    if (!o.hidden_states_path.empty()) r.set_hidden_states_path(o.hidden_states_path);
     if (o.handoff) {
       hand_off(job, o);
     } else if (o.finished) {

@@ -172,6 +172,10 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
     return [self = shared_from_this()] { self->post([run = self.get()] { --run->in_flight_; run->finish_if_settled(); }); };
   }
   void fill_usage(baton::v1::Usage* usage, const DecodeResponse* last);
+  // The last message's kv_transfer_params (extract_hidden_states' file), when a node reported any.
+  void set_kv_transfer_params(GenerateResponse& out) const {
+    if (!hidden_states_path_.empty()) out.mutable_kv_transfer_params()->set_hidden_states_path(hidden_states_path_);
+  }
   void count_watchdog(const CallWatchdog::Watch& watch) {
     (watch.reason() == CallWatchdog::Watch::Reason::kNoProgress ? stats_.calls_stalled : stats_.calls_node_unreachable)
         .fetch_add(1, std::memory_order_relaxed);
@@ -217,6 +221,7 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   bool local_ = false;
   double prefill_ms_ = 0, kv_transfer_ms_ = 0;
   std::int32_t cached_prompt_tokens_ = 0;
+  std::string hidden_states_path_;  // extract_hidden_states: the prefilling node's file of the prompt
   std::int64_t tokens_sent_ = 0;
   std::optional<Clock::time_point> first_call_at_, first_token_at_;
 };
@@ -379,6 +384,7 @@ void RequestRun::prefilled(grpc::Status s) {
   prefill_ms_ = first.prefill_ms();
   kv_transfer_ms_ = first.kv_transfer_ms();
   cached_prompt_tokens_ = first.num_cached_prompt_tokens();
+  hidden_states_path_ = first.hidden_states_path();
   GenerateResponse out;
   out.add_token_ids(first.first_token());
   out.set_text(first.text());
@@ -393,6 +399,7 @@ void RequestRun::prefilled(grpc::Status s) {
     if (first.has_stop_token()) out.set_stop_token(first.stop_token());
     if (first.has_stop_string()) out.set_stop_string(first.stop_string());
     fill_usage(out.mutable_usage(), nullptr);
+    set_kv_transfer_params(out);
     return write(out, [this](bool written) {
       if (!written) return stop(false, false);
       finish(grpc::Status::OK);
@@ -456,6 +463,7 @@ void RequestRun::decode_read(DecodeCall* call, bool ok) {
     if (local_) {
       prefill_ms_ = m.prefill_ms();
       cached_prompt_tokens_ = m.num_cached_prompt_tokens();
+      hidden_states_path_ = m.hidden_states_path();
     }
     out.set_finish_reason(m.finish_reason());
     out.set_error(m.error());
@@ -463,6 +471,7 @@ void RequestRun::decode_read(DecodeCall* call, bool ok) {
     if (m.has_stop_string()) out.set_stop_string(m.stop_string());
     if (!first_token_at_ && m.token_ids_size() > 0) first_token_at_ = Clock::now();
     fill_usage(out.mutable_usage(), &m);
+    set_kv_transfer_params(out);
     call->last_seen = true;
     call->watch.reset();
     call->read();  // to its end, whose status is only logged

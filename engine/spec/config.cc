@@ -42,6 +42,46 @@ absl::Status read_float(const json& j, const std::string& key, double lo, double
   return absl::OkStatus();
 }
 
+// draft_model_config: only its hf_config.eagle_aux_hidden_state_layer_ids, for extract_hidden_states
+// (vLLM's spelling). Ids are checked against the target's layers by the proposer.
+absl::Status read_draft_model_config(const json& j, const std::string& method, SpeculativeConfig* c) {
+  const bool extract = c->method == SpecMethod::kExtractHiddenStates;
+  auto it = j.find("draft_model_config");
+  if (it == j.end() || it->is_null()) {
+    if (extract) {
+      return key_error("draft_model_config", "is required for method extract_hidden_states: "
+                                             R"({"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}})");
+    }
+    return absl::OkStatus();
+  }
+  if (!extract) return key_error("draft_model_config", str_cat("is read for method extract_hidden_states only, not ", method));
+  const json* ids = nullptr;
+  if (it->is_object() && it->size() == 1 && it->contains("hf_config") && (*it)["hf_config"].is_object() &&
+      (*it)["hf_config"].size() == 1) {
+    auto f = (*it)["hf_config"].find("eagle_aux_hidden_state_layer_ids");
+    if (f != (*it)["hf_config"].end()) ids = &*f;
+  }
+  if (ids == nullptr) {
+    return key_error("draft_model_config", str_cat("must be {\"hf_config\": {\"eagle_aux_hidden_state_layer_ids\": [...]}} "
+                                                   "(Baton reads no other key), got ", it->dump()));
+  }
+  constexpr std::size_t kMaxLayers = 256;
+  if (!ids->is_array() || ids->empty() || ids->size() > kMaxLayers) {
+    return key_error("draft_model_config", str_cat(".hf_config.eagle_aux_hidden_state_layer_ids must list 1 to ", kMaxLayers,
+                                                   " layer ids, got ", ids->dump()));
+  }
+  std::set<std::int64_t> seen;
+  for (const json& id : *ids) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX ||
+        !seen.insert(id.get<std::int64_t>()).second) {
+      return key_error("draft_model_config", str_cat(".hf_config.eagle_aux_hidden_state_layer_ids must be distinct layer "
+                                                     "indices >= 0, got ", ids->dump()));
+    }
+    c->hidden_state_layer_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view spec_method_name(SpecMethod m) {
@@ -53,6 +93,7 @@ std::string_view spec_method_name(SpecMethod m) {
     case SpecMethod::kEagle3: return "eagle3";
     case SpecMethod::kMtp: return "mtp";
     case SpecMethod::kMedusa: return "medusa";
+    case SpecMethod::kExtractHiddenStates: return "extract_hidden_states";
   }
   return "?";
 }
@@ -83,19 +124,20 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
       "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
       "suffix_decoding_min_token_prob", "draft_tensor_parallel_size", "rejection_sample_method",
       "draft_sample_method", "disable_by_batch_size", "adaptive_draft_length", "proposer_endpoint",
-      "proposer_budget_ms", "rejection_sampler_config"};
+      "proposer_budget_ms", "rejection_sampler_config", "draft_model_config"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return key_error(key, "is not a known key (known: method, model, num_speculative_tokens, prompt_lookup_min/max, "
                             "suffix_decoding_*, draft_tensor_parallel_size, rejection_sample_method, draft_sample_method, "
                             "disable_by_batch_size, adaptive_draft_length, proposer_endpoint, proposer_budget_ms, "
-                            "rejection_sampler_config)");
+                            "rejection_sampler_config, draft_model_config)");
     }
   }
   SpeculativeConfig c;
   auto method = j.find("method");
   if (method == j.end() || !method->is_string()) {
-    return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp, medusa");
+    return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp, medusa, "
+                               "extract_hidden_states");
   }
   const std::string m = method->get<std::string>();
   if (m == "ngram") c.method = SpecMethod::kNgram;
@@ -105,7 +147,9 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   else if (m == "eagle3") c.method = SpecMethod::kEagle3;
   else if (m == "mtp") c.method = SpecMethod::kMtp;
   else if (m == "medusa") c.method = SpecMethod::kMedusa;
-  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3, mtp or medusa"));
+  else if (m == "extract_hidden_states") c.method = SpecMethod::kExtractHiddenStates;
+  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3, mtp, medusa or "
+                                          "extract_hidden_states"));
 
   if (auto model = j.find("model"); model != j.end() && !model->is_null()) {
     if (!model->is_string() || model->get<std::string>().empty()) return key_error("model", "must be a directory path");
@@ -114,11 +158,15 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   const bool needs_model = c.method == SpecMethod::kDraftModel || c.method == SpecMethod::kEagle ||
                            c.method == SpecMethod::kEagle3 || c.method == SpecMethod::kMedusa;
   if (needs_model && c.model.empty()) return key_error("model", str_cat("is required for method ", m));
+  if (c.method == SpecMethod::kExtractHiddenStates && !c.model.empty()) {
+    return key_error("model", "is not used by method extract_hidden_states (it runs no draft model)");
+  }
 
   // k: required except for suffix (defaults to the tree depth), mtp (one per layer) and medusa (one
   // per head), as in vLLM.
   c.num_speculative_tokens = -1;
   BATON_RETURN_IF_ERROR(read_int(j, "num_speculative_tokens", 0, &c.num_speculative_tokens));
+  BATON_RETURN_IF_ERROR(read_draft_model_config(j, m, &c));
   BATON_RETURN_IF_ERROR(read_int(j, "suffix_decoding_max_tree_depth", 1, &c.suffix_decoding_max_tree_depth));
   BATON_RETURN_IF_ERROR(read_int(j, "suffix_decoding_max_cached_requests", 0, &c.suffix_decoding_max_cached_requests));
   BATON_RETURN_IF_ERROR(read_float(j, "suffix_decoding_max_spec_factor", 0.0, 1e6, true, &c.suffix_decoding_max_spec_factor));
@@ -126,9 +174,15 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   if (c.num_speculative_tokens < 0) {
     if (c.method == SpecMethod::kSuffix) {
       c.num_speculative_tokens = c.suffix_decoding_max_tree_depth;
+    } else if (c.method == SpecMethod::kExtractHiddenStates) {
+      c.num_speculative_tokens = 1;
     } else if (c.method != SpecMethod::kMtp && c.method != SpecMethod::kMedusa) {
       return key_error("num_speculative_tokens", str_cat("is required for method ", m));
     }
+  }
+  if (c.method == SpecMethod::kExtractHiddenStates && c.num_speculative_tokens != 1) {
+    return key_error("num_speculative_tokens", str_cat("must be 1 for method extract_hidden_states (it saves hidden "
+                                                       "states and drafts nothing), got ", c.num_speculative_tokens));
   }
 
   // prompt_lookup_min/max: if only one is set the other copies it; min > max is an error.
@@ -179,7 +233,8 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
     else return key_error("draft_sample_method", str_cat("is ", d->dump(), "; use greedy or probabilistic"));
   }
   if (c.draft_sample_method == DraftSampleMethod::kProbabilistic &&
-      (c.method == SpecMethod::kNgram || c.method == SpecMethod::kSuffix)) {
+      (c.method == SpecMethod::kNgram || c.method == SpecMethod::kSuffix ||
+       c.method == SpecMethod::kExtractHiddenStates)) {
     return key_error("draft_sample_method", str_cat("probabilistic needs a model-based method; ", m, " drafts are deterministic"));
   }
 
@@ -223,6 +278,9 @@ nlohmann::json SpeculativeConfig::to_json() const {
           {"rejection_sample_method", rejection_sample_method == RejectionMethod::kBlock ? "block" : "standard"},
           {"draft_sample_method", draft_sample_method == DraftSampleMethod::kProbabilistic ? "probabilistic" : "greedy"}};
   if (disable_by_batch_size > 0) j["disable_by_batch_size"] = disable_by_batch_size;
+  if (!hidden_state_layer_ids.empty()) {
+    j["draft_model_config"] = {{"hf_config", {{"eagle_aux_hidden_state_layer_ids", hidden_state_layer_ids}}}};
+  }
   if (adaptive_draft_length) j["adaptive_draft_length"] = true;
   if (!proposer_endpoint.empty()) {
     j["proposer_endpoint"] = proposer_endpoint;

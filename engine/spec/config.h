@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/spec/rejection_sampler.h"
@@ -18,7 +19,7 @@
 
 namespace baton {
 
-enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp, kMedusa };
+enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp, kMedusa, kExtractHiddenStates };
 enum class RejectionMethod { kStandard, kBlock };
 enum class DraftSampleMethod { kGreedy, kProbabilistic };
 enum class NodeRole { kColocated, kPrefill, kDecode };
@@ -30,6 +31,12 @@ struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNgram;
   std::string model;  // draft model / head directory (draft_model, eagle, eagle3, medusa; optional for mtp)
   std::int32_t num_speculative_tokens = 0;  // k
+  // extract_hidden_states (vLLM's keys): draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids,
+  // the target layers whose input residual stream is saved, in this order.
+  std::vector<std::int32_t> hidden_state_layer_ids;
+  // extract_hidden_states: where the files go, from --kv-transfer-config (a node's own setting, not
+  // part of the JSON this config prints or pairs by).
+  std::string hidden_states_dir;
   std::int32_t prompt_lookup_min = 5;
   std::int32_t prompt_lookup_max = 5;
   std::int32_t suffix_decoding_max_tree_depth = 24;

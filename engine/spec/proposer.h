@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -74,6 +75,8 @@ class Proposer {
   virtual std::optional<KvPoolFingerprint> kv_fingerprint() const { return std::nullopt; }
 
   virtual void add_request(RequestKey key, std::span<const std::int32_t> prompt) = 0;
+  // The request's id, right after add_request (for proposers that name things after requests).
+  virtual void label_request(RequestKey /*key*/, std::string_view /*request_id*/) {}
   // `finished`: the request completed normally, so its output may stay in a global cache (suffix
   // decoding learns responses as they are generated and keeps finished ones); false for aborts
   // and faults, whose partial output is dropped.
@@ -82,6 +85,9 @@ class Proposer {
   // computed from target positions (and free its KV), keep the request.
   virtual void reset_request(RequestKey /*key*/) {}
   virtual absl::Status propose(std::span<ProposalRequest> batch) = 0;
+  // A file this proposer wrote for the request (extract_hidden_states: its hidden states), once it
+  // is complete; empty otherwise. The engine reports it in the request's output.
+  virtual std::string output_file(RequestKey /*key*/) const { return {}; }
 
   // ---- prefill/decode hand-off (proposers without KV or target states keep the defaults) ------
   // Draft-side KV positions a decode engine must receive for a prompt of prompt_len tokens.

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/head_proposer.h"
+#include "engine/spec/hidden_states_extractor.h"
 #include "engine/spec/medusa_proposer.h"
 #include "engine/spec/ngram_proposer.h"
 #include "engine/spec/suffix_proposer.h"
@@ -63,6 +64,10 @@ absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig&
     }
     case SpecMethod::kMedusa: {
       BATON_ASSIGN_OR_RETURN(auto p, MedusaProposer::create(config, context));
+      return std::unique_ptr<Proposer>(std::move(p));
+    }
+    case SpecMethod::kExtractHiddenStates: {
+      BATON_ASSIGN_OR_RETURN(auto p, HiddenStatesExtractor::create(config, context));
       return std::unique_ptr<Proposer>(std::move(p));
     }
   }

@@ -30,7 +30,10 @@ TargetStateSpec Speculator::target_states() const {
   return state_consumer_ != nullptr ? state_consumer_->target_states() : TargetStateSpec{};
 }
 
-void Speculator::add_request(const Request& r) { proposer_->add_request(r.key, r.prompt()); }
+void Speculator::add_request(const Request& r) {
+  proposer_->add_request(r.key, r.prompt());
+  proposer_->label_request(r.key, r.id);
+}
 
 void Speculator::remove_request(const Request& r, bool finished) {
   if (finished) {
@@ -54,10 +57,12 @@ void Speculator::record_verify_seconds(std::size_t requests, double seconds) {
   if (draft_length_) draft_length_->record_verify_seconds(requests, last_length_, seconds);
 }
 
-absl::Status Speculator::observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
+absl::Status Speculator::observe(Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                                  std::int32_t n_valid) {
   if (state_consumer_ == nullptr) return absl::OkStatus();
-  return state_consumer_->observe(r.key, start, rows, n, n_valid);
+  BATON_RETURN_IF_ERROR(state_consumer_->observe(r.key, start, rows, n, n_valid));
+  if (r.hidden_states_path.empty()) r.hidden_states_path = proposer_->output_file(r.key);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<VerifiedTokens> Speculator::verify(Request& r, std::span<const float> logits) {

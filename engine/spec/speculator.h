@@ -91,8 +91,9 @@ class Speculator {
   // (the device's matching picks would apply the lossless rule).
   bool verifies_lossy() const { return !config_.lossless(); }
 
-  // Passes a chunk's captured states to the proposer (no-op for token-only proposers).
-  absl::Status observe(const Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
+  // Passes a chunk's captured states to the proposer (no-op for token-only proposers), and notes
+  // in r a file the proposer completed for it (Proposer::output_file).
+  absl::Status observe(Request& r, std::int32_t start, const TargetStateRows& rows, std::int32_t n,
                        std::int32_t n_valid);
   // Call before every target forward: the proposer keeps what it still needs of the last one's
   // states (TargetStateConsumer::before_target_forward).

@@ -131,6 +131,7 @@ void CompletionBody::add(const baton::v1::GenerateResponse& m) {
     finish_ = m.finish_reason();
     error_ = m.error();
     usage_ = m.usage();
+    hidden_states_path_ = m.kv_transfer_params().hidden_states_path();
   }
 }
 
@@ -164,18 +165,31 @@ baton::v1::Usage merged_usage(const std::vector<const baton::v1::Usage*>& by_cho
 
 json completion_body(const ResponseContext& context, json choices, const baton::v1::Usage& usage) {
   const bool chat = context.endpoint == Endpoint::kChat;
-  return {{"id", context.id},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", context.created},
-          {"model", context.model},
-          {"choices", std::move(choices)},
-          {"usage", usage_json(usage)}};
+  json kv_params;
+  if (choices.size() == 1 && choices[0].contains("kv_transfer_params")) kv_params = choices[0]["kv_transfer_params"];
+  json body = {{"id", context.id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", context.created},
+               {"model", context.model},
+               {"choices", std::move(choices)},
+               {"usage", usage_json(usage)}};
+  if (!kv_params.is_null()) body["kv_transfer_params"] = std::move(kv_params);
+  return body;
 }
+
+namespace {
+
+json kv_transfer_params_json(const std::string& hidden_states_path) {
+  return {{"hidden_states_path", hidden_states_path}};
+}
+
+}  // namespace
 
 json CompletionBody::choice() const {
   std::size_t offset = 0;
   json choice = {{"index", context_.index}, {"logprobs", logprobs_json(context_, logprobs_, &offset)},
                  {"finish_reason", finish_reason_json(finish_)}};
+  if (!hidden_states_path_.empty()) choice["kv_transfer_params"] = kv_transfer_params_json(hidden_states_path_);
   if (context_.endpoint != Endpoint::kChat) {
     choice["text"] = text_;
     return choice;
@@ -289,7 +303,11 @@ std::vector<json> CompletionChunks::on_message(const baton::v1::GenerateResponse
                    {"finish_reason", finish_reason_for(context_, m.finish_reason(), !call_ids_.empty())}};
     if (chat) choice["delta"] = json::object();
     else choice["text"] = "";
-    out.push_back(chunk(std::move(choice)));
+    const std::string& path = m.kv_transfer_params().hidden_states_path();
+    if (!path.empty()) choice["kv_transfer_params"] = kv_transfer_params_json(path);
+    json last = chunk(std::move(choice));
+    if (!path.empty() && !context_.shared_usage) last["kv_transfer_params"] = kv_transfer_params_json(path);
+    out.push_back(std::move(last));
     usage_ = m.usage();
     if (context_.include_usage && !context_.shared_usage) out.push_back(usage_chunk(context_, m.usage()));
   }

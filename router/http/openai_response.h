@@ -3,7 +3,9 @@
 // (`text_completion` / `chat.completion.chunk`: chat's first chunk carries the role, the last
 // choice chunk the finish_reason, then a usage chunk with no choices when include_usage). Usage
 // has OpenAI's token counts plus `prompt_tokens_details.cached_tokens` and Baton's `speculation`
-// counts. Logprobs in each endpoint's shape, tokens as their text (token-id mode: "token_id:N").
+// counts. A request that extract_hidden_states saved has vLLM's `kv_transfer_params`
+// ({"hidden_states_path": ...}) in its choice, and at the top level when it is the only choice (a
+// stream: in the finishing chunk). Logprobs in each endpoint's shape, tokens as their text (token-id mode: "token_id:N").
 // A request with several choices (n > 1, a list of prompts) builds each choice's part with its
 // index and merges them: one body with every choice, one usage for all. A chat with tools has its
 // output read for calls (tool_call_parser.h): the message's `tool_calls` (finish_reason
@@ -76,6 +78,7 @@ class CompletionBody {
   baton::v1::FinishReason finish_ = baton::v1::FINISH_REASON_UNSPECIFIED;
   std::string error_;
   baton::v1::Usage usage_;
+  std::string hidden_states_path_;  // the last message's kv_transfer_params
 };
 
 // A streamed completion: the chunks each message makes, in order.

@@ -342,6 +342,36 @@ TEST(OpenAiResponse, CompletionStreamWithoutUsage) {
   EXPECT_FALSE(all[1].contains("usage"));
 }
 
+// extract_hidden_states' file, as vLLM reports it: kv_transfer_params in the choice, and at the top
+// level of a one-choice response or stream.
+TEST(OpenAiResponse, KvTransferParamsNameTheHiddenStatesFile) {
+  baton::v1::GenerateResponse last = message("b", {2}, baton::v1::FINISH_REASON_LENGTH);
+  last.mutable_kv_transfer_params()->set_hidden_states_path("/data/hs/req-1.safetensors");
+  CompletionBody body(context(Endpoint::kCompletions, false));
+  body.add(message("a", {1}));
+  body.add(last);
+  const json b = body.body();
+  EXPECT_EQ(b["kv_transfer_params"]["hidden_states_path"], "/data/hs/req-1.safetensors");
+  EXPECT_EQ(b["choices"][0]["kv_transfer_params"]["hidden_states_path"], "/data/hs/req-1.safetensors");
+  // Two choices: each its own file, none at the top level.
+  const json two = completion_body(context(Endpoint::kCompletions, false), json::array({body.choice(), body.choice()}),
+                                   body.usage());
+  EXPECT_FALSE(two.contains("kv_transfer_params"));
+  EXPECT_TRUE(two["choices"][1].contains("kv_transfer_params"));
+  // Without a file: no key at all.
+  CompletionBody plain(context(Endpoint::kChat, false));
+  plain.add(message("x", {1}, baton::v1::FINISH_REASON_STOP));
+  EXPECT_FALSE(plain.body().contains("kv_transfer_params"));
+  EXPECT_FALSE(plain.body()["choices"][0].contains("kv_transfer_params"));
+
+  CompletionChunks chunks(context(Endpoint::kChat, true));
+  std::vector<json> all = chunks.on_message(last);
+  ASSERT_EQ(all.size(), 4u);  // role, "b", finish, usage
+  EXPECT_FALSE(all[1].contains("kv_transfer_params"));
+  EXPECT_EQ(all[2]["kv_transfer_params"]["hidden_states_path"], "/data/hs/req-1.safetensors");
+  EXPECT_EQ(all[2]["choices"][0]["kv_transfer_params"]["hidden_states_path"], "/data/hs/req-1.safetensors");
+}
+
 TEST(OpenAiResponse, CompletionLogprobsInTheirShape) {
   ResponseContext c = context(Endpoint::kCompletions, false);
   c.want_logprobs = true;  // no tokenizer: tokens as "token_id:N"

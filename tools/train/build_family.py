@@ -14,7 +14,8 @@ What it is for
                docstring -> function conversations (embedding frozen), from WORK/target_base
                -> OUT/target (BF16), its tokenizer_config.json with the chat template
     draft      train_lm.py (pre-training on the data) -> WORK/draft_pretrained (F32)
-    heads      train_heads.py on the frozen BF16 target: draft distillation, EAGLE-3, MTP
+    heads      train_heads.py on the frozen BF16 target: draft distillation, EAGLE-3, MTP (with
+               --features baton, EAGLE-3's features come from Baton's engine: baton_features.py)
                -> OUT/draft, OUT/eagle3, OUT/mtp (BF16)
     medusa     train_medusa.py on the frozen BF16 target: Medusa heads (Medusa-1) over EAGLE-3's
                draft vocabulary -> OUT/medusa (vLLM's MedusaModel layout, BF16); validation
@@ -55,6 +56,7 @@ import train_chat  # noqa: E402
 import train_heads  # noqa: E402
 import train_lm  # noqa: E402
 import train_medusa  # noqa: E402
+from baton_features import BatonFeatures  # noqa: E402
 from llama import LlamaConfig, LlamaForCausalLM, load_hf_dir, save_hf_dir  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
 
@@ -225,11 +227,15 @@ def stage_heads(p, a, log):
     mtp = heads.MtpLayer(target.config, target.model.embed_tokens.weight, target.head_weight())
     train_heads.seeded_init(mtp, p["seed"] + 3)
     log.append({"stage": "heads", "draft_vocab_size": p["draft_vocab_size"], "draft_vocab_coverage": round(coverage, 4)})
+    features = None
+    if a.features == "baton":  # EAGLE-3's training features from Baton's engine (extract_hidden_states)
+        features = BatonFeatures(a.baton, os.path.join(a.out, "target"), p["aux_layers"], threads=a.threads)
+    log.append({"stage": "heads", "eagle3_features": a.features})
     train_heads.train_heads(target, draft, eagle, mtp, train, valid, steps=p["heads_steps"], batch=p["batch"],
                             seq_len=p["seq_len"], lr=p["heads_lr"], draft_lr=p["distill_lr"], warmup=p["warmup"],
                             seed=p["seed"] + 3, device=a.device, amp=p["amp"], ttt_steps=p["ttt_steps"],
                             chain_fraction=p["chain_fraction"],
-                            eval_every=p["eval_every"], eval_windows=p["eval_windows"], log=log)
+                            eval_every=p["eval_every"], eval_windows=p["eval_windows"], log=log, features=features)
     out_draft = os.path.join(a.out, "draft")
     save_hf_dir(draft.cpu(), out_draft, torch.bfloat16)
     copy_tokenizer(a, out_draft)
@@ -279,6 +285,11 @@ def main(argv=None):
     ap.add_argument("--work", default=os.path.join(REPO, "build", "family"))
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--features", choices=["pytorch", "baton"], default="pytorch",
+                    help="where EAGLE-3's training features (the target's aux-layer states) come from: this PyTorch "
+                         "forward, or Baton's engine via extract_hidden_states (needs --baton)")
+    ap.add_argument("--baton", default=os.path.join(REPO, "build", "release", "cli", "baton"),
+                    help="the baton binary for --features baton")
     ap.add_argument("--valid-limit", type=int, default=None, help="cap validation windows (smoke runs)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a preset number for experiments, e.g. --set heads_steps=100")

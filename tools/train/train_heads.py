@@ -49,20 +49,27 @@ def soft_ce(logits, probs, mask=None):
     return (loss * mask).sum() / mask.sum().clamp(min=1)
 
 
-def target_pass(target, ids, aux_layers, device, amp):
+def target_pass(target, ids, aux_layers, device, amp, features=None):
+    """(logits, aux [B, T-1, layers * hidden], final [B, T-1, hidden]); with `features` (a
+    baton_features.BatonFeatures) aux comes from Baton's engine instead of this forward."""
     with torch.no_grad(), autocast(device, amp):
         logits, states = target(ids, states=True)
     logits = logits.float()
-    aux = torch.cat([states[i].float() for i in aux_layers], dim=-1)[:, :-1]
+    if features is not None:
+        aux = features.aux(ids.cpu()).to(ids.device)
+    else:
+        aux = torch.cat([states[i].float() for i in aux_layers], dim=-1)[:, :-1]
     return logits, aux, states[-1].float()[:, :-1]
 
 
-def head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains=None):
+def head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains=None, features=None):
     """Returns (losses dict, agreement dict) for one batch ids [B, T]. chains: the chain starts
-    trained at drafting steps >= 1 (None = all); step 0 always covers every position."""
+    trained at drafting steps >= 1 (None = all); step 0 always covers every position. features:
+    where EAGLE-3's aux states come from (None: this PyTorch forward)."""
     c = target.config
     embed = target.model.embed_tokens.weight.detach()
-    t_logits, aux, final = target_pass(target, ids, eagle.config["eagle_aux_hidden_state_layer_ids"], device, amp)
+    t_logits, aux, final = target_pass(target, ids, eagle.config["eagle_aux_hidden_state_layer_ids"], device, amp,
+                                       features)
     t_probs = torch.softmax(t_logits, dim=-1)
     t_arg = t_logits.argmax(-1)
     d_probs = torch.softmax(t_logits[..., eagle.draft_ids], dim=-1)
@@ -126,7 +133,7 @@ def evaluate_heads(target, draft, eagle, mtp, windows, batch, ttt_steps, device)
 
 
 def train_heads(target, draft, eagle, mtp, stream, valid, *, steps, batch, seq_len, lr, draft_lr, warmup,
-                seed, device, amp, ttt_steps, chain_fraction, eval_every, eval_windows, log):
+                seed, device, amp, ttt_steps, chain_fraction, eval_every, eval_windows, log, features=None):
     target.to(device).eval()
     for p in target.parameters():
         p.requires_grad_(False)
@@ -141,7 +148,7 @@ def train_heads(target, draft, eagle, mtp, stream, valid, *, steps, batch, seq_l
     for step in range(steps):
         ids = data.train_batch(stream, step, batch, seq_len, seed + SEED_OFFSET).to(device)
         chains = chain_subset(ids.shape[1], chain_fraction, seed, step, device)
-        losses, agree = head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains)
+        losses, agree = head_losses(target, draft, eagle, mtp, ids, ttt_steps, device, amp, chains, features)
         for opt, _ in opts.values():
             opt.zero_grad(set_to_none=True)
         sum(losses.values()).backward()

@@ -117,6 +117,7 @@ Delta from_proto(v1::GenerateResponse& m) {
   if (m.has_stop_token()) d.stop_token = m.stop_token();
   if (m.has_stop_string()) d.stop_string = m.stop_string();
   if (d.finish_reason != FinishReason::kNone) d.usage = from_proto(m.usage());
+  d.hidden_states_path = m.kv_transfer_params().hidden_states_path();
   return d;
 }
 

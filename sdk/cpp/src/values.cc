@@ -41,6 +41,7 @@ void GenerateResult::append(const Delta& d) {
     stop_token = d.stop_token;
     stop_string = d.stop_string;
     if (d.usage) usage = *d.usage;
+    hidden_states_path = d.hidden_states_path;
   }
 }
 

@@ -141,7 +141,9 @@ def delta(m: api_pb2.GenerateResponse) -> Delta:
                  finish_reason=finish, error=m.error,
                  stop_token=m.stop_token if m.HasField("stop_token") else None,
                  stop_string=m.stop_string if m.HasField("stop_string") else None,
-                 usage=_usage(m.usage) if finish is not None else None)
+                 usage=_usage(m.usage) if finish is not None else None,
+                 kv_transfer_params=({"hidden_states_path": m.kv_transfer_params.hidden_states_path}
+                                     if m.kv_transfer_params.hidden_states_path else None))
 
 
 def model_info(i: api_pb2.ModelInfo) -> ModelInfo:

@@ -1,7 +1,7 @@
 """The values the Baton client SDK returns: plain dataclasses mirroring proto/baton/v1/api.proto
 (package baton.v1), so that callers never handle protobuf messages. Field meanings are the proto's."""
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 
 @dataclass
@@ -70,6 +70,9 @@ class Delta:
     stop_token: Optional[int] = None
     stop_string: Optional[str] = None
     usage: Optional[Usage] = None
+    # vLLM's kv_transfer_params, on the last Delta when a node set any: {"hidden_states_path": ...}
+    # from speculative method extract_hidden_states (a path on the node that prefilled the prompt).
+    kv_transfer_params: Optional[Dict[str, str]] = None
 
 
 @dataclass
@@ -84,6 +87,7 @@ class GenerateResult:
     stop_token: Optional[int] = None
     stop_string: Optional[str] = None
     usage: Usage = field(default_factory=Usage)
+    kv_transfer_params: Optional[Dict[str, str]] = None
 
     def append(self, d: Delta) -> None:
         self.request_id = self.request_id or d.request_id
@@ -95,6 +99,7 @@ class GenerateResult:
             self.stop_token, self.stop_string = d.stop_token, d.stop_string
             if d.usage is not None:
                 self.usage = d.usage
+            self.kv_transfer_params = d.kv_transfer_params
 
 
 @dataclass

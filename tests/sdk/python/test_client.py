@@ -33,6 +33,21 @@ def tearDownModule():
         raise AssertionError(f"baton up exited with {code}: {cluster.stderr_tail()}")
 
 
+class ConvertTest(unittest.TestCase):
+    def test_kv_transfer_params_reach_the_result(self):
+        from baton_client import GenerateResult
+        from baton_client._convert import delta
+        from baton_client._proto import api_pb2
+        m = api_pb2.GenerateResponse(request_id="r", token_ids=[5], text="x", finish_reason=api_pb2.FINISH_REASON_LENGTH)
+        self.assertIsNone(delta(m).kv_transfer_params)
+        m.kv_transfer_params.hidden_states_path = "/data/hs/r.safetensors"
+        result = GenerateResult()
+        result.append(delta(api_pb2.GenerateResponse(request_id="r", token_ids=[4], text="w")))
+        result.append(delta(m))
+        self.assertEqual(result.kv_transfer_params, {"hidden_states_path": "/data/hs/r.safetensors"})
+        self.assertEqual(result.token_ids, [4, 5])
+
+
 class SyncClientTest(unittest.TestCase):
     def setUp(self):
         self.client = Client(cluster.address, timeout=120)

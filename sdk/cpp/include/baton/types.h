@@ -132,6 +132,9 @@ struct Delta {
   std::optional<std::int32_t> stop_token;
   std::optional<std::string> stop_string;
   std::optional<Usage> usage;  // on the last delta only
+  // vLLM's kv_transfer_params.hidden_states_path (speculative method extract_hidden_states): the
+  // prompt's hidden-states file on the node that prefilled it; on the last delta, "" otherwise.
+  std::string hidden_states_path;
 };
 
 // A whole completion: every delta joined.
@@ -145,6 +148,7 @@ struct GenerateResult {
   std::optional<std::int32_t> stop_token;
   std::optional<std::string> stop_string;
   Usage usage;
+  std::string hidden_states_path;  // as in Delta
   double client_time_to_first_token_ms = 0;  // as this client saw them (network included)
   double client_total_ms = 0;
 
