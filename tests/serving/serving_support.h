@@ -29,7 +29,7 @@
 namespace baton::testing {
 
 inline std::string family_path(const std::string& part) {
-  return std::string(BATON_SOURCE_DIR) + "/models/baton-tiny-code/" + part;
+  return str_cat(BATON_SOURCE_DIR, "/models/baton-tiny-code/", part);
 }
 
 struct SpecCase {
