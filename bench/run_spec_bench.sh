@@ -42,6 +42,9 @@ elif [ "$which" = family ]; then
     "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$m/mtp\"}"
     "{\"method\":\"medusa\",\"num_speculative_tokens\":$k,\"model\":\"$m/medusa\"}"
   )
+  if [ -d "$m/dflash" ]; then
+    specs+=("{\"method\":\"dflash\",\"num_speculative_tokens\":$k,\"model\":\"$m/dflash\"}")
+  fi
 else
   f="$build/fixtures"
   [ -f "$f/manifest.json" ] || /usr/bin/python3 "$root/tools/fixtures/make_fixtures.py" --out "$f" >/dev/null
@@ -54,6 +57,7 @@ else
     "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/eagle3-llama-f32\"}"
     "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/mtp-deepseek-llama-f32\"}"
     "{\"method\":\"medusa\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/medusa-llama-f32\"}"
+    "{\"method\":\"dflash\",\"num_speculative_tokens\":$k,\"model\":\"$f/spec/dflash-llama-f32\"}"
   )
 fi
 args=()

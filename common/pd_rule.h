@@ -8,7 +8,7 @@
 //   request and the handed-over state is located by k).
 //
 // A method name is the `method` key of speculative_config ("ngram", "suffix", "draft_model",
-// "eagle", "eagle3", "mtp", "medusa", "extract_hidden_states"); "" means the node does not
+// "eagle", "eagle3", "mtp", "medusa", "dflash", "extract_hidden_states"); "" means the node does not
 // speculate. Every error names the values, the model kind and the rule.
 //
 // Must not: parse speculative_config JSON or depend on anything above common/ (the router links
@@ -55,7 +55,7 @@ absl::Status check_pd_rule_for_node(PdRole role, const SpeculationSetting& setti
 //   - both speculate: same method, then the k rule above;
 //   - P does not, D runs a model-free method (ngram, suffix) on an attention-only model: OK;
 //   - P does not, D runs a method that needs draft-side state from prefill (draft_model, eagle,
-//     eagle3, mtp, medusa), or the model has recurrent layers (k must be equal): refused;
+//     eagle3, mtp, medusa, dflash), or the model has recurrent layers (k must be equal): refused;
 //   - P speculates, D does not: refused (P's draft token would have no verifier).
 absl::Status check_pd_pairing(const SpeculationSetting& prefill, const SpeculationSetting& decode, const PdModel& model);
 

@@ -178,6 +178,8 @@ def spec_config():
         "unknown-key": {"method": "ngram", "num_speculative_tokens": 4, "speculative_model": "x"},
         "medusa": {"method": "medusa", "num_speculative_tokens": 4},  # no model: refused
         "medusa-default-k": {"method": "medusa", "model": "m", "draft_sample_method": "probabilistic"},
+        "dflash": {"method": "dflash", "model": "d", "num_speculative_tokens": 7, "draft_sample_method": "probabilistic"},
+        "dflash-no-k": {"method": "dflash", "model": "d"},  # k is required: refused
         "extract-hidden-states": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
                                   "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}},
         "entropy": {"method": "eagle3", "model": "e3", "num_speculative_tokens": 4,

@@ -93,6 +93,7 @@ std::string_view spec_method_name(SpecMethod m) {
     case SpecMethod::kEagle3: return "eagle3";
     case SpecMethod::kMtp: return "mtp";
     case SpecMethod::kMedusa: return "medusa";
+    case SpecMethod::kDflash: return "dflash";
     case SpecMethod::kExtractHiddenStates: return "extract_hidden_states";
   }
   return "?";
@@ -137,7 +138,7 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   auto method = j.find("method");
   if (method == j.end() || !method->is_string()) {
     return key_error("method", "is required: one of ngram, suffix, draft_model, eagle, eagle3, mtp, medusa, "
-                               "extract_hidden_states");
+                               "dflash, extract_hidden_states");
   }
   const std::string m = method->get<std::string>();
   if (m == "ngram") c.method = SpecMethod::kNgram;
@@ -147,16 +148,18 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfig::from_json(const json& j, No
   else if (m == "eagle3") c.method = SpecMethod::kEagle3;
   else if (m == "mtp") c.method = SpecMethod::kMtp;
   else if (m == "medusa") c.method = SpecMethod::kMedusa;
+  else if (m == "dflash") c.method = SpecMethod::kDflash;
   else if (m == "extract_hidden_states") c.method = SpecMethod::kExtractHiddenStates;
-  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3, mtp, medusa or "
-                                          "extract_hidden_states"));
+  else return key_error("method", str_cat("is \"", m, "\"; use ngram, suffix, draft_model, eagle, eagle3, mtp, medusa, "
+                                          "dflash or extract_hidden_states"));
 
   if (auto model = j.find("model"); model != j.end() && !model->is_null()) {
     if (!model->is_string() || model->get<std::string>().empty()) return key_error("model", "must be a directory path");
     c.model = model->get<std::string>();
   }
   const bool needs_model = c.method == SpecMethod::kDraftModel || c.method == SpecMethod::kEagle ||
-                           c.method == SpecMethod::kEagle3 || c.method == SpecMethod::kMedusa;
+                           c.method == SpecMethod::kEagle3 || c.method == SpecMethod::kMedusa ||
+                           c.method == SpecMethod::kDflash;
   if (needs_model && c.model.empty()) return key_error("model", str_cat("is required for method ", m));
   if (c.method == SpecMethod::kExtractHiddenStates && !c.model.empty()) {
     return key_error("model", "is not used by method extract_hidden_states (it runs no draft model)");

@@ -19,7 +19,7 @@
 
 namespace baton {
 
-enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp, kMedusa, kExtractHiddenStates };
+enum class SpecMethod { kNgram, kSuffix, kDraftModel, kEagle, kEagle3, kMtp, kMedusa, kDflash, kExtractHiddenStates };
 enum class RejectionMethod { kStandard, kBlock };
 enum class DraftSampleMethod { kGreedy, kProbabilistic };
 enum class NodeRole { kColocated, kPrefill, kDecode };
@@ -29,7 +29,7 @@ std::string_view node_role_name(NodeRole r);
 
 struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNgram;
-  std::string model;  // draft model / head directory (draft_model, eagle, eagle3, medusa; optional for mtp)
+  std::string model;  // draft model / head directory (draft_model, eagle, eagle3, medusa, dflash; optional for mtp)
   std::int32_t num_speculative_tokens = 0;  // k
   // extract_hidden_states (vLLM's keys): draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids,
   // the target layers whose input residual stream is saved, in this order.

@@ -33,8 +33,9 @@ absl::Status DraftingProposer::init_kv(Backend& backend, const KvCacheLayout& la
   return absl::OkStatus();
 }
 
-absl::Status DraftingProposer::init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx) {
-  BATON_RETURN_IF_ERROR(picker_.init(config, ctx, ctx.max_num_seqs));
+absl::Status DraftingProposer::init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx,
+                                             std::int32_t max_rows) {
+  BATON_RETURN_IF_ERROR(picker_.init(config, ctx, max_rows > 0 ? max_rows : ctx.max_num_seqs));
   probabilistic_ = picker_.probabilistic();
   vocab_ = picker_.vocab();
   return absl::OkStatus();

@@ -86,8 +86,9 @@ class DraftingProposer : public Proposer {
   // Creates the pool for `layout` with the target's budget's worth of blocks plus k + 1 positions
   // per sequence.
   absl::Status init_kv(Backend& backend, const KvCacheLayout& layout, const ProposerContext& ctx, std::int32_t k);
-  // The draft picker (and probabilistic_, vocab_ from it). Before init_kv().
-  absl::Status init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx);
+  // The draft picker (and probabilistic_, vocab_ from it), its argmax_on_device() taking up to
+  // max_rows rows (0: max_num_seqs). Before init_kv().
+  absl::Status init_sampling(const SpeculativeConfig& config, const ProposerContext& ctx, std::int32_t max_rows = 0);
 
   State* state_of(RequestKey key);
   const State* state_of(RequestKey key) const;
@@ -99,7 +100,7 @@ class DraftingProposer : public Proposer {
   // for logits at its last position.
   absl::Status run_catch_ups(std::span<CatchUp> items, const CatchUpForward& forward);
 
-  // DraftPicker::pick and argmax_on_device (rows <= max_num_seqs).
+  // DraftPicker::pick and argmax_on_device (rows <= init_sampling()'s max_rows).
   std::int32_t pick(std::span<const float> target_logits, ProposalRequest& p) { return picker_.pick(target_logits, p); }
   std::span<const std::int32_t> argmax_on_device(const TensorView& logits) { return picker_.argmax_on_device(logits); }
 

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "common/status.h"
+#include "engine/spec/dflash_proposer.h"
 #include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/head_proposer.h"
 #include "engine/spec/hidden_states_extractor.h"
@@ -64,6 +65,10 @@ absl::StatusOr<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig&
     }
     case SpecMethod::kMedusa: {
       BATON_ASSIGN_OR_RETURN(auto p, MedusaProposer::create(config, context));
+      return std::unique_ptr<Proposer>(std::move(p));
+    }
+    case SpecMethod::kDflash: {
+      BATON_ASSIGN_OR_RETURN(auto p, DFlashProposer::create(config, context));
       return std::unique_ptr<Proposer>(std::move(p));
     }
     case SpecMethod::kExtractHiddenStates: {

@@ -5,7 +5,7 @@ What it is for
   it into spec/reference.json), and answering "what should this head draft?" for any tiny head:
 
     /usr/bin/python3 tools/reference/draft_heads_ref.py --target DIR --head DIR \
-        --method eagle|eagle3|mtp|medusa|draft_model --tokens 1,2,3 --k 4   # -> {"drafts": [...]}
+        --method eagle|eagle3|mtp|medusa|draft_model|dflash --tokens 1,2,3 --k 4   # -> {"drafts": [...]}
 
   The layout is detected from the head's config and tensor names:
     eagle          yuhuili EAGLE-1: fc.weight [H, 2H] (+ fc.bias), layers.0.* without
@@ -48,6 +48,8 @@ What it is for
                    that give the same one must agree: vLLM would take the last); logit_scale
                    (default 1.0); hidden_size and vocab_size must be the target's.
     draft_model    a full HF-layout decoder (transformer_ref.py) with the target's vocab_size.
+    dflash         DFlashDraftModel (config dflash_config): fc over target layer outputs, a block of
+                   mask tokens drafted in one pass; everything about it is in dflash_ref.py.
 
 Semantics (the contract Baton implements). Tokens t_0..t_{n-1}; the target's states at p are
   final_p (final-norm output) and aux_p = cat(input of layer a for a in aux ids). Head position p
@@ -101,9 +103,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 import transformer_ref as ref  # noqa: E402
 from safetensors_io import read_model_dir  # noqa: E402
 
-METHODS = ("eagle", "eagle3", "mtp", "medusa", "draft_model")
+METHODS = ("eagle", "eagle3", "mtp", "medusa", "draft_model", "dflash")
 METHOD_OF_LAYOUT = {"eagle": "eagle", "eagle3": "eagle3", "mtp-deepseek": "mtp",
-                    "mtp-qwen3next": "mtp", "medusa": "medusa", "draft_model": "draft_model"}
+                    "mtp-qwen3next": "mtp", "medusa": "medusa", "draft_model": "draft_model",
+                    "dflash": "dflash"}
 
 
 @dataclass
@@ -219,6 +222,8 @@ MEDUSA_BLOCK = re.compile(r"(medusa_heads\.)?blocks\.\d+\.layers\.\d+\.weight")
 
 def detect_layout(cfg, names):
     archs = cfg.get("architectures") or []
+    if "DFlashDraftModel" in archs or "dflash_config" in cfg:  # before eagle3 / eagle: it has d2t, fc
+        return "dflash"
     if "MedusaModel" in archs or cfg.get("model_type") == "medusa" or any(MEDUSA_BLOCK.fullmatch(n) for n in names):
         return "medusa"
     if "d2t" in names or cfg.get("speculators_model_type") == "eagle3" or any("Eagle3" in a for a in archs):
@@ -256,6 +261,9 @@ def build_head(cfg, stored, target, where="head", eos_ids=()):
         return load_eagle(ts, cfg, ht, vocab)
     if layout == "eagle3":
         return load_eagle3(ts, cfg, target, vocab)
+    if layout == "dflash":
+        import dflash_ref  # here, not at the top: it imports this module
+        return dflash_ref.load_dflash(ts, cfg, target, vocab)
     if layout == "mtp-deepseek":
         return load_mtp_deepseek(ts, cfg, target, vocab)
     return load_mtp_qwen3next(ts, cfg, target, vocab)
@@ -621,7 +629,7 @@ def medusa_logits(head, i, feature):
 
 
 def to_target_id(head, draft_id):
-    if head.layout == "eagle3":
+    if head.layout in ("eagle3", "dflash"):
         return draft_id + int(head.d2t[draft_id])
     if head.layout == "medusa" and head.token_map is not None:
         return int(head.token_map[draft_id])
@@ -653,7 +661,7 @@ def run(head, target, tokens, k):
     of the draft logits at each step), draft_logits (the k logit rows the drafts were taken
     from; heads only), catch_up_logits [L][n-1][V] (each layer's logits at
     p = 0..n-2; Medusa: [num_heads][n-1][D], each head's; for a draft model [1][n][V], its logits
-    at every position of tokens)."""
+    at every position of tokens). DFlash has no catch-up: block_logits [k + 1][D] instead."""
     tokens = [int(t) for t in tokens]
     n = len(tokens)
     if head.layout == "draft_model":
@@ -664,6 +672,9 @@ def run(head, target, tokens, k):
         raise ValueError("a head needs at least 2 tokens (one catch-up position)")
     if head.layout == "medusa":
         return run_medusa(head, target, tokens, k)
+    if head.layout == "dflash":  # one pass over a block of mask tokens
+        import dflash_ref
+        return dflash_ref.run_dflash(head, target, tokens, k)
     feats = TargetFeatures(target, tokens)
     caches = [[] for _ in head.blocks]
     catch_up, last_out = [], None

@@ -37,6 +37,10 @@ TEST(SpeculativeConfig, DefaultsFollowVllm) {
   ASSERT_TRUE(medusa.ok()) << medusa.status();  // k defaults to the checkpoint's heads, resolved at load
   EXPECT_EQ(medusa->method, SpecMethod::kMedusa);
   EXPECT_EQ(medusa->to_json()["method"], "medusa");
+  auto dflash = parse(R"({"method": "dflash", "model": "drafter", "num_speculative_tokens": 7})");
+  ASSERT_TRUE(dflash.ok()) << dflash.status();
+  EXPECT_EQ(dflash->method, SpecMethod::kDflash);
+  EXPECT_EQ(dflash->to_json()["method"], "dflash");
 }
 
 TEST(SpeculativeConfig, PromptLookupBoundsCopyAndCheck) {
@@ -55,6 +59,8 @@ TEST(SpeculativeConfig, ErrorsNameTheKey) {
       {R"({"num_speculative_tokens": 3})", "`method` is required"},
       {R"({"method": "lookahead", "num_speculative_tokens": 3})", "`method`"},
       {R"({"method": "medusa", "num_speculative_tokens": 3})", "`model` is required for method medusa"},
+      {R"({"method": "dflash", "num_speculative_tokens": 3})", "`model` is required for method dflash"},
+      {R"({"method": "dflash", "model": "d"})", "`num_speculative_tokens` is required for method dflash"},
       {R"({"method": "eagle3", "num_speculative_tokens": 3})", "`model` is required"},
       {R"({"method": "draft_model", "num_speculative_tokens": 3})", "`model` is required"},
       {R"({"method": "ngram"})", "`num_speculative_tokens` is required"},
@@ -252,6 +258,14 @@ TEST(PdRule, MedusaNeedsPrefillSideState) {
   const absl::Status s = check_pd_pairing({"", 0}, {"medusa", 4}, PdModel{"", false});
   EXPECT_THAT(s.message(), HasSubstr("needs draft-side state from prefill"));
   EXPECT_TRUE(check_pd_pairing({"medusa", 1}, {"medusa", 4}, PdModel{"", false}).ok());
+}
+
+// A DFlash drafter's context K/V of the prompt comes from the prefill node.
+TEST(PdRule, DflashNeedsPrefillSideState) {
+  EXPECT_FALSE(is_model_free_method("dflash"));
+  EXPECT_THAT(check_pd_pairing({"", 0}, {"dflash", 4}, PdModel{"", false}).message(),
+              HasSubstr("needs draft-side state from prefill"));
+  EXPECT_TRUE(check_pd_pairing({"dflash", 1}, {"dflash", 4}, PdModel{"", false}).ok());
 }
 
 TEST(PdRule, PairingNamesBothValues) {

@@ -169,7 +169,7 @@ class LikelyDraftsProposer final : public testing::ForwardingProposer {
 
 struct Case {
   std::string label;
-  std::string method;  // "" (no speculation), "draft_model", "eagle", "medusa", or "likely" (LikelyDraftsProposer)
+  std::string method;  // "" (no speculation), "draft_model", "eagle", "medusa", "dflash", or "likely" (LikelyDraftsProposer)
   std::string rejection;  // "standard" or "block"
   bool top_p = false;
   bool wrong_q = false;  // the negative control
@@ -194,11 +194,13 @@ struct Case {
       BATON_CHECK(c.ok(), c.status().ToString());
       return *c;
     }
-    // The near draft model overlaps the target (accepts and corrections both common); the EAGLE
-    // and Medusa fixture heads are random (mostly corrections) but run the heads' probabilistic
-    // paths (Medusa's: a truncated vocabulary and a logit scale).
+    // The near draft model overlaps the target (accepts and corrections both common); the EAGLE,
+    // Medusa and DFlash fixture heads are random (mostly corrections) but run the heads'
+    // probabilistic paths (Medusa's: a truncated vocabulary and a logit scale; DFlash's: k rows of
+    // one non-causal block, none depending on another's draw).
     const std::string dir = fixture_path(method == "eagle"    ? "spec/eagle-llama-f32"
                                          : method == "medusa" ? "spec/medusa-trunc-llama-f32"
+                                         : method == "dflash" ? "spec/dflash-llama-f32"
                                                               : "spec/draft-near-llama-f32");
     auto c = SpeculativeConfig::parse(
         "{\"method\": \"" + method + "\", \"model\": \"" + dir + "\", \"num_speculative_tokens\": " + std::to_string(kK) +
@@ -322,6 +324,8 @@ INSTANTIATE_TEST_SUITE_P(ProbabilisticDrafts, EngineDistribution,
                                            Case{"eagle_block", "eagle", "block"},                      //
                                            Case{"medusa_standard", "medusa", "standard"},              //
                                            Case{"medusa_block_top_p", "medusa", "block", true},
+                                           Case{"dflash_standard", "dflash", "standard"},              //
+                                           Case{"dflash_block_top_p", "dflash", "block", true},
                                            Case{"draft_model_standard_top_p", "draft_model", "standard", true},
                                            Case{"eagle_block_top_p", "eagle", "block", true},
                                            Case{"draft_model_standard_logit_bias", "draft_model", "standard", false, false, true},

@@ -1,6 +1,6 @@
-// What the draft-head tests share (heads_test.cc, medusa_test.cc): the reference's head entries
-// (tools/fixtures/make_spec_fixtures.py), a proposer context on a loaded fixture target, and target
-// forwards whose captured states are handed to proposers the way the engine hands them.
+// What the draft-head tests share (heads_test.cc, medusa_test.cc, dflash_test.cc): the reference's
+// head entries (tools/fixtures/make_spec_fixtures.py), a proposer context on a loaded fixture
+// target, and target forwards whose captured states are handed to proposers the way the engine hands them.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,8 @@ struct HeadCase {
   std::int32_t k = 0;
 };
 
-// The reference's entries of `method` (every one but Medusa's when empty: Medusa has its own tests).
+// The reference's entries of `method` (every one but Medusa's and DFlash's when empty: they have
+// their own tests).
 inline std::vector<HeadCase> head_cases(const std::string& method = "") {
   auto text = read_text_file(fixture_path("spec/reference.json"));
   BATON_CHECK(text.ok(), text.status().ToString());
@@ -36,7 +37,7 @@ inline std::vector<HeadCase> head_cases(const std::string& method = "") {
     c.name = h["name"];
     c.target = h["target"];
     c.method = h["method"];
-    if (method.empty() ? c.method == "medusa" : c.method != method) continue;
+    if (method.empty() ? c.method == "medusa" || c.method == "dflash" : c.method != method) continue;
     c.tokens = h["token_ids"].get<std::vector<std::int32_t>>();
     c.drafts = h["drafts"].get<std::vector<std::int32_t>>();
     c.logits = h["logits"].get<std::vector<double>>();

@@ -62,15 +62,19 @@ CachedRun run_one_by_one(Engine& engine, const std::vector<Job>& jobs) {
 }
 
 // Prefix caching with the proposers that draft from the target's hidden states (EAGLE, EAGLE-3,
-// MTP, Medusa): a prompt sharing a cached prefix reuses the target's blocks and the head's, and
-// gives exactly the tokens, drafts and acceptances of an engine without prefix caching. A prompt
-// whose first block the target's cache holds but the head's does not (it differs in the token right
-// after that block, which the head's last position of the block consumed) reuses nothing; Medusa
-// keeps no KV, so it reuses whatever the target's cache holds.
+// MTP, Medusa, DFlash): a prompt sharing a cached prefix reuses the target's blocks and the head's,
+// and gives exactly the tokens, drafts and acceptances of an engine without prefix caching. A
+// prompt whose first block the target's cache holds but the head's does not (it differs in the
+// token right after that block, which the head's last position of the block consumed) reuses
+// nothing; Medusa keeps no KV, and DFlash's context KV at a position depends on the tokens up to
+// it only, as the target's does, so both reuse whatever the target's cache holds.
 TEST(SpecEngine, PrefixCachingWithHiddenStateProposersReusesTheHeadsKv) {
   for (const MethodCase& m : method_cases()) {
     const bool medusa = m.label.starts_with("medusa");  // no KV of its own: it reuses what the target does
-    if (m.label.find("eagle") == std::string::npos && m.label.find("mtp") == std::string::npos && !medusa) continue;
+    const bool dflash = m.label.starts_with("dflash");  // KV keyed like the target's
+    if (m.label.find("eagle") == std::string::npos && m.label.find("mtp") == std::string::npos && !medusa && !dflash) {
+      continue;
+    }
     std::map<RequestKey, std::vector<std::int32_t>> drafts[2];
     std::unique_ptr<Engine> engines[2];
     for (int caching = 0; caching < 2; ++caching) {
@@ -114,7 +118,7 @@ TEST(SpecEngine, PrefixCachingWithHiddenStateProposersReusesTheHeadsKv) {
     EXPECT_EQ(cached.cached.at("p0"), 0) << m.label;
     EXPECT_EQ(cached.cached.at("p1"), 32) << m.label;
     EXPECT_EQ(cached.cached.at("p2"), 48) << m.label;
-    EXPECT_EQ(cached.cached.at("p3"), medusa ? 16 : 0) << m.label;
+    EXPECT_EQ(cached.cached.at("p3"), medusa || dflash ? 16 : 0) << m.label;
     for (const auto& [id, n] : plain.cached) EXPECT_EQ(n, 0) << m.label << " " << id;
     for (const KvPoolInfo& pool : engines[1]->kv_pools()) EXPECT_EQ(pool.used, 0) << m.label << " " << pool.name;
     if (!medusa) {

@@ -1,0 +1,114 @@
+// DFlashDrafter: the DFlash block-diffusion drafter, loaded from the published checkpoint layout
+// (z-lab's DFlashDraftModel, as vLLM and SGLang load it; docs/engine.md, "DFlash") and run on the
+// target's Backend with its own paged KV.
+//
+// It drafts all k tokens of a step in ONE forward. The drafter's context is the target's hidden
+// states: at every final position p, several target layers' outputs are fused (fc, then the
+// hidden_norm RMSNorm) into c_p, and each draft layer's own k_proj/v_proj (k_norm, RoPE at p) turn
+// c_p into that layer's key and value at p, written to the paged KV once (write_context). A draft
+// step then runs the query block [newest token, mask x k] at positions n-1 .. n-1+k through the
+// draft layers (plain Qwen3 layers): its queries attend over the whole context and, non-causally,
+// over the whole block; the logits at block positions 1..k (through the target's LM head unless the
+// checkpoint has its own) give the k drafts (draft()).
+//
+// Non-causal attention without a kernel of its own: paged attention lets a query see keys up to
+// the position its AttentionBatch says, so each block query is given its block's LAST position
+// there, while RoPE and KV slots use the real positions.
+//
+// It never owns target weights (embedding and LM head are views of the target's unless the
+// checkpoint ships its own) and never touches the target's KV.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/batch_plan.h"
+#include "engine/model/config.h"
+#include "engine/model/decoder_layer.h"
+#include "engine/model/weights.h"
+#include "engine/spec/model_proposer.h"
+
+namespace baton {
+
+struct DFlashOptions {
+  std::int32_t max_context_tokens = 0;  // target positions one write_context() takes (the token budget)
+  std::int32_t max_num_seqs = 0;
+  std::int32_t max_model_len = 0;
+  std::int32_t block_size = 16;  // KV block size (not the drafter's trained block)
+  std::int32_t num_speculative_tokens = 0;  // k: a query block holds up to k + 1 tokens
+  std::optional<DType> dtype;
+};
+
+class DFlashDrafter {
+ public:
+  static absl::StatusOr<std::unique_ptr<DFlashDrafter>> load(const std::string& dir, const ModelConfig& target,
+                                                             const ModelWeights& target_weights, Backend& backend,
+                                                             const DFlashOptions& options);
+
+  // The target states it reads: target_layer_ids (HF hidden_states[id + 1]) as layer inputs
+  // id + 1, the last layer's as the final-norm output.
+  TargetStateSpec target_states() const;
+  std::int32_t target_feature_width() const { return target_hidden_ * static_cast<std::int32_t>(layer_ids_.size()); }
+  KvCacheLayout kv_layout() const;  // one KV layer per draft layer
+  const ModelConfig& layer_config() const { return config_; }
+  DType weight_dtype() const { return fc_.dtype; }
+  std::int32_t mask_token_id() const { return mask_token_id_; }
+  bool causal() const { return causal_; }
+  std::int32_t out_vocab() const { return out_vocab_; }
+  // Target id of output index i (identity unless the checkpoint has a draft vocabulary, d2t).
+  std::int32_t to_target_id(std::int32_t i) const { return d2t_.empty() ? i : i + d2t_[static_cast<std::size_t>(i)]; }
+
+  // The input buffer for write_context()'s features, [tokens, target_feature_width()] F32 on the
+  // backend (tokens <= max_context_tokens), for the caller to fill.
+  TensorView feature_input(std::int64_t tokens) const;
+
+  // Context K/V of the batch's tokens (their ids are not read) into every draft layer's KV.
+  // features: [batch tokens, target_feature_width()] F32, row i the target states of token i.
+  absl::Status write_context(const ForwardBatch& batch, const TensorView& features, KvCache& cache);
+
+  // Runs query blocks: sequence j is [newest token, mask x k_j] from the position after its
+  // context, with logits_indices 1..k_j. Returns the logits rows [sum k_j, out_vocab()] on the
+  // backend, valid until the next call.
+  absl::StatusOr<TensorView> draft(const ForwardBatch& batch, KvCache& cache);
+
+ private:
+  explicit DFlashDrafter(Backend& backend) : backend_(backend) {}
+  absl::Status read_config(const std::string& dir, const ModelConfig& target);
+  absl::Status load_weights(const std::string& dir, const ModelConfig& target, const ModelWeights& target_weights,
+                            const DFlashOptions& options);
+  absl::Status allocate(const DFlashOptions& options, std::int32_t vocab);
+
+  Backend& backend_;
+  ModelConfig config_;  // the draft layers' shape
+  std::int32_t target_hidden_ = 0, target_layers_ = 0;
+  std::vector<std::int32_t> layer_ids_;  // target_layer_ids, as listed
+  std::int32_t mask_token_id_ = 0;
+  std::int32_t trained_block_ = 0;  // the block size it was trained on (0: not stated)
+  bool causal_ = false;
+  std::int32_t out_vocab_ = 0;
+  std::vector<std::int32_t> d2t_;
+
+  std::shared_ptr<const Checkpoint> checkpoint_;
+  std::vector<DeviceBuffer> owned_;
+  std::vector<LayerWeights> layers_;
+  TensorView fc_;           // [hidden, target_feature_width()] linear() weight
+  TensorView hidden_norm_;  // [hidden]
+  TensorView context_kv_;   // [layers * 2 kv_size, hidden]: each layer's k_proj then v_proj rows
+  TensorView norm_;         // [hidden]
+  TensorView lm_head_;      // [out_vocab, hidden]
+  TensorView embed_;        // [vocab, hidden]
+
+  std::int32_t kv_block_size_ = 16;
+  std::int32_t max_context_tokens_ = 0, max_block_tokens_ = 0, max_logits_ = 0;
+  BatchPlan context_plan_, block_plan_;
+  LayerWorkspace workspace_;
+  std::vector<std::int32_t> mask_positions_;  // host side of attention_positions_
+  DeviceBuffer inv_freq_, features_, fused_, fused_normed_, context_kv_out_, context_cos_sin_;
+  DeviceBuffer resid_, cos_sin_, attention_positions_, selected_, selected_normed_, logits_;
+};
+
+}  // namespace baton
