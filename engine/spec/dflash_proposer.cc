@@ -235,15 +235,9 @@ absl::Status DFlashProposer::propose(std::span<ProposalRequest> batch) {
 
 std::int32_t DFlashProposer::adopt_cached_prefix(RequestKey key, std::span<const std::int32_t> tokens,
                                                  std::uint64_t salt, std::int32_t positions) {
-  if (!prefix_cache_ || state_of(key) == nullptr) return 0;
-  if (state_of(key)->table.num_blocks() > 0) reset_request(key);  // an admission holds no KV yet
-  DFlashState& s = dflash_state(*state_of(key));
-  const std::vector<BlockId> hit = pool_->match_prefix(tokens, positions / block_size_, salt);
-  s.table.set_salt(salt);
-  s.table.adopt_prefix(hit);
-  s.caches = true;
-  s.computed = static_cast<std::int32_t>(hit.size()) * block_size_;
-  return s.computed;
+  if (!prefix_cache_) return 0;
+  const State* s = adopt_cached_blocks(key, tokens, salt, positions);
+  return s == nullptr ? 0 : s->computed;
 }
 
 absl::StatusOr<ProposerHandoff> DFlashProposer::export_state(RequestKey key) const {

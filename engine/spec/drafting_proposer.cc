@@ -146,6 +146,19 @@ absl::StatusOr<std::vector<BlockId>> DraftingProposer::reserve_state(RequestKey 
   return blocks;
 }
 
+DraftingProposer::State* DraftingProposer::adopt_cached_blocks(RequestKey key, std::span<const std::int32_t> tokens,
+                                                               std::uint64_t salt, std::int32_t positions) {
+  if (state_of(key) == nullptr) return nullptr;
+  if (state_of(key)->table.num_blocks() > 0) reset_request(key);  // an admission holds no KV yet
+  State& s = *state_of(key);
+  const std::vector<BlockId> hit = pool_->match_prefix(tokens, positions / block_size_, salt);
+  s.table.set_salt(salt);
+  s.table.adopt_prefix(hit);
+  s.caches = true;
+  s.computed = static_cast<std::int32_t>(hit.size()) * block_size_;
+  return &s;
+}
+
 std::vector<BlockId> DraftingProposer::blocks_for_positions(const State& s, std::int32_t positions) {
   const auto n = static_cast<std::size_t>(BlockTable::blocks_for(positions, s.table.block_size()));
   return {s.table.blocks().begin(), s.table.blocks().begin() + static_cast<std::ptrdiff_t>(n)};

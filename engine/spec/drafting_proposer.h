@@ -104,6 +104,13 @@ class DraftingProposer : public Proposer {
   std::int32_t pick(std::span<const float> target_logits, ProposalRequest& p) { return picker_.pick(target_logits, p); }
   std::span<const std::int32_t> argmax_on_device(const TensorView& logits) { return picker_.argmax_on_device(logits); }
 
+  // Prefix caching, for a request being admitted: resets its state (it holds no KV yet), gives it
+  // the longest run of the first positions / block_size blocks of `tokens` the pool's prefix
+  // cache holds under `salt`, marks it as caching, and returns its state (nullptr when the request
+  // is unknown). Its `computed` is the positions those blocks cover.
+  State* adopt_cached_blocks(RequestKey key, std::span<const std::int32_t> tokens, std::uint64_t salt,
+                             std::int32_t positions);
+
   // The table's blocks covering positions [0, positions).
   static std::vector<BlockId> blocks_for_positions(const State& s, std::int32_t positions);
   // Decode side: takes over the reserved blocks for [0, positions) (the transport filled them).

@@ -409,14 +409,10 @@ void HeadProposer::cache_final_blocks(const std::vector<Drafting>& work) {
 
 std::int32_t HeadProposer::adopt_cached_prefix(RequestKey key, std::span<const std::int32_t> tokens, std::uint64_t salt,
                                                std::int32_t positions) {
-  if (!prefix_cache_ || state_of(key) == nullptr) return 0;
-  if (state_of(key)->table.num_blocks() > 0) reset_request(key);  // an admission holds no KV yet
-  HeadState& s = head_state(*state_of(key));
-  const std::vector<BlockId> hit = pool_->match_prefix(tokens, positions / block_size_, salt);
-  s.table.set_salt(salt);
-  s.table.adopt_prefix(hit);
-  s.caches = true;
-  s.computed = static_cast<std::int32_t>(hit.size()) * block_size_;
+  if (!prefix_cache_) return 0;
+  State* base = adopt_cached_blocks(key, tokens, salt, positions);
+  if (base == nullptr) return 0;
+  HeadState& s = head_state(*base);
   s.rows_start = s.computed;  // the target's states start there
   return s.computed;
 }

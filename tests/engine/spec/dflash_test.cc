@@ -169,21 +169,6 @@ TEST(DFlash, MissingStatesGiveNoDrafts) {
   EXPECT_TRUE(propose_for(*p, {2}, {c.tokens}, c.k)[0].empty());
 }
 
-// Writes a copy of a fixture drafter with its config edited.
-std::string edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
-  static int copies = 0;
-  const std::string dir = ::testing::TempDir() + "dflash-edited-" + std::to_string(copies++);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  for (const auto& f : std::filesystem::directory_iterator(fixture_path("spec/" + name))) {
-    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
-  }
-  auto cfg = nlohmann::json::parse(*read_text_file(dir + "/config.json"));
-  edit(cfg);
-  std::ofstream(dir + "/config.json") << cfg.dump();
-  return dir;
-}
-
 TEST(DFlash, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   auto h = ModelHarness::load(fixture_path("llama-f32"));
   const auto refused = [&](const SpeculativeConfig& sc, const std::string& what) {
@@ -206,7 +191,7 @@ TEST(DFlash, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   }
   EXPECT_EQ(listed, 1);
   const auto edited = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& what) {
-    refused(dflash_config(edited_copy(plain, edit), 1), what);
+    refused(dflash_config(edited_head_copy(plain, edit), 1), what);
   };
   edited([](nlohmann::json& j) { j["hidden_size"] = 64; }, "hidden_size 64 differs from the target's");
   edited([](nlohmann::json& j) { j["dflash_config"].erase("mask_token_id"); }, "mask_token_id` is required");

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "common/text_file.h"
 #include "engine/spec/model_proposer.h"
 #include "engine/spec/proposer_factory.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/fixtures.h"
 #include "tests/engine/model_harness.h"
@@ -45,6 +49,23 @@ inline std::vector<HeadCase> head_cases(const std::string& method = "") {
     out.push_back(c);
   }
   return out;
+}
+
+// A copy of the fixture head spec/<name> with its config edited, in a directory of its own.
+inline std::string edited_head_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  static int copies = 0;
+  const std::string dir = ::testing::TempDir() + "edited-" + name + "-" + std::to_string(copies++);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const auto& f : std::filesystem::directory_iterator(fixture_path("spec/" + name))) {
+    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
+  }
+  auto text = read_text_file(dir + "/config.json");
+  BATON_CHECK(text.ok(), text.status().ToString());
+  auto cfg = nlohmann::json::parse(*text);
+  edit(cfg);
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  return dir;
 }
 
 inline ProposerContext context_for(ModelHarness& h, const std::string& target, std::int32_t graph_max_seqs = 0) {

@@ -155,20 +155,6 @@ TEST(Medusa, StaleOrMissingStatesGiveNoDrafts) {
   EXPECT_TRUE(propose_for(*q, {2}, {c.tokens}, c.k)[0].empty());
 }
 
-// Writes a copy of a fixture head with its config edited.
-std::string edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
-  const std::string dir = ::testing::TempDir() + "medusa-edited-" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  for (const auto& f : std::filesystem::directory_iterator(fixture_path("spec/" + name))) {
-    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
-  }
-  auto cfg = nlohmann::json::parse(*read_text_file(dir + "/config.json"));
-  edit(cfg);
-  std::ofstream(dir + "/config.json") << cfg.dump();
-  return dir;
-}
-
 TEST(Medusa, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   auto h = ModelHarness::load(fixture_path("llama-f32"));
   const auto refused = [&](const SpeculativeConfig& sc, const std::string& what) {
@@ -191,7 +177,7 @@ TEST(Medusa, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   EXPECT_EQ(listed, 1);
   const auto edited = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& what) {
     SpeculativeConfig sc = medusa_config("medusa-llama-f32", 1);
-    sc.model = edited_copy("medusa-llama-f32", edit);
+    sc.model = edited_head_copy("medusa-llama-f32", edit);
     refused(sc, what);
   };
   edited([](nlohmann::json& j) { j["hidden_size"] = 64; }, "hidden_size 64 but the target's is");
@@ -199,7 +185,7 @@ TEST(Medusa, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   // Without a head count, vLLM's default of 5 heads: this checkpoint has them.
   {
     SpeculativeConfig sc = medusa_config("medusa-llama-f32", 0);
-    sc.model = edited_copy("medusa-llama-f32", [](nlohmann::json& j) { j.erase("medusa_num_heads"); });
+    sc.model = edited_head_copy("medusa-llama-f32", [](nlohmann::json& j) { j.erase("medusa_num_heads"); });
     auto p = make_proposer(sc, context_for(h, "llama-f32"));
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ((*p)->default_num_speculative_tokens(), 5);
