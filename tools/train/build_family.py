@@ -1,4 +1,5 @@
-"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> chat -> draft -> heads -> medusa.
+"""Rebuild the bundled model family from scratch: corpus -> tokenizer -> target -> chat -> draft -> heads -> medusa
+-> dflash.
 
 What it is for
   The one command of models/README.md (tools/train/build_family.sh wraps it with `nice` and
@@ -20,18 +21,24 @@ What it is for
     medusa     train_medusa.py on the frozen BF16 target: Medusa heads (Medusa-1) over EAGLE-3's
                draft vocabulary -> OUT/medusa (vLLM's MedusaModel layout, BF16); validation
                agreement measured on the heads as shipped
+    dflash     train_dflash.py on the frozen BF16 target: a DFlash block drafter (one Qwen3 layer
+               reading target layers [EAGLE-3's aux layers - 1, last], blocks of k + 1 = 5 tokens,
+               its own lm_head over EAGLE-3's draft vocabulary, started from OUT/eagle3 where that
+               fits) -> OUT/dflash (z-lab's DFlashDraftModel layout, BF16); validation agreement
+               and acceptance length (k = 4) measured on the drafter as shipped
   Everything is seeded (PRESETS[..]["seed"]); batches depend only on (seed, step). The log of every
   stage (losses, validation, timings) goes to OUT/training_log.json.
-  Presets: `cpu` is the shipped family (about 95 minutes on 2 cores, the medusa stage 8 of them);
+  Presets: `cpu` is the shipped family (about 95 minutes on 2 cores, the medusa stage 8 of them, the
+  dflash stage about 11);
   `cuda` a larger family for a GPU (written to WORK/baton-small-code unless --out is given; not
   shipped: over the size budget); `smoke` the cpu shapes with a handful of steps (pipeline check in
   about two minutes).
 
 What it must not do
-  Touch anything outside --out and --work; train the heads or the Medusa heads against weights other
-  than the target exactly as shipped (they are reloaded from OUT/target, after the chat stage); tune
-  an already chat-tuned target again (the chat stage starts from WORK/target_base, the target
-  stage's output); depend on wall-clock for what is trained.
+  Touch anything outside --out and --work; train the heads, the Medusa heads or the DFlash drafter
+  against weights other than the target exactly as shipped (they are reloaded from OUT/target,
+  after the chat stage); tune an already chat-tuned target again (the chat stage starts from
+  WORK/target_base, the target stage's output); depend on wall-clock for what is trained.
 """
 
 import argparse
@@ -48,11 +55,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chat_data  # noqa: E402
 import corpus  # noqa: E402
 import data  # noqa: E402
+import dflash  # noqa: E402
 import heads  # noqa: E402
 import llama  # noqa: E402
 import medusa  # noqa: E402
 import tokenizer_bpe  # noqa: E402
 import train_chat  # noqa: E402
+import train_dflash  # noqa: E402
 import train_heads  # noqa: E402
 import train_lm  # noqa: E402
 import train_medusa  # noqa: E402
@@ -61,7 +70,7 @@ from llama import LlamaConfig, LlamaForCausalLM, load_hf_dir, save_hf_dir  # noq
 from safetensors_io import read_safetensors  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-STAGES = ("corpus", "tokenizer", "target", "chat", "draft", "heads", "medusa")
+STAGES = ("corpus", "tokenizer", "target", "chat", "draft", "heads", "medusa", "dflash")
 
 TINY_TARGET = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64)
@@ -74,7 +83,10 @@ PRESETS = {
                 draft_vocab_size=3072, aux_layers=(2, 4, 5), eval_every=100, eval_windows=24,
                 chat_steps=300, chat_lr=2e-4, chat_warmup=20, chat_lm_rows=4, chat_rows=4, chat_weight=1.0,
                 medusa_heads=4, medusa_layers=1, medusa_steps=400, medusa_lr=5e-3, medusa_warmup=20,
-                medusa_micro_batch=2, medusa_valid_windows=0),
+                medusa_micro_batch=2, medusa_valid_windows=0,
+                dflash_layers=1, dflash_block=5, dflash_gamma=4.0, dflash_own_head=1, dflash_steps=1600,
+                dflash_batch=4, dflash_anchors=128, dflash_micro_batch=2, dflash_lr=3e-3, dflash_warmup=20,
+                dflash_eval_every=400, dflash_eval_windows=16, dflash_valid_windows=64, dflash_stride=4),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
                              num_key_value_heads=4, head_dim=64),
                  draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
@@ -84,11 +96,16 @@ PRESETS = {
                  ttt_steps=4, chain_fraction=0.5, warmup=100, draft_vocab_size=3072, aux_layers=(2, 6, 9), eval_every=250,
                  eval_windows=64, chat_steps=400, chat_lr=2e-4, chat_warmup=40, chat_lm_rows=8, chat_rows=8,
                  chat_weight=1.0, medusa_heads=4, medusa_layers=1, medusa_steps=1000, medusa_lr=2e-3, medusa_warmup=50,
-                 medusa_micro_batch=16, medusa_valid_windows=0),
+                 medusa_micro_batch=16, medusa_valid_windows=0,
+                 dflash_layers=1, dflash_block=5, dflash_gamma=4.0, dflash_own_head=1, dflash_steps=4000,
+                 dflash_batch=8, dflash_anchors=256, dflash_micro_batch=8, dflash_lr=2e-3, dflash_warmup=100,
+                 dflash_eval_every=500, dflash_eval_windows=64, dflash_valid_windows=0, dflash_stride=2),
 }
 PRESETS["smoke"] = dict(PRESETS["cpu"], seq_len=128, batch=2, target_steps=6, draft_steps=6, heads_steps=4,
                         warmup=2, eval_every=3, eval_windows=2, chat_steps=4, chat_warmup=2, chat_lm_rows=1,
-                        chat_rows=1, medusa_steps=4, medusa_warmup=2, medusa_valid_windows=4)
+                        chat_rows=1, medusa_steps=4, medusa_warmup=2, medusa_valid_windows=4, dflash_steps=4,
+                        dflash_warmup=2, dflash_anchors=16, dflash_eval_every=3, dflash_eval_windows=2,
+                        dflash_valid_windows=4)
 
 
 def stage_corpus(p, a, log):
@@ -275,6 +292,59 @@ def stage_medusa(p, a, log):
                 "valid_agree": agree, "valid_windows": len(valid), "final": True, "shipped_bf16": True,
                 "parameters": sum(t.numel() for t in shipped.parameters())})
     print(f"[medusa] shipped (BF16), {len(valid)} validation windows: loss {v} heads {vh} agree {agree}", flush=True)
+
+
+def mask_token(stream, vocab_size):
+    """The lowest id (> 0, not BOS) the training stream never uses, else its rarest: the DFlash mask
+    slots are embedded with the target's row of it."""
+    freq = data.token_frequencies(stream, vocab_size)
+    return min(range(1, vocab_size), key=lambda i: (int(freq[i]), i))
+
+
+def stage_dflash(p, a, log):
+    train, valid = streams(a, p, a.valid_limit)
+    if p["dflash_valid_windows"]:
+        valid = valid[:p["dflash_valid_windows"]]
+    tdir = os.path.join(a.out, "target")
+    target = load_hf_dir(tdir, a.device)  # the target exactly as shipped (after the chat stage), frozen
+    c = target.config
+    layer_ids = [i - 1 for i in p["aux_layers"]] + [c.num_hidden_layers - 1]  # EAGLE-3's features + the last
+    mask = mask_token(train, c.vocab_size)
+    draft_ids, coverage = None, 1.0
+    if p["dflash_own_head"]:
+        draft_ids, coverage = train_heads.draft_vocabulary(train, c.vocab_size, p["draft_vocab_size"])
+    cfg = dflash.dflash_config(c, layers=p["dflash_layers"], target_layer_ids=layer_ids, block_size=p["dflash_block"],
+                               mask_token_id=mask, draft_vocab_size=len(draft_ids) if draft_ids else None)
+    model = dflash.DFlashDrafter(cfg, target.model.embed_tokens.weight, target.head_weight(), draft_ids)
+    dflash.init_drafter(model, target, p["seed"] + 6, from_layer=c.num_hidden_layers - 1)
+    edir = os.path.join(a.out, "eagle3")
+    why = dflash.init_from_eagle3(model, edir) if os.path.exists(os.path.join(edir, "config.json")) else "no eagle3"
+    init = "eagle3" if why is None else f"target layer {c.num_hidden_layers - 1} ({why})"
+    model.to(a.device)
+    micro, gamma, stride = p["dflash_micro_batch"], p["dflash_gamma"], p["dflash_stride"]
+    v0 = train_dflash.evaluate_dflash(target, model, valid[:p["dflash_eval_windows"]], micro, a.device, gamma, 4,
+                                      stride)
+    log.append({"stage": "dflash", "target_sha256": file_sha256(os.path.join(tdir, "model.safetensors")),
+                "target_layer_ids": layer_ids, "mask_token_id": mask, "block_size": p["dflash_block"],
+                "layers": p["dflash_layers"], "draft_vocab_size": len(draft_ids) if draft_ids else c.vocab_size,
+                "draft_vocab_coverage": round(coverage, 4), "init": init, "init_valid": v0})
+    print(f"[dflash] init from {init}; mask token {mask}; layers {layer_ids}; at init ({p['dflash_eval_windows']} "
+          f"windows): loss {v0['loss']} agree {v0['agree']} accept_len_k4 {v0['accept_len_k4']}", flush=True)
+    train_dflash.train_dflash(target, model, train, valid, steps=p["dflash_steps"], batch=p["dflash_batch"],
+                              seq_len=p["seq_len"], anchors=p["dflash_anchors"], lr=p["dflash_lr"],
+                              warmup=p["dflash_warmup"], gamma=gamma, seed=p["seed"] + 6, device=a.device,
+                              amp=p["amp"], eval_every=p["dflash_eval_every"], eval_windows=p["dflash_eval_windows"],
+                              log=log, micro_batch=micro, k=4, stride=stride)
+    out = os.path.join(a.out, "dflash")
+    dflash.save_dflash(model, out)
+    shipped = dflash.load_dflash(out, target).to(a.device)  # the BF16 weights as shipped, upcast
+    fv, sv = train_dflash.evaluate_dflash(target, [model, shipped], valid, micro, a.device, gamma, 4, stride)
+    log.append({"model": "dflash", "step": p["dflash_steps"], "valid_float32": fv, "valid": sv,
+                "valid_windows": len(valid), "anchor_stride": stride, "final": True, "shipped_bf16": True,
+                "parameters": sum(t.numel() for t in shipped.parameters())})
+    print(f"[dflash] {len(valid)} validation windows, anchors every {stride}: float weights loss {fv['loss']} agree "
+          f"{fv['agree']} accept_len_k4 {fv['accept_len_k4']}; shipped (BF16) loss {sv['loss']} agree {sv['agree']} "
+          f"accept_len_k4 {sv['accept_len_k4']}", flush=True)
 
 
 def main(argv=None):

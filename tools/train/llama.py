@@ -196,9 +196,9 @@ class LlamaForCausalLM(nn.Module):
     def head_weight(self):
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
-    def forward(self, ids, states=False):
-        """ids [B, T] -> logits [B, T, V]; with states=True also the list of num_layers + 1 tensors
-        [B, T, H]: the input of each layer (the residual stream entering it), then the final-norm output."""
+    def hidden_states(self, ids):
+        """ids [B, T] -> the list of num_layers + 1 tensors [B, T, H]: the input of each layer (the
+        residual stream entering it), then the final-norm output. No LM head."""
         c = self.config
         cos, sin = rope_cos_sin(torch.arange(ids.shape[1], device=ids.device), c.head_dim, c.rope_theta)
         x = self.model.embed_tokens(ids)
@@ -206,9 +206,13 @@ class LlamaForCausalLM(nn.Module):
         for layer in self.model.layers:
             inputs.append(x)
             x = layer(x, cos, sin)
-        x = self.model.norm(x)
-        logits = x @ self.head_weight().T
-        return (logits, inputs + [x]) if states else logits
+        return inputs + [self.model.norm(x)]
+
+    def forward(self, ids, states=False):
+        """ids [B, T] -> logits [B, T, V]; with states=True also hidden_states(ids)."""
+        hs = self.hidden_states(ids)
+        logits = hs[-1] @ self.head_weight().T
+        return (logits, hs) if states else logits
 
     @torch.no_grad()
     def greedy(self, prompt_ids, max_new_tokens, eos_ids=()):
