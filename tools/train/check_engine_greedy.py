@@ -13,8 +13,9 @@ What it is for
   reference's top-1/top-2 logit margin there (a tiny margin means a numerical near-tie, not a bug),
   and the text; exits 1 on any mismatch. Also works for the draft model directory.
   With --speculative (target only), the engine also runs every proposer of the family (ngram,
-  suffix, draft_model, eagle3, mtp, medusa; k = 4, greedy) and each must give the same ids too: speculative
-  decoding is lossless on the trained models, not only on random fixtures.
+  suffix, draft_model, eagle3, mtp, medusa, and dflash where the family has one; k = 4, greedy) and
+  each must give the same ids too: speculative decoding is lossless on the trained models, not only
+  on random fixtures.
 
 What it must not do
   Compare anything but token ids (text is printed for people); retry or skip a prompt.
@@ -66,6 +67,8 @@ def family_specs(model_dir, k=4):
              "suffix": {"method": "suffix", "num_speculative_tokens": k}}
     for method, sub in (("draft_model", "draft"), ("eagle3", "eagle3"), ("mtp", "mtp"), ("medusa", "medusa")):
         specs[method] = {"method": method, "num_speculative_tokens": k, "model": os.path.join(family, sub)}
+    if os.path.exists(os.path.join(family, "dflash", "config.json")):  # once build_family's dflash stage made it
+        specs["dflash"] = {"method": "dflash", "num_speculative_tokens": k, "model": os.path.join(family, "dflash")}
     return specs
 
 
