@@ -41,10 +41,8 @@ elif [ "$which" = family ]; then
     "{\"method\":\"eagle3\",\"num_speculative_tokens\":$k,\"model\":\"$m/eagle3\"}"
     "{\"method\":\"mtp\",\"num_speculative_tokens\":$k,\"model\":\"$m/mtp\"}"
     "{\"method\":\"medusa\",\"num_speculative_tokens\":$k,\"model\":\"$m/medusa\"}"
+    "{\"method\":\"dflash\",\"num_speculative_tokens\":$k,\"model\":\"$m/dflash\"}"
   )
-  if [ -d "$m/dflash" ]; then
-    specs+=("{\"method\":\"dflash\",\"num_speculative_tokens\":$k,\"model\":\"$m/dflash\"}")
-  fi
 else
   f="$build/fixtures"
   [ -f "$f/manifest.json" ] || /usr/bin/python3 "$root/tools/fixtures/make_fixtures.py" --out "$f" >/dev/null

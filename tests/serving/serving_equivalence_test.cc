@@ -76,7 +76,7 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
   std::vector<v1::GenerateRequest> requests;
   for (std::size_t i = 0; i < prompts.size(); ++i) requests.push_back(text_request(prompts[i], params[i]));
   const std::vector<Completion> got = generate_all(*stub, requests);
-  std::int64_t drafts = 0;
+  std::int64_t drafts = 0, accepted_total = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
     ASSERT_TRUE(got[i].status.ok()) << got[i].status.error_message();
@@ -89,11 +89,12 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
     // A model-based proposer drafts at every step (unless an adaptive draft length chose not to);
     // n-gram and suffix lookup draft only where they find a match (checked over the batch below).
     const bool drafts_always = c.spec.label == "draft_model" || c.spec.label == "eagle3" || c.spec.label == "mtp" ||
-                               c.spec.label == "medusa";
+                               c.spec.label == "medusa" || c.spec.label == "dflash";
     if (drafts_always && expected[i].ids.size() > 2) {
       EXPECT_GT(got[i].usage.speculation().num_drafts(), 0);
     }
     drafts += got[i].usage.speculation().num_drafts();
+    accepted_total += got[i].usage.speculation().num_accepted_tokens();
     // Per position and by draft length, from the decode node to the client: the positions add up
     // to the accepted tokens, and steps that drafted are among the proposals.
     const v1::SpeculationUsage& spec = got[i].usage.speculation();
@@ -108,6 +109,11 @@ TEST_P(ServingEquivalence, DisaggregatedEqualsLocal) {
   }
   if (c.spec.config) {
     EXPECT_GT(drafts, 0) << "the decode node never drafted";
+  }
+  if (c.spec.label == "dflash") {
+    // Its drafts read the context the prefill node handed over: a lost or misplaced context would
+    // still verify losslessly, but accept (almost) nothing.
+    EXPECT_GT(accepted_total, 0) << "the decode node accepted no DFlash draft";
   }
   if (c.graphs) {
     // The decode nodes really replayed graphs, or this case would test nothing new.

@@ -47,6 +47,7 @@ inline std::vector<SpecCase> family_methods() {
       {"eagle3", R"({"method":"eagle3","model":")" + family_path("eagle3") + R"(","num_speculative_tokens":4})"},
       {"mtp", R"({"method":"mtp","model":")" + family_path("mtp") + R"("})"},
       {"medusa", R"({"method":"medusa","model":")" + family_path("medusa") + R"(","num_speculative_tokens":4})"},
+      {"dflash", R"({"method":"dflash","model":")" + family_path("dflash") + R"(","num_speculative_tokens":4})"},
   };
 }
 

@@ -65,10 +65,9 @@ def family_specs(model_dir, k=4):
     family = os.path.dirname(os.path.abspath(model_dir))
     specs = {"ngram": {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 5},
              "suffix": {"method": "suffix", "num_speculative_tokens": k}}
-    for method, sub in (("draft_model", "draft"), ("eagle3", "eagle3"), ("mtp", "mtp"), ("medusa", "medusa")):
+    for method, sub in (("draft_model", "draft"), ("eagle3", "eagle3"), ("mtp", "mtp"), ("medusa", "medusa"),
+                        ("dflash", "dflash")):
         specs[method] = {"method": method, "num_speculative_tokens": k, "model": os.path.join(family, sub)}
-    if os.path.exists(os.path.join(family, "dflash", "config.json")):  # once build_family's dflash stage made it
-        specs["dflash"] = {"method": "dflash", "num_speculative_tokens": k, "model": os.path.join(family, "dflash")}
     return specs
 
 

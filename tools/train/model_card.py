@@ -30,8 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 from safetensors_io import read_safetensors  # noqa: E402
 
-MEMBERS = ("target", "draft", "eagle3", "mtp")
-METHOD_MEMBER = {"draft_model": "draft", "eagle3": "eagle3", "mtp": "mtp"}
+MEMBERS = ("target", "draft", "eagle3", "mtp", "medusa", "dflash")
 
 
 def member_facts(family, name):
@@ -41,7 +40,8 @@ def member_facts(family, name):
     tensors = read_safetensors(os.path.join(d, "model.safetensors"))
     params = sum(t.numel() for t in tensors.values() if t.is_floating_point())
     size = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
-    return {"config": cfg, "parameters": params, "bytes": size, "tensors": len(tensors)}
+    dtypes = sorted({str(t.dtype).replace("torch.", "") for t in tensors.values() if t.is_floating_point()})
+    return {"config": cfg, "parameters": params, "bytes": size, "tensors": len(tensors), "dtype": "/".join(dtypes)}
 
 
 def find(log, key, **match):
@@ -199,6 +199,18 @@ def main(argv=None):
     w(f"| `mtp/` | DeepSeek-V3 MTP (`model.layers.{mc['num_hidden_layers']}.*`, `num_nextn_predict_layers: 1`) | "
       f"{fmt_params(facts['mtp']['parameters'])} (incl. its copies of the target's embedding and head) | "
       f"{mc['torch_dtype']} | `enorm`, `hnorm`, `eh_proj`, a decoder layer, `shared_head` |")
+    uc = facts["medusa"]["config"]
+    w(f"| `medusa/` | `{uc['architectures'][0]}` (Medusa-1) | {fmt_params(facts['medusa']['parameters'])} | "
+      f"{facts['medusa']['dtype']} | {uc['medusa_num_heads']} heads of {uc['medusa_num_layers']} residual block"
+      f"{'s' * (uc['medusa_num_layers'] > 1)} each over the target's last hidden state, each with its own LM head "
+      f"over a truncated vocabulary of {uc['truncated_vocab_size']} |")
+    fc = facts["dflash"]["config"]
+    fd = fc["dflash_config"]
+    w(f"| `dflash/` | `{fc['architectures'][0]}` (block diffusion) | {fmt_params(facts['dflash']['parameters'])} | "
+      f"{fc['torch_dtype']} | {fc['num_hidden_layers']} Qwen3 layer{'s' * (fc['num_hidden_layers'] > 1)} over "
+      f"fc(hidden states of target layers {fd['target_layer_ids']}) as keys/values; drafts a block of "
+      f"{fd['block_size']} (newest token + mask token {fd['mask_token_id']}) in one non-causal forward; own LM "
+      f"head over a draft vocabulary of {fc.get('draft_vocab_size', fc['vocab_size'])} |")
     w(f"\nTotal size on disk: {total_bytes / 1e6:.1f} MB.\n")
 
     w("## Data\n")
@@ -241,12 +253,25 @@ def main(argv=None):
     w(f"| EAGLE-3 + MTP, target frozen | {cfg['heads_steps']} | | {cfg['heads_lr']} | "
       f"soft-label CE vs the target: EAGLE-3 {h_final['valid_loss']['eagle3']:.2f}, MTP "
       f"{h_final['valid_loss']['mtp']:.2f} (sums over {cfg['ttt_steps']} weighted drafting steps) | |")
+    u_final = find(log, "valid_agree", model="medusa", final=True)
+    u_tokens = find(log, "train_tokens", model="medusa", trained=True)["train_tokens"]
+    w(f"| Medusa heads, target frozen | {cfg['medusa_steps']} | {u_tokens:,} | "
+      f"{cfg['medusa_lr']} | soft-label CE vs the target, per head: "
+      f"{', '.join(f'{x:.2f}' for x in u_final['valid_head_loss'])} | |")
+    f_final = find(log, "valid", model="dflash", final=True)
+    f_tokens = find(log, "train_tokens", model="dflash", trained=True)["train_tokens"]
+    w(f"| DFlash drafter, target frozen | {cfg['dflash_steps']} | {f_tokens:,} | {cfg['dflash_lr']} | soft-label CE vs the target "
+      f"over block rows (weights exp(-(j-1)/{cfg['dflash_gamma']})): {f_final['valid']['loss']:.2f} (BF16 as shipped) | |")
     w("\nThe heads are trained as they draft: unrolled over "
       f"{cfg['ttt_steps']} steps, each step reading the previous step's output (training-time test), "
       "against the target's own next-token distribution, never the data's. Top-1 agreement with the "
       "target's greedy token on the validation split, per drafting step: "
       f"draft model {agree['draft'][0]:.2f}; EAGLE-3 {', '.join(f'{x:.2f}' for x in agree['eagle3'])}; "
-      f"MTP {', '.join(f'{x:.2f}' for x in agree['mtp'])}.\n")
+      f"MTP {', '.join(f'{x:.2f}' for x in agree['mtp'])}; Medusa (heads 1..{len(u_final['valid_agree'])}, "
+      f"each guessing from the same state) {', '.join(f'{x:.2f}' for x in u_final['valid_agree'])}; DFlash (block "
+      f"rows 1..{len(f_final['valid']['agree'])}, all from one forward, teacher-forced at every "
+      f"{f_final['anchor_stride']}th position) {', '.join(f'{x:.2f}' for x in f_final['valid']['agree'])}, "
+      f"expected acceptance length at k = 4 {f_final['valid']['accept_len_k4']:.2f}.\n")
     w("Stage times (this 2-core machine): " + ", ".join(
         f"{r['stage']} {r['wall_s'] / 60:.1f} min" + (f" ({r['threads']} thread{'s' * (r['threads'] > 1)})"
                                                        if "threads" in r else "") for r in stages)

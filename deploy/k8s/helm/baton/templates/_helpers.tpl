@@ -352,6 +352,13 @@ at `helm install` instead of in crash-looping pods. Mirrors common/pd_rule.cc.
 {{- fail (printf "additionalConfig.rejection_sampler_config %s contradicts speculativeConfig.rejection_sampler_config %s: set it in one place" (toJson .rejection_sampler_config) (toJson $d.rejection_sampler_config)) -}}
 {{- end -}}
 {{- end -}}
+{{- $extract := and $d (eq (toString $d.method) "extract_hidden_states") -}}
+{{- if and .Values.kvTransferConfig (not $extract) -}}
+{{- fail (printf "kvTransferConfig is read for speculativeConfig.method extract_hidden_states only (Baton's nodes move KV by themselves); speculativeConfig is %s" (include "baton.describeSpec" $d)) -}}
+{{- end -}}
+{{- if and $extract (not .Values.kvTransferConfig) -}}
+{{- fail "speculativeConfig.method extract_hidden_states needs kvTransferConfig with kv_connector_extra_config.shared_storage_path: where the nodes write the hidden-states files" -}}
+{{- end -}}
 {{- if .Values.proposer.enabled -}}
 {{- if not (and $d (has $d.method (list "ngram" "suffix"))) -}}
 {{- fail (printf "proposer.enabled needs speculativeConfig.method ngram or suffix (the proposer sidecar has no model); it is %s" (include "baton.describeSpec" $d)) -}}
@@ -586,6 +593,30 @@ security.tls.enabled is false (each binary refuses to start with neither).
   secret:
     secretName: {{ include "baton.tlsSecretName" . }}
     defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{/* kvTransferConfig's storage (extract_hidden_states): the volume behind shared_storage_path in the
+nodes' pods, hiddenStatesStorage.existingClaim or an emptyDir. */}}
+{{- define "baton.hiddenStatesVolume" -}}
+{{- if .Values.kvTransferConfig }}
+{{- $s := .Values.hiddenStatesStorage }}
+- name: hidden-states
+  {{- if $s.existingClaim }}
+  persistentVolumeClaim:
+    claimName: {{ $s.existingClaim }}
+  {{- else }}
+  emptyDir:
+    sizeLimit: {{ $s.sizeLimit }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Its mount in a node container (writable: the node writes the files there). */}}
+{{- define "baton.hiddenStatesMount" -}}
+{{- with .Values.kvTransferConfig }}
+- name: hidden-states
+  mountPath: {{ .kv_connector_extra_config.shared_storage_path }}
 {{- end }}
 {{- end -}}
 

@@ -102,6 +102,10 @@ spec:
             - --additional-config
             - {{ toJson . | quote }}
             {{- end }}
+            {{- with $.Values.kvTransferConfig }}
+            - --kv-transfer-config
+            - {{ toJson . | quote }}
+            {{- end }}
             {{- end }}
             {{- with include "baton.engineArgs" . | trim }}
             {{- . | nindent 12 }}
@@ -141,7 +145,7 @@ spec:
           securityContext:
             {{- . | nindent 12 }}
           {{- end }}
-          {{- with print (include "baton.modelMounts" $) (include "baton.tlsMount" $) | trim }}
+          {{- with print (include "baton.modelMounts" $) (include "baton.tlsMount" $) (include "baton.hiddenStatesMount" $) | trim }}
           volumeMounts:
             {{- . | nindent 12 }}
             {{- with $n.extraVolumeMounts }}
@@ -153,7 +157,7 @@ spec:
             {{- toYaml . | nindent 12 }}
           {{- end }}
           {{- end }}
-      {{- with print (include "baton.modelVolumes" $) (include "baton.tlsVolume" $) | trim }}
+      {{- with print (include "baton.modelVolumes" $) (include "baton.tlsVolume" $) (include "baton.hiddenStatesVolume" $) | trim }}
       volumes:
         {{- . | nindent 8 }}
         {{- with $n.extraVolumes }}
