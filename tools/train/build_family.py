@@ -21,15 +21,15 @@ What it is for
     medusa     train_medusa.py on the frozen BF16 target: Medusa heads (Medusa-1) over EAGLE-3's
                draft vocabulary -> OUT/medusa (vLLM's MedusaModel layout, BF16); validation
                agreement measured on the heads as shipped
-    dflash     train_dflash.py on the frozen BF16 target: a DFlash block drafter (one Qwen3 layer
+    dflash     train_dflash.py on the frozen BF16 target: a DFlash block drafter (two Qwen3 layers
                reading target layers [EAGLE-3's aux layers - 1, last], blocks of k + 1 = 5 tokens,
                its own lm_head over EAGLE-3's draft vocabulary, started from OUT/eagle3 where that
                fits) -> OUT/dflash (z-lab's DFlashDraftModel layout, BF16); validation agreement
                and acceptance length (k = 4) measured on the drafter as shipped
   Everything is seeded (PRESETS[..]["seed"]); batches depend only on (seed, step). The log of every
   stage (losses, validation, timings) goes to OUT/training_log.json.
-  Presets: `cpu` is the shipped family (about 120 minutes on 2 cores, the medusa stage 8 of them, the
-  dflash stage 26);
+  Presets: `cpu` is the shipped family (about two hours on 2 cores, the medusa stage 8 minutes of them,
+  the dflash stage 28);
   `cuda` a larger family for a GPU (written to WORK/baton-small-code unless --out is given; not
   shipped: over the size budget); `smoke` the cpu shapes with a handful of steps (pipeline check in
   about two minutes).
@@ -84,7 +84,7 @@ PRESETS = {
                 chat_steps=300, chat_lr=2e-4, chat_warmup=20, chat_lm_rows=4, chat_rows=4, chat_weight=1.0,
                 medusa_heads=4, medusa_layers=1, medusa_steps=400, medusa_lr=5e-3, medusa_warmup=20,
                 medusa_micro_batch=2, medusa_valid_windows=0,
-                dflash_layers=1, dflash_block=5, dflash_gamma=1.5, dflash_own_head=1, dflash_steps=3600,
+                dflash_layers=2, dflash_block=5, dflash_gamma=1.5, dflash_own_head=1, dflash_steps=3600,
                 dflash_batch=4, dflash_anchors=128, dflash_micro_batch=2, dflash_lr=3e-3, dflash_warmup=20,
                 dflash_eval_every=600, dflash_eval_windows=16, dflash_valid_windows=64, dflash_stride=4),
     "cuda": dict(target=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=12, num_attention_heads=8,
