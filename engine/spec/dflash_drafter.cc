@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "common/status.h"
@@ -30,6 +31,16 @@ absl::StatusOr<std::int32_t> int_key(const json& v, const std::string& where, co
 }
 
 }  // namespace
+
+std::string DFlashDrafter::attention_kinds() const {
+  std::string out;
+  for (std::size_t i = 0; i < layer_causal_.size(); ++i) {
+    const std::int32_t window = config_.sliding_window[i];
+    out += str_cat(i == 0 ? "" : ", ", layer_causal_[i] ? "causal" : "non-causal",
+                   window > 0 ? str_cat(" window ", window) : std::string());
+  }
+  return out;
+}
 
 TargetStateSpec DFlashDrafter::target_states() const {
   TargetStateSpec s;
@@ -65,10 +76,10 @@ absl::StatusOr<std::unique_ptr<DFlashDrafter>> DFlashDrafter::load(const std::st
   BATON_RETURN_IF_ERROR(d->allocate(options, target.vocab_size));
   std::string ids;
   for (std::int32_t id : d->layer_ids_) ids += str_cat(ids.empty() ? "" : ", ", id);
-  spdlog::info("dflash drafter from {}: {} layer(s), hidden {}, target layers [{}], mask token {}, {} attention, "
+  spdlog::info("dflash drafter from {}: {} layer(s), hidden {}, target layers [{}], mask token {}, attention {}, "
                "output vocabulary {}",
                dir, d->config_.num_layers, d->config_.hidden_size, ids, d->mask_token_id_,
-               d->causal_ ? "causal" : "non-causal", d->out_vocab_);
+               d->attention_kinds(), d->out_vocab_);
   return d;
 }
 
@@ -86,19 +97,30 @@ absl::Status DFlashDrafter::read_config(const std::string& dir, const ModelConfi
   if (const json* v = dflash_key(cfg, "use_swa"); v != nullptr && v->is_boolean() && v->get<bool>()) {
     return absl::UnimplementedError(str_cat(where, ": sliding-window DFlash layers (use_swa) are not supported yet"));
   }
-  if (auto lt = cfg.find("layer_types"); lt != cfg.end() && lt->is_array()) {
-    for (const json& t : *lt) {
-      if (t != "full_attention") {
-        return absl::UnimplementedError(str_cat(where, ": layer_types lists ", t.dump(),
-                                                "; only full-attention DFlash layers are supported"));
-      }
-    }
-  }
   if (const json* v = dflash_key(cfg, "attention_sink_bias"); v != nullptr && v->is_boolean() && v->get<bool>()) {
     return absl::UnimplementedError(str_cat(where, ": attention sink biases are not supported"));
   }
   if (cfg.contains("add_swa_attention_sink_bias") && cfg["add_swa_attention_sink_bias"] == true) {
     return absl::UnimplementedError(str_cat(where, ": attention sink biases are not supported"));
+  }
+  // DFlash2 (a dynamic causal convolution around each layer's mixer and MLP, and a candidate
+  // selector that rescores each row's top drafts given the previous one).
+  if (auto a = cfg.find("architectures"); a != cfg.end() && a->is_array()) {
+    for (const json& name : *a) {
+      if (name == "DFlash2DraftModel") {
+        return absl::UnimplementedError(str_cat(where, ": DFlash2DraftModel (convolutions and a candidate selector) "
+                                                       "is not supported; DFlashDraftModel is"));
+      }
+    }
+  }
+  // Scalings Baton's drafter does not apply: a drafter trained with them would draft worse.
+  for (const char* key : {"input_embedding_scale", "output_multiplier"}) {
+    if (const json* v = dflash_key(cfg, key); v != nullptr && !(v->is_number() && v->get<double>() == 1.0)) {
+      return absl::UnimplementedError(str_cat(where, ": ", key, " ", v->dump(), " is not supported (only 1)"));
+    }
+  }
+  if (const json* v = dflash_key(cfg, "final_logit_softcapping"); v != nullptr && !(v->is_number() && v->get<double>() <= 0)) {
+    return absl::UnimplementedError(str_cat(where, ": final_logit_softcapping ", v->dump(), " is not supported"));
   }
 
   const json* ids = dflash_key(cfg, "target_layer_ids");
@@ -147,12 +169,14 @@ absl::Status DFlashDrafter::read_config(const std::string& dir, const ModelConfi
       return absl::InvalidArgumentError(str_cat(where, ": block_size ", trained_block_, " must be at least 2"));
     }
   }
-  // Causality: is_causal, then dflash_config.causal; DFlash's own default is non-causal.
+  // Causality: is_causal, then dflash_config.causal, for every layer; without either, each
+  // layer's type decides: sliding-window layers are causal, full-attention layers are not.
+  std::optional<bool> causal;
   if (auto c = cfg.find("is_causal"); c != cfg.end() && c->is_boolean()) {
-    causal_ = c->get<bool>();
+    causal = c->get<bool>();
   } else if (auto d = cfg.find("dflash_config"); d != cfg.end() && d->is_object() && (*d).contains("causal") &&
                                                  (*d)["causal"].is_boolean()) {
-    causal_ = (*d)["causal"].get<bool>();
+    causal = (*d)["causal"].get<bool>();
   }
 
   // The draft layers are Qwen3 layers (q/k norms): parse them as a Qwen3 model of that many layers.
@@ -160,8 +184,19 @@ absl::Status DFlashDrafter::read_config(const std::string& dir, const ModelConfi
   layer["architectures"] = json::array({"Qwen3ForCausalLM"});
   layer["model_type"] = "qwen3";
   if (!layer.contains("vocab_size")) layer["vocab_size"] = target.vocab_size;
-  for (const char* key : {"dflash_config", "layer_types", "quantization_config", "num_experts"}) layer.erase(key);
+  for (const char* key : {"dflash_config", "quantization_config", "num_experts"}) layer.erase(key);
   BATON_ASSIGN_OR_RETURN(config_, ModelConfig::parse(layer, nullptr, where));
+  layer_causal_.clear();
+  for (std::int32_t i = 0; i < config_.num_layers; ++i) {
+    const std::int32_t window = config_.sliding_window[static_cast<std::size_t>(i)];
+    layer_causal_.push_back(causal.value_or(window > 0));
+    if (window > 0 && !layer_causal_.back()) {
+      // A non-causal query would see keys up to `window` positions after it too, which paged
+      // attention's one visible position per query cannot express.
+      return absl::UnimplementedError(str_cat(where, ": layer ", i, " is a non-causal sliding-window layer (",
+                                              "sliding_attention with is_causal false), which is not supported"));
+    }
+  }
   if (config_.hidden_size != target.hidden_size) {
     return absl::InvalidArgumentError(str_cat(where, ": hidden_size ", config_.hidden_size, " differs from the target's ",
                                               target.hidden_size, " (the drafter embeds with the target's embeddings)"));
@@ -187,21 +222,23 @@ absl::Status DFlashDrafter::load_weights(const std::string& dir, const ModelConf
   BATON_ASSIGN_OR_RETURN(fc_, load.for_linear(fc_));
   BATON_ASSIGN_OR_RETURN(hidden_norm_, load.vector_f32({{"hidden_norm.weight", hs}}, "[hidden]"));
   BATON_ASSIGN_OR_RETURN(norm_, load.vector_f32({{"norm.weight", hs}}, "[hidden]"));
-  std::vector<std::pair<std::string, std::int64_t>> kv_parts;
+  std::vector<std::pair<std::string, std::int64_t>> kv_parts, kv_bias_parts;
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = str_cat("layers.", i, ".");
     BATON_ASSIGN_OR_RETURN(LayerWeights l, load.layer(c, p, {.input_norm = true, .in_width = hs}));
-    if (!l.qkv_bias.empty()) {
-      return absl::UnimplementedError(str_cat(dir, ": DFlash layer ", i, " has q/k/v biases, which are not supported"));
-    }
     layers_.push_back(std::move(l));
     kv_parts.emplace_back(p + "self_attn.k_proj.weight", kv);
     kv_parts.emplace_back(p + "self_attn.v_proj.weight", kv);
+    kv_bias_parts.emplace_back(p + "self_attn.k_proj.bias", kv);
+    kv_bias_parts.emplace_back(p + "self_attn.v_proj.bias", kv);
   }
   // The context's keys and values of every layer in one matrix: one GEMM per context batch. (A
   // second copy of k_proj/v_proj: the block's forward reads them fused with q_proj.)
   BATON_ASSIGN_OR_RETURN(context_kv_, load.fused(kv_parts, hs, "[hidden] -> each layer's keys and values"));
   BATON_ASSIGN_OR_RETURN(context_kv_, load.for_linear(context_kv_));
+  if (c.qkv_bias) {  // attention_bias: the context's keys and values get k_proj's and v_proj's biases too
+    BATON_ASSIGN_OR_RETURN(context_kv_bias_, load.vector_f32(kv_bias_parts, "[kv heads x head_dim]"));
+  }
 
   embed_ = target_weights.embed;
   if (load.has("embed_tokens.weight")) {
@@ -297,7 +334,7 @@ absl::Status DFlashDrafter::write_context(const ForwardBatch& batch, const Tenso
   const TensorView cos_sin = context_cos_sin_.view(DType::kF32, {t, c.rope_dim()});
   b.linear(features, fc_, TensorView{}, fused);
   b.rms_norm(fused, hidden_norm_, c.rms_norm_eps, normed);
-  b.linear(normed, context_kv_, TensorView{}, all_kv);
+  b.linear(normed, context_kv_, context_kv_bias_, all_kv);
   b.rope_cos_sin(context_plan_.positions(), inv_freq_.view(DType::kF32, {c.rope_dim() / 2}), cos_sin);
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const std::int64_t base = static_cast<std::int64_t>(i) * layer_width;
@@ -324,8 +361,11 @@ absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCac
   lb.slots = block_plan_.slots();
   lb.attention = block_plan_.attention();
   b.rope_cos_sin(block_plan_.positions(), inv_freq_.view(DType::kF32, {c.rope_dim() / 2}), lb.cos_sin);
-  if (!causal_) {
-    // Every query of a block attends as if it stood at the block's last position.
+  const TensorView causal_positions = lb.attention.positions;
+  TensorView block_positions = causal_positions;
+  if (std::find(layer_causal_.begin(), layer_causal_.end(), false) != layer_causal_.end()) {
+    // In a non-causal layer every query of a block attends as if it stood at the block's last
+    // position.
     mask_positions_.clear();
     for (const ForwardSequence& s : batch.sequences) {
       const auto last = static_cast<std::int32_t>(s.start_position + static_cast<std::int32_t>(s.tokens.size()) - 1);
@@ -333,13 +373,15 @@ absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCac
     }
     const TensorView positions = attention_positions_.view(DType::kI32, {t});
     b.copy_to_device(positions.data, mask_positions_.data(), mask_positions_.size() * sizeof(std::int32_t));
-    lb.attention.positions = positions;
+    block_positions = positions;
   }
   const LayerScratch s = workspace_.views(c, t);
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
-    const LayerWeights& w = layers_[static_cast<std::size_t>(i)];
+    const auto li = static_cast<std::size_t>(i);
+    const LayerWeights& w = layers_[li];
+    lb.attention.positions = layer_causal_[li] ? causal_positions : block_positions;
     b.rms_norm(resid, w.input_norm, c.rms_norm_eps, s.hidden);
-    decoder_layer(b, c, w, 0, s.hidden, resid, s, lb, LayerCache{cache.layer(i), {}, {}});
+    decoder_layer(b, c, w, c.sliding_window[li], s.hidden, resid, s, lb, LayerCache{cache.layer(i), {}, {}});
   }
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});
   const TensorView normed = selected_normed_.view(DType::kF32, {n_logits, h});

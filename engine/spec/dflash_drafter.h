@@ -7,9 +7,12 @@
 // hidden_norm RMSNorm) into c_p, and each draft layer's own k_proj/v_proj (k_norm, RoPE at p) turn
 // c_p into that layer's key and value at p, written to the paged KV once (write_context). A draft
 // step then runs the query block [newest token, mask x k] at positions n-1 .. n-1+k through the
-// draft layers (plain Qwen3 layers): its queries attend over the whole context and, non-causally,
-// over the whole block; the logits at block positions 1..k (through the target's LM head unless the
-// checkpoint has its own) give the k drafts (draft()).
+// draft layers (plain Qwen3 layers, full-attention or sliding-window, with or without attention
+// biases): its queries attend over the context (a sliding-window layer: its last `window`
+// positions) and over the block: all of it in a non-causal layer, the block's earlier tokens in a
+// causal one (sliding-window layers are causal unless the config says otherwise). The logits at
+// block positions 1..k (through the target's LM head unless the checkpoint has its own) give the
+// k drafts (draft()).
 //
 // Non-causal attention without a kernel of its own: paged attention lets a query see keys up to
 // the position its AttentionBatch says, so each block query is given its block's LAST position
@@ -57,7 +60,8 @@ class DFlashDrafter {
   const ModelConfig& layer_config() const { return config_; }
   DType weight_dtype() const { return fc_.dtype; }
   std::int32_t mask_token_id() const { return mask_token_id_; }
-  bool causal() const { return causal_; }
+  // Per draft layer, e.g. "non-causal, causal window 256": how each layer's block queries attend.
+  std::string attention_kinds() const;
   std::int32_t out_vocab() const { return out_vocab_; }
   // Target id of output index i (identity unless the checkpoint has a draft vocabulary, d2t).
   std::int32_t to_target_id(std::int32_t i) const { return d2t_.empty() ? i : i + d2t_[static_cast<std::size_t>(i)]; }
@@ -88,7 +92,7 @@ class DFlashDrafter {
   std::vector<std::int32_t> layer_ids_;  // target_layer_ids, as listed
   std::int32_t mask_token_id_ = 0;
   std::int32_t trained_block_ = 0;  // the block size it was trained on (0: not stated)
-  bool causal_ = false;
+  std::vector<bool> layer_causal_;  // per draft layer: block query i sees block keys 0..i only
   std::int32_t out_vocab_ = 0;
   std::vector<std::int32_t> d2t_;
 
@@ -98,6 +102,7 @@ class DFlashDrafter {
   TensorView fc_;           // [hidden, target_feature_width()] linear() weight
   TensorView hidden_norm_;  // [hidden]
   TensorView context_kv_;   // [layers * 2 kv_size, hidden]: each layer's k_proj then v_proj rows
+  TensorView context_kv_bias_;  // [layers * 2 kv_size] F32 (attention_bias), else empty
   TensorView norm_;         // [hidden]
   TensorView lm_head_;      // [out_vocab, hidden]
   TensorView embed_;        // [vocab, hidden]

@@ -61,8 +61,10 @@ inline std::vector<MethodCase> method_cases() {
       // Mixture-of-experts targets: verification batches k + 1 positions whose tokens share experts.
       {"ngram_moe", "qwen3-moe-f32", R"({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3)"},
       {"self_draft_moe", "qwen3-moe-bf16", R"({"method": "draft_model", "model": ")" + fixture_path("qwen3-moe-bf16") + "\""},
-      // DFlash: non-causal with the target's LM head; causal with a draft vocabulary, sampled.
+      // DFlash: non-causal with the target's LM head; a sliding-window layer and biases; causal
+      // with a draft vocabulary, sampled.
       {"dflash", "llama-f32", R"({"method": "dflash", "model": ")" + spec + R"(dflash-llama-f32")"},
+      {"dflash_swa", "llama-f32", R"({"method": "dflash", "model": ")" + spec + R"(dflash-swa-llama-f32")"},
       {"dflash_causal_probabilistic_block", "llama-f32",
        R"({"method": "dflash", "draft_sample_method": "probabilistic", "rejection_sample_method": "block", "model": ")" +
            spec + R"(dflash-causal-llama-f32")",

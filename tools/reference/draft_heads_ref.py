@@ -176,16 +176,17 @@ class Tensors:
             raise ValueError(f"{self.where}: unexpected tensors {extra[:5]}")
 
 
-def check_head_features(cfg, where):
-    """SiLU and no biases: what every head layer here computes."""
+def check_head_features(cfg, where, attention_bias=False):
+    """SiLU and no biases (attention biases where the head's layout has them): what every head
+    layer here computes."""
     if cfg.get("hidden_act", "silu") != "silu":
         raise ValueError(f"{where}: unsupported hidden_act {cfg['hidden_act']!r}")
-    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+    if (cfg.get("attention_bias") and not attention_bias) or cfg.get("mlp_bias"):
         raise ValueError(f"{where}: attention/mlp biases are not supported in heads")
 
 
-def layer_geometry(cfg, where):
-    check_head_features(cfg, where)
+def layer_geometry(cfg, where, attention_bias=False):
+    check_head_features(cfg, where, attention_bias)
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or h // nh
@@ -193,8 +194,9 @@ def layer_geometry(cfg, where):
     return h, nh, nkv, hd, cfg["intermediate_size"], float(cfg["rms_norm_eps"]), inv
 
 
-def load_block(ts, prefix, cfg, in_width, input_norm, qk_norm):
-    h, nh, nkv, hd, inter, eps, inv = layer_geometry(cfg, ts.where)
+def load_block(ts, prefix, cfg, in_width, input_norm, qk_norm, attention_bias=False):
+    """One layer's weights; with attention_bias also "{q,k,v,o}_bias" (DFlash layers only)."""
+    h, nh, nkv, hd, inter, eps, inv = layer_geometry(cfg, ts.where, attention_bias)
     w = {"q": ts.take(prefix + "self_attn.q_proj.weight", [nh * hd, in_width]),
          "k": ts.take(prefix + "self_attn.k_proj.weight", [nkv * hd, in_width]),
          "v": ts.take(prefix + "self_attn.v_proj.weight", [nkv * hd, in_width]),
@@ -208,6 +210,9 @@ def load_block(ts, prefix, cfg, in_width, input_norm, qk_norm):
     if qk_norm:
         w["q_norm"] = ts.take(prefix + "self_attn.q_norm.weight", [hd])
         w["k_norm"] = ts.take(prefix + "self_attn.k_norm.weight", [hd])
+    if attention_bias:
+        for proj, n in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd), ("o", h)):
+            w[proj + "_bias"] = ts.take(prefix + f"self_attn.{proj}_proj.bias", [n])
     assert nh % nkv == 0 and hd % 2 == 0
     return Block(w, nh, nkv, hd, eps, inv)
 

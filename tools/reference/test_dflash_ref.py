@@ -11,7 +11,9 @@ What it is for
   (explicit GQA index h // g), RoPE as 2x2 rotations of (i, i + hd/2) pairs. It asserts the same
   drafts, margins, block-row-1 logits (to 1e-9) and block argmax as reference.json and as
   dflash_ref.run_dflash, and the same drafts from draft_heads_ref.py's CLI (--method dflash).
-  Sensitivity: flipping causal / non-causal changes the drafts; reading each target layer's input
+  Per-layer attention (layer_types, sliding_window) and attention biases are re-derived the same way.
+  Sensitivity: flipping causal / non-causal changes the drafts (and, for a head with sliding-window
+  layers, dropping the window does too); reading each target layer's input
   instead of its output (hidden_states[id]) changes them too. Refusals: the error entry (a target
   layer id past the target), k >= block_size, block_size given twice with different values, a
   draft vocabulary without d2t, an unexpected tensor.
@@ -61,15 +63,23 @@ def bf_silu(v):
     return v / (1.0 + np.exp(-v))
 
 
-def bf_dflash(directory, target, tokens, k, causal=None, feature_offset=1):
-    """Block logits [k + 1, D] and the draft id -> target id map (or None). causal None: the config's;
-    feature_offset 1: HF's hidden_states[id + 1] (0 reads each layer's input instead, a mistake)."""
+def bf_dflash(directory, target, tokens, k, causal=None, feature_offset=1, windows=True):
+    """Block logits [k + 1, D] and the draft id -> target id map (or None). causal None: the config's
+    (per layer: stated for all, else sliding-window layers causal), True / False: every layer's;
+    feature_offset 1: HF's hidden_states[id + 1] (0 reads each layer's input instead, a mistake);
+    windows False: the sliding windows ignored."""
     cfg = json.load(open(os.path.join(directory, "config.json")))
     W = {n: t.double().numpy() if t.dtype.is_floating_point else t.numpy()
          for n, t in ref.read_model_dir(directory).items()}
     dc = cfg["dflash_config"]
-    if causal is None:
-        causal = bool(dc.get("causal", cfg.get("is_causal", False)))
+    types = cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"]
+    stated = dc.get("causal", cfg.get("is_causal"))
+    layer_causal = [(causal if causal is not None else stated if stated is not None else t == "sliding_attention")
+                    for t in types]
+    layer_window = [cfg["sliding_window"] if windows and t == "sliding_attention" else None for t in types]
+
+    def bias(name, rows):  # a projection's bias, zeros without attention_bias
+        return W[name] if cfg.get("attention_bias") else np.zeros(rows)
     nh, nkv, hd, eps, theta = (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"],
                                cfg["rms_norm_eps"], cfg["rope_theta"])
     n, L = len(tokens), target.n_layers
@@ -85,17 +95,23 @@ def bf_dflash(directory, target, tokens, k, causal=None, feature_offset=1):
     x = embed[block].copy()
     B, T = len(block), n - 1 + len(block)
     pos = list(range(n - 1)) + [n - 1 + i for i in range(B)]  # of the sequence [context; block]
-    allowed = np.ones((B, T), dtype=bool)  # block query i over [context; block]
-    if causal:
-        for i in range(B):
-            allowed[i, n - 1 + i + 1:] = False
     for layer in range(cfg["num_hidden_layers"]):
+        allowed = np.ones((B, T), dtype=bool)  # block query i over [context; block]
+        for i in range(B):
+            for t in range(T):
+                ahead, behind = pos[t] - pos[n - 1 + i], pos[n - 1 + i] - pos[t]
+                if layer_causal[layer] and ahead > 0:
+                    allowed[i, t] = False
+                w = layer_window[layer]
+                if w is not None and (behind >= w or (not layer_causal[layer] and ahead >= w)):
+                    allowed[i, t] = False
         p = f"layers.{layer}."
         hn = bf_rms(x, W[p + "input_layernorm.weight"], eps)
         seq = np.concatenate([cn, hn])  # what keys / values are computed from
-        K = (seq @ W[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
-        V = (seq @ W[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
-        Q = (hn @ W[p + "self_attn.q_proj.weight"].T).reshape(B, nh, hd)
+        kvw = nkv * hd
+        K = (seq @ W[p + "self_attn.k_proj.weight"].T + bias(p + "self_attn.k_proj.bias", kvw)).reshape(T, nkv, hd)
+        V = (seq @ W[p + "self_attn.v_proj.weight"].T + bias(p + "self_attn.v_proj.bias", kvw)).reshape(T, nkv, hd)
+        Q = (hn @ W[p + "self_attn.q_proj.weight"].T + bias(p + "self_attn.q_proj.bias", nh * hd)).reshape(B, nh, hd)
         K = np.stack([[bf_rope(bf_rms(K[t, g], W[p + "self_attn.k_norm.weight"], eps), pos[t], theta)
                        for g in range(nkv)] for t in range(T)])
         Q = np.stack([[bf_rope(bf_rms(Q[i, h], W[p + "self_attn.q_norm.weight"], eps), pos[n - 1 + i], theta)
@@ -109,7 +125,7 @@ def bf_dflash(directory, target, tokens, k, causal=None, feature_offset=1):
                 w = np.exp(scores - scores.max())
                 w /= w.sum()
                 attn[i, h * hd:(h + 1) * hd] = w @ V[:, g]
-        x = x + attn @ W[p + "self_attn.o_proj.weight"].T
+        x = x + attn @ W[p + "self_attn.o_proj.weight"].T + bias(p + "self_attn.o_proj.bias", x.shape[1])
         y = bf_rms(x, W[p + "post_attention_layernorm.weight"], eps)
         mlp = bf_silu(y @ W[p + "mlp.gate_proj.weight"].T) * (y @ W[p + "mlp.up_proj.weight"].T)
         x = x + mlp @ W[p + "mlp.down_proj.weight"].T
@@ -156,9 +172,13 @@ def check_entry(root, e):
     result = dh.run(head, target, tokens, k)
     assert result["drafts"] == drafts
     assert np.abs(result["block_logits"].numpy() - logits).max() < TOL
-    causal = head.causal
+    # Flipped: every layer the other way (a head with sliding-window layers: every layer non-causal).
+    causal = head.layer_causal(0) if head.sliding_window is None else True
     flipped = drafts_of(*bf_dflash(directory, target, tokens, k, causal=not causal))
     assert flipped != drafts, (e["name"], "causal / non-causal draft the same", flipped)
+    if head.sliding_window is not None:
+        unwindowed = drafts_of(*bf_dflash(directory, target, tokens, k, windows=False))
+        assert unwindowed != drafts, (e["name"], "with and without the sliding window draft the same", unwindowed)
     inputs = drafts_of(*bf_dflash(directory, target, tokens, k, feature_offset=0))
     assert inputs != drafts, (e["name"], "layer inputs instead of outputs draft the same", inputs)
     cli = subprocess.run([sys.executable, os.path.join(HERE, "draft_heads_ref.py"), "--target",
@@ -178,7 +198,8 @@ def check_entry(root, e):
         no_map = {n_: t for n_, t in stored.items() if n_ != "d2t"}
         expect_refusal(lambda: dh.build_head(cfg, no_map, target, "dflash"), "d2t")
     print(f"{e['name']:24s} ok  drafts {drafts} re-derived (logits, margins, block argmax, CLI); "
-          f"{'causal' if causal else 'non-causal'} flipped and layer inputs draft {flipped} / {inputs}")
+          f"{'causal' if causal else 'non-causal'} flipped and layer inputs draft {flipped} / {inputs}"
+          f"{'' if head.sliding_window is None else f'; without the window {unwindowed}'}")
 
 
 def main():
@@ -195,7 +216,8 @@ def main():
                             "--out", tmp, "--only", "llama-f32"], check=True, capture_output=True)
         r = json.load(open(os.path.join(root, "spec", "reference.json")))
         entries = [e for e in r["heads"] if e["method"] == "dflash"]
-        assert [e["name"] for e in entries] == ["dflash-llama-f32", "dflash-causal-llama-f32"], entries
+        assert [e["name"] for e in entries] == ["dflash-llama-f32", "dflash-causal-llama-f32",
+                                                "dflash-swa-llama-f32"], entries
         for e in entries:
             check_entry(root, e)
         bad, = [e for e in r["errors"] if e["method"] == "dflash"]

@@ -5,6 +5,8 @@
 // chunks, beside another request, after a second call, and through a prefill/decode hand-off of
 // its KV; missing states give no drafts, and bad checkpoints and hand-offs are refused with errors
 // that name what is wrong.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -45,7 +47,7 @@ void poison_kv(Proposer& p) {
 
 TEST(DFlash, GreedyDraftsEqualTheReference) {
   const auto cases = head_cases("dflash");
-  ASSERT_EQ(cases.size(), 2u);
+  ASSERT_EQ(cases.size(), 3u);  // non-causal; causal with a draft vocabulary; sliding window and biases
   for (const HeadCase& c : cases) {
     auto h = ModelHarness::load(fixture_path(c.target));
     auto p = make_dflash(h, c);
@@ -73,6 +75,50 @@ TEST(DFlash, GreedyDraftsEqualTheReference) {
     feed_target_states(h, *alone, 5, other);
     EXPECT_EQ(both[0], propose_for(*alone, {5}, {other}, c.k)[0]) << c.name << " (the batch's other request)";
   }
+}
+
+// Beyond the argmax: a probabilistic draft's q row is softmax of its block row's logits, so row 1's
+// q equals softmax of the reference's block-row-1 logits (heads over the target's vocabulary).
+// This catches what moves logits without moving a well-separated argmax (a missing bias, say).
+TEST(DFlash, DraftProbabilitiesEqualTheReferenceSoftmax) {
+  int checked = 0;
+  for (const HeadCase& c : head_cases("dflash")) {
+    auto h = ModelHarness::load(fixture_path(c.target));
+    if (static_cast<std::int32_t>(c.logits.size()) != h.vocab()) continue;  // a draft vocabulary
+    SpeculativeConfig sc = dflash_config(fixture_path("spec/" + c.name), c.k);
+    sc.draft_sample_method = DraftSampleMethod::kProbabilistic;
+    auto made = make_proposer(sc, context_for(h, c.target));
+    ASSERT_TRUE(made.ok()) << made.status();
+    Proposer& p = **made;
+    p.add_request(1, c.tokens);
+    feed_target_states(h, p, 1, c.tokens);
+    std::vector<std::int32_t> drafts;
+    std::vector<float> q;
+    SamplingParams sampling;  // temperature 1: q is the plain softmax
+    RandomStream rng(7, RandomPurpose::kDraft, static_cast<std::int64_t>(c.tokens.size()));
+    ProposalRequest r;
+    r.key = 1;
+    r.tokens = c.tokens;
+    r.prompt_len = static_cast<std::int32_t>(c.tokens.size()) - 4;
+    r.max_drafts = c.k;
+    r.drafts = &drafts;
+    r.draft_probs = &q;
+    r.sampling = &sampling;
+    r.draft_rng = &rng;
+    std::vector<ProposalRequest> reqs{r};
+    ASSERT_TRUE(p.propose(reqs).ok());
+    ASSERT_EQ(q.size(), static_cast<std::size_t>(c.k) * c.logits.size()) << c.name;
+    const double top = *std::max_element(c.logits.begin(), c.logits.end());
+    double sum = 0;
+    for (double l : c.logits) sum += std::exp(l - top);
+    double worst = 0;
+    for (std::size_t i = 0; i < c.logits.size(); ++i) {
+      worst = std::max(worst, std::fabs(q[i] - std::exp(c.logits[i] - top) / sum));
+    }
+    EXPECT_LT(worst, 1e-5) << c.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);  // dflash-llama-f32 and dflash-swa-llama-f32
 }
 
 // The drafts follow the context: one more accepted position (its state and token) moves the block
@@ -200,7 +246,18 @@ TEST(DFlash, BadCheckpointsAreRefusedNamingWhatIsWrong) {
   edited([](nlohmann::json& j) { j["dflash_config"]["target_layer_ids"] = {0, 0}; }, "lists layer 0 twice");
   edited([](nlohmann::json& j) { j["dflash_config"]["target_layer_ids"] = {1, 0}; }, "list it last");
   edited([](nlohmann::json& j) { j["num_target_layers"] = 36; }, "num_target_layers is 36");
-  edited([](nlohmann::json& j) { j["layer_types"] = {"sliding_attention", "full_attention"}; }, "layer_types lists");
+  edited([](nlohmann::json& j) { j["layer_types"] = {"full_attention"}; }, "layer_types");
+  edited(
+      [](nlohmann::json& j) {
+        j["layer_types"] = {"sliding_attention", "full_attention"};
+        j["sliding_window"] = 4;
+        j["is_causal"] = false;
+      },
+      "layer 0 is a non-causal sliding-window layer");
+  edited([](nlohmann::json& j) { j["architectures"] = {"DFlash2DraftModel"}; }, "DFlash2DraftModel");
+  edited([](nlohmann::json& j) { j["dflash_config"]["input_embedding_scale"] = 2.0; }, "input_embedding_scale 2.0");
+  edited([](nlohmann::json& j) { j["output_multiplier"] = 0.5; }, "output_multiplier 0.5");
+  edited([](nlohmann::json& j) { j["final_logit_softcapping"] = 30.0; }, "final_logit_softcapping");
   edited([](nlohmann::json& j) { j["dflash_config"]["use_swa"] = true; }, "use_swa");
   edited([](nlohmann::json& j) { j["num_hidden_layers"] = 3; }, "layers.2.");
 }
