@@ -22,6 +22,9 @@
 // request verified k drafts, with the ratio of the two (--profile 0 turns the timer off).
 // "tokens_per_step_median" is each request's tokens after its first over the steps that made them
 // (median over requests): the speedup if verifying cost nothing, the ceiling the proposer sets.
+// "proposer_over_decode_step" and "verification_over_decode_step" split a full verification step
+// into the proposal and the rest, in plain decode steps; "speedup_bound_free_proposer" is the mean
+// acceptance length over the latter: the ceiling the target's verification cost sets.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -349,6 +352,16 @@ int main(int argc, char** argv) {
           const double decode_s = base_profile.full_steps.step_seconds / base_profile.full_steps.steps;
           const double verify_s = spec_profile.full_steps.step_seconds / spec_profile.full_steps.steps;
           j["full_verification_step_over_decode_step"] = verify_s / decode_s;
+          // Split into the proposer's share (the cost of proposing k drafts) and the rest (the
+          // target verifying k + 1 positions, in decode steps). The mean acceptance length over the
+          // latter is the speedup a proposer that cost nothing would reach: the ceiling the
+          // target's verification cost sets on this machine.
+          const auto& full = spec_profile.full_steps;
+          const double proposer_s = full.seconds[static_cast<int>(ProfileClass::kProposer)] / full.steps;
+          const double verification = (verify_s - proposer_s) / decode_s;
+          j["proposer_over_decode_step"] = proposer_s / decode_s;
+          j["verification_over_decode_step"] = verification;
+          if (verification > 0) j["speedup_bound_free_proposer"] = st.mean_acceptance_length() / verification;
         }
       }
       std::cout << j.dump() << std::endl;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -280,9 +281,14 @@ absl::Status DFlashDrafter::allocate(const DFlashOptions& o, std::int32_t vocab)
   limits.max_num_tokens = max_context_tokens_;
   limits.max_num_logits = o.max_num_seqs;  // catch-up chunks may ask for one; never read
   BATON_RETURN_IF_ERROR(context_plan_.allocate(backend_, limits));
+  const std::int32_t graph_seqs = backend_.captures_graphs() ? std::min(o.graph_max_seqs, o.max_num_seqs) : 0;
   limits.max_num_tokens = max_block_tokens_;
-  limits.max_num_logits = max_logits_;
+  // A replayed block has logits at every token (the graph's shape), padding rows included.
+  limits.max_num_logits = graph_seqs > 0 ? max_block_tokens_ : max_logits_;
   BATON_RETURN_IF_ERROR(block_plan_.allocate(backend_, limits));
+  graphs_ = std::make_unique<ForwardGraphs>(graph_seqs, k + 1, limits);
+  every_row_.resize(static_cast<std::size_t>(k + 1));
+  std::iota(every_row_.begin(), every_row_.end(), 0);
 
   const auto f = sizeof(float);
   const auto h = static_cast<std::size_t>(config_.hidden_size);
@@ -305,9 +311,14 @@ absl::Status DFlashDrafter::allocate(const DFlashOptions& o, std::int32_t vocab)
   BATON_RETURN_IF_ERROR(alloc(&attention_positions_, bt * sizeof(std::int32_t)));
   BATON_RETURN_IF_ERROR(workspace_.allocate(backend_, config_, max_block_tokens_));
   const auto l = static_cast<std::size_t>(max_logits_);
-  BATON_RETURN_IF_ERROR(alloc(&selected_, l * h * f));
-  BATON_RETURN_IF_ERROR(alloc(&selected_normed_, l * h * f));
+  const auto lm = static_cast<std::size_t>(limits.max_num_logits);  // rows the LM head may compute
+  BATON_RETURN_IF_ERROR(alloc(&selected_, lm * h * f));
+  BATON_RETURN_IF_ERROR(alloc(&selected_normed_, lm * h * f));
   BATON_RETURN_IF_ERROR(alloc(&logits_, l * static_cast<std::size_t>(out_vocab_) * f));
+  if (graphs_->enabled()) {
+    BATON_RETURN_IF_ERROR(alloc(&all_logits_, lm * static_cast<std::size_t>(out_vocab_) * f));
+    BATON_RETURN_IF_ERROR(alloc(&wanted_rows_, l * sizeof(std::int32_t)));
+  }
   return absl::OkStatus();
 }
 
@@ -348,33 +359,16 @@ absl::Status DFlashDrafter::write_context(const ForwardBatch& batch, const Tenso
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCache& cache) {
-  BATON_RETURN_IF_ERROR(block_plan_.plan(batch, cache.num_blocks()));
+void DFlashDrafter::enqueue_block(std::int64_t t, std::int64_t n_logits, const LayerBatch& batch,
+                                  const TensorView& block_positions, KvCache& cache, const TensorView& logits) {
   Backend& b = backend_;
   const ModelConfig& c = config_;
-  const std::int64_t t = block_plan_.num_tokens(), n_logits = block_plan_.num_logits(), h = c.hidden_size;
+  const std::int64_t h = c.hidden_size;
   const TensorView resid = resid_.view(DType::kF32, {t, h});
   b.embedding(embed_, block_plan_.tokens(), resid);
-
-  LayerBatch lb;
-  lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.rope_dim()});
-  lb.slots = block_plan_.slots();
-  lb.attention = block_plan_.attention();
+  LayerBatch lb = batch;
   b.rope_cos_sin(block_plan_.positions(), inv_freq_.view(DType::kF32, {c.rope_dim() / 2}), lb.cos_sin);
   const TensorView causal_positions = lb.attention.positions;
-  TensorView block_positions = causal_positions;
-  if (std::find(layer_causal_.begin(), layer_causal_.end(), false) != layer_causal_.end()) {
-    // In a non-causal layer every query of a block attends as if it stood at the block's last
-    // position.
-    mask_positions_.clear();
-    for (const ForwardSequence& s : batch.sequences) {
-      const auto last = static_cast<std::int32_t>(s.start_position + static_cast<std::int32_t>(s.tokens.size()) - 1);
-      mask_positions_.insert(mask_positions_.end(), s.tokens.size(), last);
-    }
-    const TensorView positions = attention_positions_.view(DType::kI32, {t});
-    b.copy_to_device(positions.data, mask_positions_.data(), mask_positions_.size() * sizeof(std::int32_t));
-    block_positions = positions;
-  }
   const LayerScratch s = workspace_.views(c, t);
   for (std::int32_t i = 0; i < c.num_layers; ++i) {
     const auto li = static_cast<std::size_t>(i);
@@ -383,13 +377,74 @@ absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCac
     b.rms_norm(resid, w.input_norm, c.rms_norm_eps, s.hidden);
     decoder_layer(b, c, w, c.sliding_window[li], s.hidden, resid, s, lb, LayerCache{cache.layer(i), {}, {}});
   }
+  if (n_logits == 0) return;
   const TensorView sel = selected_.view(DType::kF32, {n_logits, h});
   const TensorView normed = selected_normed_.view(DType::kF32, {n_logits, h});
-  const TensorView logits = logits_.view(DType::kF32, {n_logits, out_vocab_});
-  if (n_logits == 0) return logits;
   b.gather_rows(resid, block_plan_.logits_rows(), sel);
   b.rms_norm(sel, norm_, c.rms_norm_eps, normed);
   b.linear(normed, lm_head_, TensorView{}, logits);
+}
+
+absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCache& cache) {
+  // A graph replays blocks with logits at every token: the same sequences, asked that way.
+  std::optional<GraphShape> shape;
+  ForwardBatch every;
+  if (graphs_->enabled()) {
+    every.sequences = batch.sequences;
+    for (ForwardSequence& s : every.sequences) {
+      s.logits_indices = std::span<const std::int32_t>(every_row_).first(s.tokens.size());
+    }
+    shape = graphs_->shape_for(every);
+  }
+  BATON_RETURN_IF_ERROR(block_plan_.plan(shape ? every : batch, cache.num_blocks(), shape));
+  Backend& b = backend_;
+  const ModelConfig& c = config_;
+  const std::int64_t t = block_plan_.num_tokens(), n_logits = block_plan_.num_logits();
+  const std::int64_t wanted = batch.num_logits();
+
+  LayerBatch lb;
+  lb.cos_sin = cos_sin_.view(DType::kF32, {t, c.rope_dim()});
+  lb.slots = block_plan_.slots();
+  lb.attention = block_plan_.attention();
+  TensorView block_positions = lb.attention.positions;
+  if (std::find(layer_causal_.begin(), layer_causal_.end(), false) != layer_causal_.end()) {
+    // In a non-causal layer every query of a block attends as if it stood at the block's last
+    // position. The real tokens come first in the plan; padding keeps its own positions.
+    mask_positions_.assign(block_plan_.host_positions().begin(), block_plan_.host_positions().end());
+    std::size_t row = 0;
+    for (const ForwardSequence& s : batch.sequences) {
+      const auto last = static_cast<std::int32_t>(s.start_position + static_cast<std::int32_t>(s.tokens.size()) - 1);
+      std::fill_n(mask_positions_.begin() + static_cast<std::ptrdiff_t>(row), s.tokens.size(), last);
+      row += s.tokens.size();
+    }
+    block_positions = attention_positions_.view(DType::kI32, {t});
+    b.copy_to_device(block_positions.data, mask_positions_.data(), mask_positions_.size() * sizeof(std::int32_t));
+  }
+  const TensorView logits = logits_.view(DType::kF32, {wanted, out_vocab_});
+  if (!shape) {
+    enqueue_block(t, n_logits, lb, block_positions, cache, logits);
+    graphs_->count_eager();
+    return logits;
+  }
+  const TensorView all = all_logits_.view(DType::kF32, {n_logits, out_vocab_});
+  GraphKey& key = graph_key_;
+  key.shape = *shape;
+  key.variant.clear();
+  key.kv_cache = cache.layer(0).data;
+  key.kv_blocks = cache.num_blocks();
+  graphs_->run(key, b, [&] { enqueue_block(t, n_logits, lb, block_positions, cache, all); });
+  if (wanted == 0) return logits;
+  // The wanted rows of the every-token logits: sequence j's real rows start after the real
+  // tokens of the sequences before it.
+  rows_wanted_.clear();
+  std::int32_t first = 0;
+  for (const ForwardSequence& s : batch.sequences) {
+    for (const std::int32_t i : s.logits_indices) rows_wanted_.push_back(first + i);
+    first += static_cast<std::int32_t>(s.tokens.size());
+  }
+  const TensorView index = wanted_rows_.view(DType::kI32, {wanted});
+  b.copy_to_device(index.data, rows_wanted_.data(), rows_wanted_.size() * sizeof(std::int32_t));
+  b.gather_rows(all, index, logits);
   return logits;
 }
 

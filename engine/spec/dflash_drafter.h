@@ -18,6 +18,13 @@
 // the position its AttentionBatch says, so each block query is given its block's LAST position
 // there, while RoPE and KV slots use the real positions.
 //
+// Graphs (engine/model/forward_graphs.h, where the engine uses them): a block forward has k + 1
+// tokens per sequence every step, so it replays a captured graph per padded batch size. A graph's
+// shape has logits at none, the last or every token, so a replayed block computes logits at every
+// row and the rows 1..k are gathered after the replay; the per-call uploads (the batch plan, the
+// block queries' attention positions, that gather's index) stay outside the graph. Context writes
+// (write_context) vary in length and run op by op.
+//
 // It never owns target weights (embedding and LM head are views of the target's unless the
 // checkpoint ships its own) and never touches the target's KV.
 #pragma once
@@ -32,6 +39,7 @@
 #include "engine/model/batch_plan.h"
 #include "engine/model/config.h"
 #include "engine/model/decoder_layer.h"
+#include "engine/model/forward_graphs.h"
 #include "engine/model/weights.h"
 #include "engine/spec/model_proposer.h"
 
@@ -44,6 +52,9 @@ struct DFlashOptions {
   std::int32_t block_size = 16;  // KV block size (not the drafter's trained block)
   std::int32_t num_speculative_tokens = 0;  // k: a query block holds up to k + 1 tokens
   std::optional<DType> dtype;
+  // Block forwards replay captured graphs for batches of up to this many sequences (0: never);
+  // the engine's graph_max_seqs.
+  std::int32_t graph_max_seqs = 0;
 };
 
 class DFlashDrafter {
@@ -79,12 +90,18 @@ class DFlashDrafter {
   // backend, valid until the next call.
   absl::StatusOr<TensorView> draft(const ForwardBatch& batch, KvCache& cache);
 
+  // The block forwards: captured graphs, replays, and forwards run op by op.
+  const GraphStats& graph_stats() const { return graphs_->stats(); }
+
  private:
   explicit DFlashDrafter(Backend& backend) : backend_(backend) {}
   absl::Status read_config(const std::string& dir, const ModelConfig& target);
   absl::Status load_weights(const std::string& dir, const ModelConfig& target, const ModelWeights& target_weights,
                             const DFlashOptions& options);
   absl::Status allocate(const DFlashOptions& options, std::int32_t vocab);
+  // The block forward's ops from the plan's token ids to n_logits rows of logits; no uploads.
+  void enqueue_block(std::int64_t t, std::int64_t n_logits, const LayerBatch& lb, const TensorView& block_positions,
+                     KvCache& cache, const TensorView& logits);
 
   Backend& backend_;
   ModelConfig config_;  // the draft layers' shape
@@ -114,6 +131,12 @@ class DFlashDrafter {
   std::vector<std::int32_t> mask_positions_;  // host side of attention_positions_
   DeviceBuffer inv_freq_, features_, fused_, fused_normed_, context_kv_out_, context_cos_sin_;
   DeviceBuffer resid_, cos_sin_, attention_positions_, selected_, selected_normed_, logits_;
+  // Graphs: the replayed forward's logits at every row, and the index of the rows 1..k in them.
+  std::unique_ptr<ForwardGraphs> graphs_;
+  GraphKey graph_key_;
+  std::vector<std::int32_t> every_row_;      // 0..k: logits at every block token
+  std::vector<std::int32_t> rows_wanted_;    // host side of wanted_rows_
+  DeviceBuffer all_logits_, wanted_rows_;
 };
 
 }  // namespace baton

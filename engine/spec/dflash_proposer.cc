@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<DFlashProposer>> DFlashProposer::create(const Spe
   o.block_size = ctx.block_size;
   o.num_speculative_tokens = config.num_speculative_tokens;
   o.dtype = ctx.dtype;
+  o.graph_max_seqs = ctx.graph_max_seqs;
   BATON_ASSIGN_OR_RETURN(p->drafter_, DFlashDrafter::load(config.model, *ctx.target_config, *ctx.target_weights,
                                                           *ctx.backend, o));
   const std::int32_t k = config.num_speculative_tokens;

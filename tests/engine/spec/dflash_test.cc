@@ -77,6 +77,45 @@ TEST(DFlash, GreedyDraftsEqualTheReference) {
   }
 }
 
+// Block forwards replayed from captured graphs (on the CPU, the ops recorded and run again): the
+// drafts stay the reference's call after call, and a batch of three (padded to a graph of four
+// sequences) drafts what the drafter drafts without graphs.
+TEST(DFlash, GraphReplayedBlocksDraftTheReference) {
+  for (const HeadCase& c : head_cases("dflash")) {
+    auto h = ModelHarness::load(fixture_path(c.target));
+    auto made = make_proposer(dflash_config(fixture_path("spec/" + c.name), c.k),
+                              context_for(h, c.target, /*graph_max_seqs=*/4));
+    ASSERT_TRUE(made.ok()) << c.name << ": " << made.status();
+    Proposer& graphed = **made;
+    graphed.add_request(1, c.tokens);
+    feed_target_states(h, graphed, 1, c.tokens);
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_EQ(propose_for(graphed, {1}, {c.tokens}, c.k)[0], c.drafts) << c.name << " call " << call;
+    }
+    // Fewer drafts asked for: the same block, the reference's first ones (rows gathered after the replay).
+    EXPECT_EQ(propose_for(graphed, {1}, {c.tokens}, 2)[0], std::vector<std::int32_t>(c.drafts.begin(), c.drafts.begin() + 2))
+        << c.name;
+    const GraphStats& g = dynamic_cast<const DFlashProposer&>(graphed).drafter().graph_stats();
+    EXPECT_EQ(g.captured, 1) << c.name;
+    EXPECT_EQ(g.replays, 3) << c.name;
+
+    const std::vector<std::int32_t> reversed(c.tokens.rbegin(), c.tokens.rend());
+    const std::vector<std::int32_t> shorter(c.tokens.begin() + 3, c.tokens.end());
+    auto eager = make_dflash(h, c);
+    for (Proposer* p : {&graphed, eager.get()}) {
+      p->add_request(2, reversed);
+      p->add_request(3, shorter);
+      feed_together(h, *p, {2, 3}, {reversed, shorter}, 5);
+    }
+    eager->add_request(1, c.tokens);
+    feed_target_states(h, *eager, 1, c.tokens);
+    const auto got = propose_for(graphed, {3, 1, 2}, {shorter, c.tokens, reversed}, c.k);
+    EXPECT_EQ(got, propose_for(*eager, {3, 1, 2}, {shorter, c.tokens, reversed}, c.k)) << c.name;
+    EXPECT_EQ(got[1], c.drafts) << c.name;
+    EXPECT_EQ(g.captured, 2) << c.name << ": one graph for 1 sequence, one for 4";
+  }
+}
+
 // Beyond the argmax: a probabilistic draft's q row is softmax of its block row's logits, so row 1's
 // q equals softmax of the reference's block-row-1 logits (heads over the target's vocabulary).
 // This catches what moves logits without moving a well-separated argmax (a missing bias, say).
