@@ -934,6 +934,7 @@ def bf_medusa(directory, final, bias=True, cut_rows=True):
 
 def check_medusa(root):
     import draft_heads_ref as dh
+    import medusa_ref
     r = json.load(open(os.path.join(root, "spec", "reference.json")))
     entries = [e for e in r["heads"] if e["method"] == "medusa"]
     assert [e["name"] for e in entries] == ["medusa-llama-f32", "medusa-trunc-llama-f32", "medusa-shared-llama-f32"]
@@ -971,7 +972,7 @@ def check_medusa(root):
             except ValueError as err:
                 assert "token_map" in str(err), err
     try:
-        dh.medusa_config({"medusa_num_heads": 3, "num_heads": 2})
+        medusa_ref.medusa_config({"medusa_num_heads": 3, "num_heads": 2})
         raise AssertionError("disagreeing head counts accepted")
     except ValueError as err:
         assert "disagree" in str(err), err

@@ -4,7 +4,7 @@ What it is for
   train_medusa.py trains them with the target frozen (Medusa-1); save_medusa writes the layout of
   models/baton-tiny-code/medusa, the one vLLM's MedusaModel and Baton's MedusaHead load
   (engine/spec/medusa_head.h, docs/engine.md "Medusa"); load_medusa reads it back.
-  tools/reference/draft_heads_ref.py (layout "medusa") is the independent float64 forward the
+  tools/reference/medusa_ref.py (through draft_heads_ref.py) is the independent float64 forward the
   engine is tested against; this file's math must equal it.
 
   Head i (0-based) reads h_p, the target's FINAL-NORM output at position p, and predicts the token

@@ -2,7 +2,7 @@
 // tools/fixtures/make_spec_fixtures.py, in every layout vLLM loads: per-head LM heads over the
 // whole vocabulary; a truncated vocabulary with token_map, biased two-layer blocks, the
 // "medusa_heads." prefix and a logit scale; one shared LM head cut to the token_map at load. Their
-// greedy drafts must equal the float64 reference's (tools/reference/draft_heads_ref.py), also when
+// greedy drafts must equal the float64 reference's (tools/reference/medusa_ref.py), also when
 // the state comes from host copies, chunked prompts, batches and a prefill/decode hand-off; bad
 // checkpoints and hand-offs are refused with errors that name what is wrong.
 #include <cmath>
