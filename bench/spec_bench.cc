@@ -12,7 +12,10 @@
 // usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts 24]
 //                   [--max-tokens 64] [--threads N] [--cases batch1_greedy,batch8_greedy,batch1_t0.8]
 //                   [--cpu-isa auto|portable|avx2|avx512|avx512bf16] [--profile 0|1] [--adaptive off|on|both]
-//                   --spec JSON [--spec JSON ...]
+//                   [--device cpu|cuda[:N]] --spec JSON [--spec JSON ...]
+// --device cuda runs both engines on the GPU (graphs as the engine's default: on). The step
+// profile times ops on the host, which a GPU runs asynchronously, so it is off there (and
+// --profile 1 is refused): TPOT, TTFT and acceptance are what a GPU run reports.
 // --adaptive sets speculative_config's adaptive_draft_length in every --spec (both: each spec runs
 // twice, fixed length first); off (the default) leaves the specs as given.
 // Prints one JSON object per (method, case) on stdout, with "profile_baseline" and "profile_spec":
@@ -31,6 +34,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "bench/profile_sum.h"
 #include "common/logging.h"
 #include "engine/engine.h"
+#include "kernels/backend_factory.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
@@ -48,7 +53,8 @@ struct Args {
   std::string model, prompts, field = "prompt";
   int num_prompts = 24, max_tokens = 64, threads = 0;
   std::string cpu_isa = "auto";
-  bool profile = true;
+  std::string device = "cpu";
+  std::optional<bool> profile;  // default: on for the CPU, off (and refused) for a GPU
   std::vector<std::string> cases = {"batch1_greedy", "batch8_greedy", "batch1_t0.8"};
   std::vector<std::string> specs;
   std::string adaptive = "off";
@@ -57,7 +63,7 @@ struct Args {
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: spec_bench --model DIR --prompts FILE.jsonl [--field prompt] [--num-prompts N] "
                        "[--max-tokens N] [--threads N] [--cases a,b,c] [--cpu-isa ISA] [--profile 0|1] "
-                       "[--adaptive off|on|both] --spec JSON [--spec JSON ...]\n");
+                       "[--adaptive off|on|both] [--device cpu|cuda[:N]] --spec JSON [--spec JSON ...]\n");
   std::exit(2);
 }
 
@@ -80,6 +86,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--spec") a.specs.push_back(v);
     else if (k == "--profile") a.profile = v != "0";
     else if (k == "--adaptive") a.adaptive = v;
+    else if (k == "--device") a.device = v;
     else if (k == "--cases") {
       a.cases.clear();
       std::istringstream in(v);
@@ -89,6 +96,14 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.model.empty() || a.prompts.empty() || a.specs.empty()) usage();
+  const auto device = parse_device(a.device);
+  if (!device.ok()) die(device.status());
+  const bool gpu = device->type != DeviceType::kCpu;
+  if (gpu && a.profile.value_or(false)) {
+    die(absl::InvalidArgumentError("--profile 1 times ops on the host, which a GPU runs asynchronously: "
+                                   "the split would be wrong; use --profile 0 with --device cuda"));
+  }
+  if (!a.profile) a.profile = !gpu;
   if (a.adaptive != "off") {
     if (a.adaptive != "on" && a.adaptive != "both") usage();
     std::vector<std::string> specs;
@@ -195,6 +210,7 @@ std::unique_ptr<Engine> make_engine(const Args& a, const std::optional<Speculati
   c.model_dir = a.model;
   c.backend.num_threads = a.threads;
   c.backend.cpu_isa = a.cpu_isa;
+  c.backend.device = *parse_device(a.device);
   c.kv_cache_bytes = 512LL << 20;
   c.scheduler.max_num_seqs = 8;
   c.scheduler.enable_prefix_caching = false;  // equal settings: heads need it off, so both run without
@@ -233,7 +249,7 @@ int main(int argc, char** argv) {
   using namespace baton::bench;
   (void)init_logging("warn");
   const Args args = parse(argc, argv);
-  StepProfile::enable(args.profile);
+  StepProfile::enable(*args.profile);
   auto tokenizer = Tokenizer::load(args.model);
   if (!tokenizer.ok()) die(tokenizer.status());
   std::vector<std::vector<std::int32_t>> prompts;
@@ -310,6 +326,7 @@ int main(int argc, char** argv) {
       }
       nlohmann::json j = {{"model", args.model},
                           {"cpu_isa", args.cpu_isa},
+                          {"device", args.device},
                           {"case", c.name},
                           {"batch", c.batch},
                           {"temperature", c.temperature},
@@ -340,7 +357,7 @@ int main(int argc, char** argv) {
                           {"differing_token_share",
                            output_tokens > 0 ? static_cast<double>(differing_tokens) / static_cast<double>(output_tokens) : 0.0},
                           {"lossless", spec->lossless()}};
-      if (args.profile) {
+      if (*args.profile) {
         j["profile_baseline"] = base_profile.per_token.to_json();  // seconds per output token, by class
         j["profile_spec"] = spec_profile.per_token.to_json();
         // Seconds per step: a plain decode step, and a step that verified k drafts per request

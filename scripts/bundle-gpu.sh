@@ -7,8 +7,8 @@
 #   scripts/bundle-gpu.sh [--build-dir build/gpu-bundle] [--out gpu-bundle] [--no-build] [--no-fixtures]
 #
 # Writes OUT/ (default gpu-bundle/ at the repository root, git-ignored; carry it to the device):
-#   bundle.tar.xz   bin/  baton, dump_logits, llama_decode_bench, and the CUDA test executables:
-#                         every one labelled `cuda` for ctest, plus the engine tests that hold
+#   bundle.tar.xz   bin/  baton, dump_logits, llama_decode_bench, cuda_gemm_bench, spec_bench, and the
+#                         CUDA test executables: every one labelled `cuda` for ctest, plus the engine tests that hold
 #                         `*cuda*` instances (run with a gtest filter)
 #                   lib/  every shared library those load, found with ldd, except the CUDA runtime
 #                         libraries (libcuda, libcudart, libcublas*, libnccl: they must be the
@@ -78,7 +78,7 @@ mixed_tests=""
 for t in engine_model_test; do
   grep -q "^build [^:]*/$t:" "$build/build.ninja" && mixed_tests+=" $t"
 done
-programs="baton dump_logits llama_decode_bench cuda_gemm_bench"
+programs="baton dump_logits llama_decode_bench cuda_gemm_bench spec_bench"
 targets="$programs $(for t in $cuda_tests; do basename "$t"; done) $mixed_tests"
 
 if $do_build; then

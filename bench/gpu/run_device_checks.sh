@@ -14,6 +14,9 @@
 #   greedy  greedy token ids, CUDA vs CPU, plain and with speculation (bench/gpu/greedy_equivalence.py)
 #   logits  our CUDA logits vs the fixtures' float64 reference and vs transformers (float32, eager)
 #           (bench/gpu/dump_logits + bench/gpu/compare_hf_logits.py)
+#   spec    the bundled family's DFlash, MTP and EAGLE-3 (k = 4) against plain decoding, greedy at
+#           batch 1 and 8 (bench/spec_bench --device cuda): speedup and acceptance; fails if any
+#           request's tokens differ from plain decoding's (runs after speed_baton, when budget is left)
 #   speed   Llama-3.1-8B-shaped decode at batch 1, 8 and 64 and a 512-token prefill: ours
 #           (bench/gpu/llama_decode_bench, batch invariant and --no-batch-invariant) vs the copy
 #           bandwidth, prefill TFLOP/s vs torch's BF16 matmul (bench/gpu/tensor_core_peak.py), and
@@ -309,6 +312,32 @@ speed_baton_step() {
 mkdir -p "$work/speed"
 export -f speed_baton_step
 run_step speed_baton 150 60 -- speed_baton_step
+
+# The bundled family's neural proposers (DFlash, MTP, EAGLE-3; k = 4) against plain decoding in one
+# process, greedy at batch 1 and 8 (bench/spec_bench): TPOT speedup and acceptance where a
+# verification costs little more than a decode step. Fails if any request's tokens differ from
+# plain decoding's.
+spec_step() {
+  local m=models/baton-tiny-code dev=cuda n=24 args=() s
+  if $cpu_only; then dev=cpu; n=2; fi
+  zcat bench/data/HumanEval.jsonl.gz >"$work/spec/humaneval.jsonl" || return 1
+  for s in dflash mtp eagle3; do args+=(--spec "{\"method\":\"$s\",\"num_speculative_tokens\":4,\"model\":\"$m/$s\"}"); done
+  "$B/bin/spec_bench" --device "$dev" --model "$m/target" --prompts "$work/spec/humaneval.jsonl" --num-prompts "$n" \
+    --cases batch1_greedy,batch8_greedy "${args[@]}" >"$work/spec/spec.jsonl" || return 1
+  "$py" - "$work/spec/spec.jsonl" <<'PY'
+import json, sys
+bad = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    bad += r["token_mismatches"]
+    print(f'{r["speculative_config"]["method"]:7s} {r["case"]:14s} speedup {r["speedup"]:.2f}  '
+          f'mean acceptance length {r["mean_acceptance_length"]:.2f}  mismatches {r["token_mismatches"]}')
+sys.exit(1 if bad else 0)
+PY
+}
+mkdir -p "$work/spec"
+export -f spec_step
+run_step spec 90 120 -- spec_step
 if $cpu_only; then
   say "speed_hf: skipped (CPU-only run)"; record speed_hf skipped 0 "CPU-only run"
 else

@@ -5,9 +5,9 @@ What it is for
           [--budget S] [--elapsed S]
   reads what the check's steps left in its work directory (steps/<step>.json with each step's
   status, tests/*.xml from gtest, greedy/greedy.json, logits/compare.json, speed/*.json, env.log,
-  bundle_manifest.json) and writes one summary: pass/fail per step and the key figures (test
-  counts, greedy agreement, logit distances, decode tokens/s and bandwidth fractions, our speed
-  over transformers'). Called after every step (so a check cut short still leaves a summary) and
+  bundle_manifest.json, spec/spec.jsonl) and writes one summary: pass/fail per step and the key
+  figures (test counts, greedy agreement, logit distances, decode tokens/s and bandwidth fractions,
+  our speed over transformers', speculative decoding's speedups). Called after every step (so a check cut short still leaves a summary) and
   once at the end, whose exit status is the check's: 1 when a step failed or a required step
   never ran.
       python3 bench/gpu/summarize_checks.py --tests-only DIR [--cpu-only]
@@ -199,9 +199,28 @@ def speed_figures(work):
     return out
 
 
+def spec_figures(work):
+    """spec/spec.jsonl (bench/spec_bench): per method and case, the TPOT speedup over plain decoding,
+    the mean acceptance length and the requests whose tokens differ."""
+    path = os.path.join(work, "spec", "spec.jsonl")
+    if not os.path.exists(path):
+        return None
+    out = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            out[f'{r["speculative_config"]["method"]} {r["case"]}'] = {
+                "speedup": round(r["speedup"], 3), "mean_acceptance_length": round(r["mean_acceptance_length"], 3),
+                "token_mismatches": r["token_mismatches"]}
+    return out or None
+
+
 def summarize(args):
     steps = {}
-    order = ["bundle", "env", "tests", "greedy", "logits", "speed_baton", "speed_hf", "speed_hf_compile"]
+    order = ["bundle", "env", "tests", "greedy", "logits", "speed_baton", "spec", "speed_hf", "speed_hf_compile"]
     found = [load(p) for p in glob.glob(os.path.join(args.work, "steps", "*.json"))]
     for s in sorted((s for s in found if s), key=lambda s: (order.index(s["step"]) if s["step"] in order else 99, s["step"])):
         steps[s["step"]] = {k: s[k] for k in ("status", "seconds", "note")}
@@ -211,7 +230,8 @@ def summarize(args):
     if counts:
         ok, note = tests_verdict(counts, args.cpu_only)
         summary["tests"] = {"ok": ok, "note": note, "executables": counts}
-    for key, fn in (("greedy", greedy_figures), ("logits", logits_figures), ("speed", speed_figures)):
+    for key, fn in (("greedy", greedy_figures), ("logits", logits_figures), ("speed", speed_figures),
+                    ("spec", spec_figures)):
         v = fn(args.work)
         if v is not None:
             summary[key] = v
@@ -294,6 +314,9 @@ def print_summary(s):
         hf_bits.append(f"ours/{mode} " + ", ".join(f"b{b} {x}x" for b, x in ratio.items()))
     if hf_bits:
         notes["speed_hf"] = "; ".join(hf_bits)
+    if s.get("spec"):
+        notes["spec"] = ", ".join(f"{k}: {v['speedup']}x (acceptance {v['mean_acceptance_length']})"
+                                  for k, v in s["spec"].items())
     print(f"{'step':18s} {'status':14s} {'s':>5s}  notes")
     for name, st in s["steps"].items():
         note = notes.get(name) or st.get("note") or ""
