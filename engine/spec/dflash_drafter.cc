@@ -388,9 +388,9 @@ void DFlashDrafter::enqueue_block(std::int64_t t, std::int64_t n_logits, const L
 absl::StatusOr<TensorView> DFlashDrafter::draft(const ForwardBatch& batch, KvCache& cache) {
   // A graph replays blocks with logits at every token: the same sequences, asked that way.
   std::optional<GraphShape> shape;
-  ForwardBatch every;
+  ForwardBatch& every = every_batch_;
   if (graphs_->enabled()) {
-    every.sequences = batch.sequences;
+    every.sequences.assign(batch.sequences.begin(), batch.sequences.end());  // capacity kept
     for (ForwardSequence& s : every.sequences) {
       s.logits_indices = std::span<const std::int32_t>(every_row_).first(s.tokens.size());
     }

@@ -135,6 +135,7 @@ class DFlashDrafter {
   std::unique_ptr<ForwardGraphs> graphs_;
   GraphKey graph_key_;
   std::vector<std::int32_t> every_row_;      // 0..k: logits at every block token
+  ForwardBatch every_batch_;                 // a draft's batch asked that way (capacity kept)
   std::vector<std::int32_t> rows_wanted_;    // host side of wanted_rows_
   DeviceBuffer all_logits_, wanted_rows_;
 };
